@@ -1,0 +1,52 @@
+# gatehouse — build, run, test, benchmark.
+#
+#   make run    build and start the gateway in embedded mode with the demo config
+#   make test   download modules, vet, lint, and run every test with the race detector
+#   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
+
+GO          ?= go
+BIN         := bin
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOTESTFLAGS ?=
+
+.PHONY: run build test vet lint unit bench fuzz clean
+
+build:
+	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
+	$(GO) build -o $(BIN)/mockllm ./cmd/mockllm
+
+run: build
+	$(BIN)/gatehouse serve --config examples/demo.yaml
+
+test: deps vet lint unit
+
+deps:
+	$(GO) mod download
+	cd bench && $(GO) mod download
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+
+lint:
+	$(GO) run $(STATICCHECK) ./...
+	cd bench && $(GO) run $(STATICCHECK) ./...
+
+unit:
+	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+	cd bench && $(GO) test -count=1 ./...
+
+bench: build
+	cd bench && $(GO) run ./cmd/benchrun -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BENCHFLAGS)
+
+# fuzz runs each fuzz target for FUZZTIME (their seed corpora already run in make test).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzEachField -fuzztime=$(FUZZTIME) ./internal/llm/
+	$(GO) test -run='^$$' -fuzz=FuzzSSE -fuzztime=$(FUZZTIME) ./internal/llm/
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/config/
+
+clean:
+	rm -rf $(BIN)

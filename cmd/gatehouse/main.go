@@ -1,0 +1,69 @@
+// Command gatehouse is the LLM gateway. It is the only composition root:
+// flags and config in, stores and providers built, everything wired, then
+// served.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/alecthomas/kong"
+
+	"gatehouse/internal/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type cli struct {
+	Serve   serveCmd   `cmd:"" help:"Run the gateway."`
+	Config  configCmd  `cmd:"" help:"Work with config files."`
+	Version versionCmd `cmd:"" help:"Print the version."`
+}
+
+type serveCmd struct {
+	Config string `short:"c" env:"GATEHOUSE_CONFIG" required:"" type:"path" help:"Path to the YAML config file."`
+	Bare   bool   `help:"Run as a bare proxy: no auth, limits or request logging (for benchmarks)."`
+}
+
+type configCmd struct {
+	Check checkCmd `cmd:"" help:"Validate a config file and report every error with its line and field."`
+}
+
+type checkCmd struct {
+	File string `arg:"" type:"path" help:"Config file to check."`
+}
+
+type versionCmd struct{}
+
+func (versionCmd) Run() error {
+	fmt.Println("gatehouse", version)
+	return nil
+}
+
+func (c *checkCmd) Run() error {
+	cfg, err := config.Load(c.File)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return fmt.Errorf("%s is not valid", c.File)
+	}
+	fmt.Printf("%s: ok (%d providers, %d models, %d keys)\n", c.File, len(cfg.Providers), len(cfg.Models), len(cfg.Keys))
+	return nil
+}
+
+func (s *serveCmd) Run() error {
+	return serve(s.Config, s.Bare)
+}
+
+func main() {
+	var c cli
+	ctx := kong.Parse(&c,
+		kong.Name("gatehouse"),
+		kong.Description("A self-hosted LLM gateway: one OpenAI-compatible endpoint in front of many providers."),
+		kong.UsageOnError(),
+	)
+	if err := ctx.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "gatehouse:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"gatehouse/internal/asynclog"
+	"gatehouse/internal/config"
+	"gatehouse/internal/server"
+)
+
+// gateway is a running gatehouse: the HTTP server plus the config
+// generation it serves, which reloads replace.
+type gateway struct {
+	path string
+	bare bool
+	log  *slog.Logger
+
+	srv *server.Server
+	mu  sync.Mutex // serialises reloads
+	gen *generation
+}
+
+func serve(path string, bare bool) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	logOut := asynclog.New(os.Stderr, 8192)
+	defer logOut.Close()
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: logLevel(cfg.Log.Level)}))
+
+	g, err := newGateway(path, cfg, bare, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return g.run(ctx, ln, cfg)
+}
+
+func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger) (*gateway, error) {
+	gen, err := build(cfg, bare)
+	if err != nil {
+		return nil, err
+	}
+	return &gateway{path: path, bare: bare, log: log, gen: gen, srv: server.New(gen.runtime, log)}, nil
+}
+
+// run serves on ln until ctx ends, then drains: readiness fails at once,
+// new connections are refused, and in-flight requests and streams get up
+// to the configured grace period to finish.
+func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) error {
+	hs := &http.Server{
+		Handler:           g.srv.Handler(),
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(),
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go g.watch(watchCtx)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	mode := "gateway"
+	if g.bare {
+		mode = "bare proxy"
+	}
+	g.log.Info("gatehouse listening", "addr", ln.Addr().String(), "mode", mode, "config", g.path)
+	fmt.Fprintf(os.Stderr, "gatehouse listening on %s\n", ln.Addr())
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	grace := cfg.Server.ShutdownGrace.D()
+	g.log.Info("shutting down: draining in-flight requests", "grace", grace.String())
+	g.srv.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		g.log.Warn("grace period over: closing remaining connections", "error", err.Error())
+		_ = hs.Close()
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	g.log.Info("stopped")
+	return nil
+}
+
+// watch reloads the config on SIGHUP and whenever its file changes.
+func (g *gateway) watch(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	w := config.NewWatcher(g.path, g.apply, func(err error) {
+		g.log.Error("config reload rejected; keeping the running config", "error", err.Error())
+	})
+	go func() {
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			g.log.Error("config file watch stopped", "error", err.Error())
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			g.log.Info("SIGHUP: reloading config")
+			w.Trigger()
+		}
+	}
+}
+
+// apply swaps in a new config generation. Requests already running keep
+// the old one until they finish.
+func (g *gateway) apply(cfg *config.Config) {
+	gen, err := build(cfg, g.bare)
+	if err != nil {
+		g.log.Error("config reload rejected; keeping the running config", "error", err.Error())
+		return
+	}
+	g.mu.Lock()
+	old := g.gen
+	g.gen = gen
+	g.mu.Unlock()
+	g.srv.Swap(gen.runtime)
+	g.log.Info("config reloaded", "providers", len(cfg.Providers), "models", len(cfg.Models), "keys", len(cfg.Keys))
+	if old != nil {
+		time.AfterFunc(time.Minute, old.close)
+	}
+}
+
+func logLevel(s string) slog.Level {
+	switch s {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

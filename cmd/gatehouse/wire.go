@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/config"
+	"gatehouse/internal/mockllm"
+	"gatehouse/internal/provider"
+	"gatehouse/internal/provider/openai"
+	"gatehouse/internal/route"
+	"gatehouse/internal/server"
+)
+
+// generation is one config turned into running parts: the runtime the
+// server swaps in, and what to release when it is replaced.
+type generation struct {
+	runtime    *server.Runtime
+	transports []*http.Transport
+}
+
+// close lets idle upstream connections of a replaced generation go;
+// requests still using them finish undisturbed.
+func (g *generation) close() {
+	for _, t := range g.transports {
+		t.CloseIdleConnections()
+	}
+}
+
+// build wires a validated config into a runtime.
+func build(cfg *config.Config, bare bool) (*generation, error) {
+	gen := &generation{}
+	deployments := map[string]provider.Deployment{} // per provider, without model
+	for i := range cfg.Providers {
+		p := &cfg.Providers[i]
+		d, t, err := providerDeployment(p)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			gen.transports = append(gen.transports, t)
+		}
+		deployments[p.Name] = d
+	}
+	groups := make([]*route.Group, 0, len(cfg.Models))
+	for i := range cfg.Models {
+		m := &cfg.Models[i]
+		targets := make([]*provider.Deployment, 0, len(m.Targets))
+		weights := make([]int, 0, len(m.Targets))
+		for _, t := range m.Targets {
+			base, ok := deployments[t.Provider]
+			if !ok {
+				return nil, fmt.Errorf("model %q: unknown provider %q", m.Name, t.Provider)
+			}
+			d := base
+			d.Model = t.Model
+			targets = append(targets, &d)
+			weights = append(weights, t.Weight)
+		}
+		groups = append(groups, route.NewGroup(m.Name, m.Strategy, targets, weights, timeouts(m.EffectiveTimeouts(cfg.Timeouts))))
+	}
+	table := route.NewTable(groups)
+	rt := &server.Runtime{
+		Routes:       table,
+		MaxBodyBytes: cfg.Server.MaxBodyBytes,
+		ModelList:    server.ModelList(table),
+	}
+	if !bare {
+		rt.Auth = staticKeys(cfg.Keys)
+		rt.LogRequests = cfg.Log.Requests == nil || *cfg.Log.Requests
+	}
+	gen.runtime = rt
+	return gen, nil
+}
+
+func timeouts(t config.Timeouts) provider.Timeouts {
+	return provider.Timeouts{Connect: t.Connect.D(), FirstByte: t.FirstByte.D(), Idle: t.Idle.D(), Total: t.Total.D()}
+}
+
+// providerDeployment builds the parts of a deployment that depend only on
+// the provider: address, credentials, adapter and HTTP client.
+func providerDeployment(p *config.Provider) (provider.Deployment, *http.Transport, error) {
+	d := provider.Deployment{
+		Provider:    p.Name,
+		Type:        p.Type,
+		APIKey:      p.APIKey,
+		Local:       p.Local,
+		StreamUsage: p.StreamUsage == nil || *p.StreamUsage,
+		Header:      http.Header{},
+	}
+	for k, v := range p.Headers {
+		d.Header.Set(k, v)
+	}
+	switch p.Type {
+	case "openai", "openai-compatible":
+		base := p.BaseURL
+		if base == "" {
+			preset := p.Preset
+			if p.Type == "openai" {
+				preset = "openai"
+			}
+			u, ok := openai.PresetBaseURL(preset)
+			if !ok {
+				return d, nil, fmt.Errorf("provider %q: base_url is required", p.Name)
+			}
+			base = u
+		}
+		d.BaseURL = strings.TrimRight(base, "/")
+		d.Adapter = openai.Adapter{}
+		t := provider.NewTransport()
+		d.Client = &http.Client{Transport: t}
+		return d, t, nil
+	case "mock":
+		// The emulator runs in-process: the quick start needs no keys and
+		// no second process.
+		d.BaseURL = "http://mock.gatehouse.internal/v1"
+		d.Adapter = openai.Adapter{}
+		d.Client = &http.Client{Transport: provider.HandlerTransport{Handler: mockllm.New(mockllm.Options{})}}
+		return d, nil, nil
+	}
+	return d, nil, fmt.Errorf("provider %q: type %q is not supported by this build yet", p.Name, p.Type)
+}
+
+func staticKeys(keys []config.Key) *auth.Static {
+	list := make([]auth.StaticKey, 0, len(keys))
+	for _, k := range keys {
+		p := auth.Principal{
+			KeyID:   staticKeyID(k),
+			Name:    k.Name,
+			Project: k.Project,
+			RPM:     k.RPM,
+			TPM:     k.TPM,
+		}
+		if len(k.Models) > 0 {
+			p.Models = make(map[string]bool, len(k.Models))
+			for _, m := range k.Models {
+				p.Models[m] = true
+			}
+		}
+		list = append(list, auth.StaticKey{Secret: k.Key, Principal: p})
+	}
+	return auth.NewStatic(list)
+}
+
+// staticKeyID names a config key in logs without revealing it: its name if
+// it has one, else a short prefix of its hash.
+func staticKeyID(k config.Key) string {
+	if k.Name != "" {
+		return "static:" + k.Name
+	}
+	h := auth.HashKey(k.Key)
+	return fmt.Sprintf("static:%x", h[:4])
+}

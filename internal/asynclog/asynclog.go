@@ -1,0 +1,87 @@
+// Package asynclog moves log output off the request path: Write copies the
+// line into a bounded queue and returns, and one goroutine batches lines
+// to the real output. When the queue is full lines are dropped and
+// counted rather than making a request wait on a slow terminal or disk.
+package asynclog
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// Writer is an asynchronous, line-oriented io.Writer. Each Write should be
+// one whole log record (slog handlers write exactly that).
+type Writer struct {
+	mu      sync.RWMutex // guards closing ch against concurrent sends
+	closed  bool
+	ch      chan *[]byte
+	out     io.Writer
+	dropped atomic.Uint64
+	done    chan struct{}
+	pool    sync.Pool
+}
+
+// New starts a Writer in front of out holding at most queue pending lines.
+func New(out io.Writer, queue int) *Writer {
+	w := &Writer{ch: make(chan *[]byte, queue), out: out, done: make(chan struct{})}
+	w.pool.New = func() any { b := make([]byte, 0, 512); return &b }
+	go w.run()
+	return w
+}
+
+// Write queues a copy of p. It never blocks and never fails; a line that
+// does not fit in the queue is dropped and counted.
+func (w *Writer) Write(p []byte) (int, error) {
+	b := w.pool.Get().(*[]byte)
+	*b = append((*b)[:0], p...)
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return w.out.Write(p) // after Close, write through
+	}
+	select {
+	case w.ch <- b:
+	default:
+		w.dropped.Add(1)
+		w.pool.Put(b)
+	}
+	w.mu.RUnlock()
+	return len(p), nil
+}
+
+// Dropped reports how many lines were lost to a full queue.
+func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
+
+func (w *Writer) run() {
+	defer close(w.done)
+	bw := bufio.NewWriterSize(w.out, 64<<10)
+	for b := range w.ch {
+		_, _ = bw.Write(*b)
+		if cap(*b) <= 16<<10 {
+			w.pool.Put(b)
+		}
+		if len(w.ch) == 0 {
+			_ = bw.Flush()
+		}
+	}
+	if n := w.dropped.Load(); n > 0 {
+		fmt.Fprintf(bw, `{"level":"WARN","msg":"log lines dropped: queue full","dropped":%d}`+"\n", n)
+	}
+	_ = bw.Flush()
+}
+
+// Close flushes everything queued and stops the goroutine. Later writes go
+// straight to the underlying writer.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.ch)
+	}
+	w.mu.Unlock()
+	<-w.done
+	return nil
+}

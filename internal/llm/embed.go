@@ -1,0 +1,80 @@
+package llm
+
+// EmbedRequest is an embeddings request: the client's JSON plus the fields
+// the gateway routes and accounts by.
+type EmbedRequest struct {
+	Body  []byte
+	Model string
+	Input []byte // raw "input" value
+	User  string
+
+	model span
+}
+
+// ParseEmbedRequest scans and checks an OpenAI embeddings request body.
+func ParseEmbedRequest(body []byte) (*EmbedRequest, error) {
+	r := &EmbedRequest{Body: body}
+	var ferr *Error
+	err := EachField(body, func(key string, v []byte, off int) bool {
+		k := KindOf(v)
+		switch key {
+		case "model":
+			if k != KindString {
+				ferr = wrongType(key, "a string", k)
+				break
+			}
+			r.Model, _ = UnquoteString(v)
+			r.model = span{off, off + len(v)}
+		case "input":
+			if k != KindString && k != KindArray {
+				ferr = wrongType(key, "a string or an array", k)
+				break
+			}
+			r.Input = v
+		case "user":
+			if k == KindString {
+				r.User, _ = UnquoteString(v)
+			} else if k != KindNull {
+				ferr = wrongType(key, "a string", k)
+			}
+		case "encoding_format":
+			if k != KindString && k != KindNull {
+				ferr = wrongType(key, "a string", k)
+			}
+		case "dimensions":
+			if k != KindNumber && k != KindNull {
+				ferr = wrongType(key, "an integer", k)
+			}
+		}
+		return ferr == nil
+	})
+	if err != nil {
+		return nil, jsonError(err)
+	}
+	if ferr != nil {
+		return nil, ferr
+	}
+	if !r.model.present() {
+		return nil, missing("model")
+	}
+	if r.Input == nil {
+		return nil, missing("input")
+	}
+	if r.Model == "" {
+		return nil, BadRequest("model", "invalid_value", "Invalid value for 'model': must be a non-empty string.")
+	}
+	return r, nil
+}
+
+// UpstreamBody returns the body with the model replaced, copying only when
+// the name differs.
+func (r *EmbedRequest) UpstreamBody(model string) []byte {
+	if model == r.Model {
+		return r.Body
+	}
+	q := AppendQuote(nil, model)
+	out := make([]byte, 0, len(r.Body)+len(q))
+	out = append(out, r.Body[:r.model.start]...)
+	out = append(out, q...)
+	return append(out, r.Body[r.model.end:]...)
+}

@@ -1,0 +1,263 @@
+package llm
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// span marks a value inside a request body; a zero span means "absent".
+type span struct{ start, end int }
+
+func (s span) present() bool { return s.end > 0 }
+
+// ChatRequest is a chat completion request as the gateway sees it: the
+// client's JSON body plus the fields routing, limits and accounting need.
+// Everything else in the body passes through untouched.
+type ChatRequest struct {
+	Body         []byte // the client's JSON object
+	Model        string
+	Stream       bool
+	IncludeUsage bool // the client asked for stream_options.include_usage
+	MaxTokens    int  // max_completion_tokens, else max_tokens; 0 when absent
+	User         string
+	Messages     []byte // raw messages array, for token estimates and translation
+
+	model         span
+	streamOptions span
+}
+
+// ParseChatRequest scans body, checks the fields the gateway relies on and
+// returns the request or an OpenAI-style 400 naming the offending field.
+func ParseChatRequest(body []byte) (*ChatRequest, error) {
+	r := &ChatRequest{Body: body}
+	var ferr *Error
+	err := EachField(body, func(key string, v []byte, off int) bool {
+		ferr = r.field(key, v, off)
+		return ferr == nil
+	})
+	if err != nil {
+		return nil, jsonError(err)
+	}
+	if ferr != nil {
+		return nil, ferr
+	}
+	if !r.model.present() {
+		return nil, missing("model")
+	}
+	if r.Messages == nil {
+		return nil, missing("messages")
+	}
+	if r.Model == "" {
+		return nil, BadRequest("model", "invalid_value", "Invalid value for 'model': must be a non-empty string.")
+	}
+	return r, nil
+}
+
+func (r *ChatRequest) field(key string, v []byte, off int) *Error {
+	k := KindOf(v)
+	switch key {
+	case "model":
+		if k != KindString {
+			return wrongType(key, "a string", k)
+		}
+		s, err := UnquoteString(v)
+		if err != nil {
+			return wrongType(key, "a string", k)
+		}
+		r.Model, r.model = s, span{off, off + len(v)}
+	case "messages":
+		if k != KindArray {
+			return wrongType(key, "an array", k)
+		}
+		return r.messages(v)
+	case "stream":
+		if k == KindNull {
+			return nil
+		}
+		if k != KindBool {
+			return wrongType(key, "a boolean", k)
+		}
+		r.Stream = v[0] == 't'
+	case "stream_options":
+		if k == KindNull {
+			r.streamOptions = span{off, off + len(v)}
+			return nil
+		}
+		if k != KindObject {
+			return wrongType(key, "an object", k)
+		}
+		r.streamOptions = span{off, off + len(v)}
+		var e *Error
+		_ = EachField(v, func(key string, v []byte, _ int) bool {
+			if key == "include_usage" {
+				switch KindOf(v) {
+				case KindBool:
+					r.IncludeUsage = v[0] == 't'
+				case KindNull:
+				default:
+					e = wrongType("stream_options.include_usage", "a boolean", KindOf(v))
+				}
+			}
+			return e == nil
+		})
+		return e
+	case "max_tokens", "max_completion_tokens":
+		if k == KindNull {
+			return nil
+		}
+		n, err := strconv.Atoi(string(v))
+		if k != KindNumber || err != nil {
+			return wrongType(key, "an integer", k)
+		}
+		if n < 1 {
+			return BadRequest(key, "invalid_value", "Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", key, n)
+		}
+		if key == "max_completion_tokens" || r.MaxTokens == 0 {
+			r.MaxTokens = n
+		}
+	case "user":
+		if k == KindNull {
+			return nil
+		}
+		if k != KindString {
+			return wrongType(key, "a string", k)
+		}
+		r.User, _ = UnquoteString(v)
+	case "temperature", "top_p", "presence_penalty", "frequency_penalty":
+		if k != KindNumber && k != KindNull {
+			return wrongType(key, "a number", k)
+		}
+	case "n":
+		if k != KindNumber && k != KindNull {
+			return wrongType(key, "an integer", k)
+		}
+	case "tools", "stop":
+		if key == "tools" && k != KindArray && k != KindNull {
+			return wrongType(key, "an array", k)
+		}
+		if key == "stop" && k != KindArray && k != KindString && k != KindNull {
+			return wrongType(key, "a string or an array", k)
+		}
+	}
+	return nil
+}
+
+// messages checks the shape OpenAI itself enforces before any model runs:
+// a non-empty array of objects, each with a string role.
+func (r *ChatRequest) messages(v []byte) *Error {
+	r.Messages = v
+	n := 0
+	var e *Error
+	_ = EachElement(v, func(i int, m []byte) bool {
+		n++
+		if KindOf(m) != KindObject {
+			e = wrongType("messages["+strconv.Itoa(i)+"]", "an object", KindOf(m))
+			return false
+		}
+		hasRole := false
+		_ = EachField(m, func(key string, fv []byte, _ int) bool {
+			if key == "role" {
+				hasRole = true
+				if KindOf(fv) != KindString {
+					e = wrongType("messages["+strconv.Itoa(i)+"].role", "a string", KindOf(fv))
+				}
+				return false
+			}
+			return true
+		})
+		if e == nil && !hasRole {
+			e = missing("messages[" + strconv.Itoa(i) + "].role")
+		}
+		return e == nil
+	})
+	if e != nil {
+		return e
+	}
+	if n == 0 {
+		return BadRequest("messages", "empty_array", "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+	}
+	return nil
+}
+
+// UpstreamBody returns the body to send upstream: the model replaced by
+// model, and, when forceUsage is set on a stream, stream_options rewritten
+// so the upstream reports usage. It copies only when something changes.
+func (r *ChatRequest) UpstreamBody(model string, forceUsage bool) []byte {
+	needModel := model != r.Model
+	needUsage := forceUsage && r.Stream && !r.IncludeUsage
+	if !needModel && !needUsage {
+		return r.Body
+	}
+	type splice struct {
+		at, end int
+		with    []byte
+	}
+	var edits [2]splice
+	n := 0
+	if needUsage {
+		if r.streamOptions.present() {
+			edits[n] = splice{r.streamOptions.start, r.streamOptions.end, streamOptionsWithUsage(r.Body[r.streamOptions.start:r.streamOptions.end])}
+		} else {
+			at := openBrace(r.Body) + 1
+			edits[n] = splice{at, at, []byte(`"stream_options":{"include_usage":true},`)}
+		}
+		n++
+	}
+	if needModel {
+		edits[n] = splice{r.model.start, r.model.end, AppendQuote(nil, model)}
+		n++
+	}
+	if n == 2 && edits[1].at < edits[0].at {
+		edits[0], edits[1] = edits[1], edits[0]
+	}
+	size := len(r.Body)
+	for _, e := range edits[:n] {
+		size += len(e.with) - (e.end - e.at)
+	}
+	out := make([]byte, 0, size)
+	prev := 0
+	for _, e := range edits[:n] {
+		out = append(out, r.Body[prev:e.at]...)
+		out = append(out, e.with...)
+		prev = e.end
+	}
+	return append(out, r.Body[prev:]...)
+}
+
+func openBrace(b []byte) int {
+	for i, c := range b {
+		if c == '{' {
+			return i
+		}
+	}
+	return 0
+}
+
+// streamOptionsWithUsage keeps the client's other stream options and turns
+// include_usage on. It is off the common path (clients that send
+// stream_options usually already ask for usage), so it may decode.
+func streamOptionsWithUsage(raw []byte) []byte {
+	opts := map[string]json.RawMessage{}
+	if KindOf(raw) == KindObject {
+		_ = json.Unmarshal(raw, &opts)
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	out, _ := json.Marshal(opts)
+	return out
+}
+
+func missing(param string) *Error {
+	return BadRequest(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
+}
+
+func wrongType(param, want string, got Kind) *Error {
+	return BadRequest(param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", param, want, got)
+}
+
+// jsonError turns a scan failure into the 400 a client can act on.
+func jsonError(err error) *Error {
+	if err == errNotObject {
+		return BadRequest("", "invalid_json", "The request body must be a JSON object.")
+	}
+	return BadRequest("", "invalid_json", "We could not parse the JSON body of your request. (%v)", err)
+}

@@ -1,0 +1,471 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// maxDepth bounds nesting so hostile input cannot exhaust the stack.
+const maxDepth = 512
+
+// SyntaxError reports malformed JSON at a byte offset.
+type SyntaxError struct {
+	Offset int
+	msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.msg)
+}
+
+// errNotObject is returned when the top-level value is valid but not an object.
+var errNotObject = errors.New("the request body must be a JSON object")
+
+// Kind is the JSON type of a raw value, read from its first byte.
+type Kind byte
+
+// The kinds of JSON values.
+const (
+	KindInvalid Kind = iota
+	KindNull
+	KindBool
+	KindNumber
+	KindString
+	KindArray
+	KindObject
+)
+
+// String names the kind the way OpenAI's error messages do.
+func (k Kind) String() string {
+	switch k {
+	case KindNull:
+		return "null"
+	case KindBool:
+		return "a boolean"
+	case KindNumber:
+		return "a number"
+	case KindString:
+		return "a string"
+	case KindArray:
+		return "an array"
+	case KindObject:
+		return "an object"
+	}
+	return "invalid"
+}
+
+// KindOf reports the kind of a raw JSON value (already validated).
+func KindOf(v []byte) Kind {
+	if len(v) == 0 {
+		return KindInvalid
+	}
+	switch v[0] {
+	case 'n':
+		return KindNull
+	case 't', 'f':
+		return KindBool
+	case '"':
+		return KindString
+	case '[':
+		return KindArray
+	case '{':
+		return KindObject
+	}
+	return KindNumber
+}
+
+// EachField walks the members of the top-level JSON object in data, calling
+// fn with each key (unescaped), its raw value and the value's offset in
+// data. It validates the whole document as it goes, so a nil error means
+// data is one well-formed JSON object; fn returning false stops the walk
+// early (and skips validating the rest).
+//
+// It exists so the request path can read the handful of fields it needs
+// without decoding the whole body into Go values.
+func EachField(data []byte, fn func(key string, value []byte, offset int) bool) error {
+	s := scanner{data: data}
+	s.skipSpace()
+	if s.pos >= len(data) {
+		return s.fail("empty body")
+	}
+	if data[s.pos] != '{' {
+		if err := s.value(0); err != nil {
+			return err
+		}
+		s.skipSpace()
+		if s.pos != len(data) {
+			return s.fail("unexpected data after top-level value")
+		}
+		return errNotObject
+	}
+	s.pos++
+	s.skipSpace()
+	if s.peek() == '}' {
+		s.pos++
+		return s.end()
+	}
+	for {
+		s.skipSpace()
+		if s.peek() != '"' {
+			return s.fail("expected object key")
+		}
+		ks := s.pos
+		if err := s.str(); err != nil {
+			return err
+		}
+		key, err := unquoteKey(data[ks:s.pos])
+		if err != nil {
+			return &SyntaxError{Offset: ks, msg: "bad object key"}
+		}
+		s.skipSpace()
+		if s.peek() != ':' {
+			return s.fail("expected ':' after object key")
+		}
+		s.pos++
+		s.skipSpace()
+		vs := s.pos
+		if err := s.value(1); err != nil {
+			return err
+		}
+		if !fn(key, data[vs:s.pos], vs) {
+			return nil
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return s.end()
+		default:
+			return s.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+// EachElement walks the elements of a raw JSON array (already validated by
+// EachField), calling fn with each element's raw bytes.
+func EachElement(array []byte, fn func(i int, value []byte) bool) error {
+	s := scanner{data: array}
+	s.skipSpace()
+	if s.peek() != '[' {
+		return s.fail("expected an array")
+	}
+	s.pos++
+	s.skipSpace()
+	if s.peek() == ']' {
+		return nil
+	}
+	for i := 0; ; i++ {
+		s.skipSpace()
+		vs := s.pos
+		if err := s.value(1); err != nil {
+			return err
+		}
+		if !fn(i, array[vs:s.pos]) {
+			return nil
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case ']':
+			return nil
+		default:
+			return s.fail("expected ',' or ']' in array")
+		}
+	}
+}
+
+// unquoteKey returns the key without quotes; only keys with escapes allocate
+// through strconv.
+func unquoteKey(q []byte) (string, error) {
+	inner := q[1 : len(q)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			return unquoteJSON(q)
+		}
+	}
+	return string(inner), nil
+}
+
+// UnquoteString decodes a raw JSON string value.
+func UnquoteString(raw []byte) (string, error) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", errors.New("not a JSON string")
+	}
+	return unquoteKey(raw)
+}
+
+// unquoteJSON handles JSON escapes, which differ from Go's in \/ and \u
+// surrogate pairs.
+func unquoteJSON(q []byte) (string, error) {
+	out := make([]byte, 0, len(q))
+	for i := 1; i < len(q)-1; i++ {
+		c := q[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch q[i] {
+		case '"', '\\', '/':
+			out = append(out, q[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, n := decodeU(q[i+1:])
+			if n == 0 {
+				return "", errors.New("bad \\u escape")
+			}
+			i += n
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", errors.New("bad escape")
+		}
+	}
+	return string(out), nil
+}
+
+// decodeU decodes the hex digits after \u, joining a surrogate pair when one
+// follows; it returns the rune and how many bytes it consumed.
+func decodeU(b []byte) (rune, int) {
+	if len(b) < 4 {
+		return 0, 0
+	}
+	v, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	if err != nil {
+		return 0, 0
+	}
+	r := rune(v)
+	if r >= 0xD800 && r < 0xDC00 && len(b) >= 10 && b[4] == '\\' && b[5] == 'u' {
+		lo, err := strconv.ParseUint(string(b[6:10]), 16, 32)
+		if err == nil && lo >= 0xDC00 && lo < 0xE000 {
+			return (r-0xD800)<<10 + (rune(lo) - 0xDC00) + 0x10000, 10
+		}
+	}
+	if r >= 0xD800 && r < 0xE000 {
+		return utf8.RuneError, 4
+	}
+	return r, 4
+}
+
+type scanner struct {
+	data []byte
+	pos  int
+}
+
+func (s *scanner) fail(msg string) error { return &SyntaxError{Offset: s.pos, msg: msg} }
+
+func (s *scanner) peek() byte {
+	if s.pos < len(s.data) {
+		return s.data[s.pos]
+	}
+	return 0
+}
+
+func (s *scanner) end() error {
+	s.skipSpace()
+	if s.pos != len(s.data) {
+		return s.fail("unexpected data after top-level value")
+	}
+	return nil
+}
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value validates and skips one JSON value starting at s.pos.
+func (s *scanner) value(depth int) error {
+	if depth > maxDepth {
+		return s.fail("nesting too deep")
+	}
+	switch c := s.peek(); {
+	case c == '"':
+		return s.str()
+	case c == '{':
+		return s.object(depth)
+	case c == '[':
+		return s.array(depth)
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	case s.pos >= len(s.data):
+		return s.fail("unexpected end of input")
+	}
+	return s.fail("unexpected character")
+}
+
+func (s *scanner) literal(lit string) error {
+	if len(s.data)-s.pos < len(lit) || string(s.data[s.pos:s.pos+len(lit)]) != lit {
+		return s.fail("invalid literal")
+	}
+	s.pos += len(lit)
+	return nil
+}
+
+func (s *scanner) str() error {
+	s.pos++ // opening quote
+	for s.pos < len(s.data) {
+		c := s.data[s.pos]
+		switch {
+		case c == '"':
+			s.pos++
+			return nil
+		case c == '\\':
+			s.pos++
+			if s.pos >= len(s.data) {
+				return s.fail("unterminated string")
+			}
+			switch s.data[s.pos] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.pos++
+			case 'u':
+				if len(s.data)-s.pos < 5 || !isHex4(s.data[s.pos+1:s.pos+5]) {
+					return s.fail("bad \\u escape")
+				}
+				s.pos += 5
+			default:
+				return s.fail("bad escape in string")
+			}
+		case c < 0x20:
+			return s.fail("control character in string")
+		default:
+			s.pos++
+		}
+	}
+	return s.fail("unterminated string")
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scanner) number() error {
+	d := s.data
+	if s.peek() == '-' {
+		s.pos++
+	}
+	switch {
+	case s.peek() == '0':
+		s.pos++
+	case s.peek() >= '1' && s.peek() <= '9':
+		for s.pos < len(d) && d[s.pos] >= '0' && d[s.pos] <= '9' {
+			s.pos++
+		}
+	default:
+		return s.fail("invalid number")
+	}
+	if s.peek() == '.' {
+		s.pos++
+		if !(s.peek() >= '0' && s.peek() <= '9') {
+			return s.fail("invalid number")
+		}
+		for s.pos < len(d) && d[s.pos] >= '0' && d[s.pos] <= '9' {
+			s.pos++
+		}
+	}
+	if c := s.peek(); c == 'e' || c == 'E' {
+		s.pos++
+		if c := s.peek(); c == '+' || c == '-' {
+			s.pos++
+		}
+		if !(s.peek() >= '0' && s.peek() <= '9') {
+			return s.fail("invalid number")
+		}
+		for s.pos < len(d) && d[s.pos] >= '0' && d[s.pos] <= '9' {
+			s.pos++
+		}
+	}
+	return nil
+}
+
+func (s *scanner) object(depth int) error {
+	s.pos++
+	s.skipSpace()
+	if s.peek() == '}' {
+		s.pos++
+		return nil
+	}
+	for {
+		s.skipSpace()
+		if s.peek() != '"' {
+			return s.fail("expected object key")
+		}
+		if err := s.str(); err != nil {
+			return err
+		}
+		s.skipSpace()
+		if s.peek() != ':' {
+			return s.fail("expected ':' after object key")
+		}
+		s.pos++
+		s.skipSpace()
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return nil
+		default:
+			return s.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+func (s *scanner) array(depth int) error {
+	s.pos++
+	s.skipSpace()
+	if s.peek() == ']' {
+		s.pos++
+		return nil
+	}
+	for {
+		s.skipSpace()
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			return nil
+		default:
+			return s.fail("expected ',' or ']' in array")
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package llm
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// Event is one server-sent event. Data is the event's data lines joined by
+// "\n"; it is only valid until the next call to Reader.Next.
+type Event struct {
+	Name string // the "event:" field; empty means "message"
+	ID   string
+	Data []byte
+}
+
+// maxEventSize bounds one event so a broken upstream cannot make the
+// gateway buffer without limit.
+const maxEventSize = 8 << 20
+
+// ErrEventTooLarge is returned for an event over maxEventSize.
+var ErrEventTooLarge = errors.New("sse: event too large")
+
+// Reader decodes a text/event-stream as the WHATWG spec defines it: lines
+// end in \n, \r\n or \r; "data:" lines accumulate; a blank line dispatches;
+// lines starting with ':' are comments. It never reads ahead past the
+// event it returns, so an event is handed on the moment its blank line
+// arrives.
+type Reader struct {
+	br      *bufio.Reader
+	line    []byte
+	data    []byte
+	name    string
+	id      string
+	skipLF  bool // the previous line ended in \r: a following \n belongs to it
+	hasData bool
+}
+
+// NewReader returns a Reader reading from r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 16<<10)}
+}
+
+// Next returns the next event. At the end of input it returns io.EOF (an
+// event not terminated by a blank line is dropped, as the spec says).
+func (r *Reader) Next() (Event, error) {
+	r.data = r.data[:0]
+	r.name, r.id, r.hasData = "", "", false
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			if err == io.EOF && len(line) == 0 {
+				return Event{}, io.EOF
+			}
+			if err != io.EOF {
+				return Event{}, err
+			}
+			// A final line without terminator, then EOF: no dispatch.
+			return Event{}, io.EOF
+		}
+		if len(line) == 0 {
+			if !r.hasData {
+				r.name, r.id = "", ""
+				continue
+			}
+			return Event{Name: r.name, ID: r.id, Data: r.data}, nil
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "data":
+			if r.hasData {
+				r.data = append(r.data, '\n')
+			}
+			if len(r.data)+len(value) > maxEventSize {
+				return Event{}, ErrEventTooLarge
+			}
+			r.data = append(r.data, value...)
+			r.hasData = true
+		case "event":
+			r.name = string(value)
+		case "id":
+			if bytes.IndexByte(value, 0) < 0 {
+				r.id = string(value)
+			}
+		}
+	}
+}
+
+// readLine returns the next line without its terminator.
+func (r *Reader) readLine() ([]byte, error) {
+	r.line = r.line[:0]
+	if r.skipLF {
+		r.skipLF = false
+		b, err := r.br.Peek(1)
+		if err != nil {
+			return nil, err
+		}
+		if b[0] == '\n' {
+			_, _ = r.br.Discard(1)
+		}
+	}
+	for {
+		if r.br.Buffered() == 0 {
+			if _, err := r.br.Peek(1); err != nil {
+				return r.line, err
+			}
+		}
+		buf, _ := r.br.Peek(r.br.Buffered())
+		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
+			r.line = append(r.line, buf[:i]...)
+			r.skipLF = buf[i] == '\r'
+			_, _ = r.br.Discard(i + 1)
+			return r.line, nil
+		}
+		if len(r.line)+len(buf) > maxEventSize {
+			return nil, ErrEventTooLarge
+		}
+		r.line = append(r.line, buf...)
+		_, _ = r.br.Discard(len(buf))
+	}
+}
+
+// AppendEvent appends data as one SSE event ("data: …\n\n"). Data holding
+// newlines is split into several data lines so it round-trips.
+func AppendEvent(b []byte, name string, data []byte) []byte {
+	if name != "" {
+		b = append(b, "event: "...)
+		b = append(b, name...)
+		b = append(b, '\n')
+	}
+	for {
+		i := bytes.IndexByte(data, '\n')
+		b = append(b, "data: "...)
+		if i < 0 {
+			b = append(b, data...)
+			break
+		}
+		b = append(b, data[:i]...)
+		b = append(b, '\n')
+		data = data[i+1:]
+	}
+	return append(b, '\n', '\n')
+}

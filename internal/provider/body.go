@@ -1,0 +1,113 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"gatehouse/internal/llm"
+)
+
+// MaxResponseBytes bounds a non-streamed upstream body the gateway holds.
+const MaxResponseBytes = 64 << 20
+
+// ReadBody reads a whole upstream body, refusing more than limit bytes.
+func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	if resp.ContentLength > 0 && resp.ContentLength <= limit {
+		buf.Grow(int(resp.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, fmt.Errorf("upstream response larger than %d bytes", limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// RetryAfter reads how long a provider asked us to wait, from Retry-After
+// (seconds or an HTTP date) or OpenAI's retry-after-ms.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if ms := h.Get("retry-after-ms"); ms != "" {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 {
+			return time.Duration(v * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// StatusError builds the gateway error for a provider's non-2xx answer,
+// keeping its status, message, type and code. It understands OpenAI's
+// {"error":{…}} and the common variants other servers send.
+func StatusError(provider string, resp *http.Response, body []byte) *llm.Error {
+	e := &llm.Error{Kind: llm.KindUpstreamStatus, Status: resp.StatusCode,
+		RetryAfter: RetryAfter(resp.Header, time.Now())}
+	var wire struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &wire) == nil {
+		var obj struct {
+			Message string          `json:"message"`
+			Type    string          `json:"type"`
+			Code    json.RawMessage `json:"code"`
+			Param   string          `json:"param"`
+		}
+		switch {
+		case llm.KindOf(wire.Error) == llm.KindObject && json.Unmarshal(wire.Error, &obj) == nil:
+			e.Message, e.Type, e.Param = obj.Message, obj.Type, obj.Param
+			e.Code = rawCode(obj.Code)
+		case llm.KindOf(wire.Error) == llm.KindString:
+			e.Message, _ = llm.UnquoteString(wire.Error)
+		case wire.Message != "":
+			e.Message = wire.Message
+		case llm.KindOf(wire.Detail) == llm.KindString:
+			e.Message, _ = llm.UnquoteString(wire.Detail)
+		}
+	}
+	if e.Message == "" {
+		snippet := bytes.TrimSpace(body)
+		if len(snippet) > 512 {
+			snippet = snippet[:512]
+		}
+		e.Message = fmt.Sprintf("provider %q answered %d: %s", provider, resp.StatusCode, snippet)
+	}
+	if resp.StatusCode < 400 {
+		// A 1xx/3xx is not something a client of an API can act on.
+		e.Status = http.StatusBadGateway
+	}
+	e.Cause = fmt.Errorf("provider %q status %d", provider, resp.StatusCode)
+	return e
+}
+
+func rawCode(raw json.RawMessage) string {
+	switch llm.KindOf(raw) {
+	case llm.KindString:
+		s, _ := llm.UnquoteString(raw)
+		return s
+	case llm.KindNumber:
+		return string(raw)
+	}
+	return ""
+}

@@ -1,0 +1,183 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"gatehouse/internal/llm"
+)
+
+// Timeouts bound one upstream call. A zero field means no limit.
+type Timeouts struct {
+	Connect   time.Duration // TCP (and TLS) connection set-up
+	FirstByte time.Duration // request sent → response headers and first stream event
+	Idle      time.Duration // longest gap between two stream events
+	Total     time.Duration // the whole call, body included
+}
+
+// The causes a Call cancels its context with; Err turns them into 504s.
+var (
+	ErrFirstByteTimeout = errors.New("upstream first-byte timeout")
+	ErrIdleTimeout      = errors.New("upstream idle timeout")
+	ErrTotalTimeout     = errors.New("upstream total timeout")
+)
+
+const (
+	phaseFirstByte int32 = iota
+	phaseStreaming
+	phaseDone
+)
+
+// Call is one upstream exchange and its deadlines. Its context is derived
+// from the client's request context, so a client that goes away cancels
+// the upstream request too. One timer serves first-byte and then idle
+// deadlines, so keeping a stream alive costs a timer reset per event.
+type Call struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	t      Timeouts
+	phase  atomic.Int32
+	gap    *time.Timer // first-byte, then idle deadline
+	total  *time.Timer
+}
+
+type connectTimeoutKey struct{}
+
+// StartCall begins an upstream call under parent with the given timeouts.
+// Stop must be called when the call is over.
+func StartCall(parent context.Context, t Timeouts) *Call {
+	ctx, cancel := context.WithCancelCause(parent)
+	if t.Connect > 0 {
+		ctx = context.WithValue(ctx, connectTimeoutKey{}, t.Connect)
+	}
+	c := &Call{ctx: ctx, cancel: cancel, t: t}
+	if t.FirstByte > 0 {
+		c.gap = time.AfterFunc(t.FirstByte, c.gapExpired)
+	}
+	if t.Total > 0 {
+		c.total = time.AfterFunc(t.Total, func() { c.cancel(ErrTotalTimeout) })
+	}
+	return c
+}
+
+// Context is the context upstream requests must use.
+func (c *Call) Context() context.Context { return c.ctx }
+
+func (c *Call) gapExpired() {
+	switch c.phase.Load() {
+	case phaseFirstByte:
+		c.cancel(ErrFirstByteTimeout)
+	case phaseStreaming:
+		c.cancel(ErrIdleTimeout)
+	}
+}
+
+// Progress records that the upstream answered something (headers, a
+// stream event): the first-byte deadline is over and the idle deadline
+// restarts.
+func (c *Call) Progress() {
+	c.phase.CompareAndSwap(phaseFirstByte, phaseStreaming)
+	c.Touch()
+}
+
+// Touch restarts the idle deadline; call it on every stream event.
+func (c *Call) Touch() {
+	if c.t.Idle <= 0 {
+		if c.gap != nil {
+			c.gap.Stop()
+		}
+		return
+	}
+	if c.gap == nil {
+		c.gap = time.AfterFunc(c.t.Idle, c.gapExpired)
+		return
+	}
+	c.gap.Reset(c.t.Idle)
+}
+
+// Stop ends the call, releasing its timers and anything still using its
+// context (such as an upstream body nobody reads any more).
+func (c *Call) Stop() {
+	c.phase.Store(phaseDone)
+	if c.gap != nil {
+		c.gap.Stop()
+	}
+	if c.total != nil {
+		c.total.Stop()
+	}
+	c.cancel(context.Canceled)
+}
+
+// Err classifies a failure of this call (sending, or reading the body) as
+// a gateway error, telling a timeout from a client that left from a
+// connection that failed.
+func (c *Call) Err(provider string, err error) *llm.Error {
+	var ge *llm.Error
+	if errors.As(err, &ge) {
+		return ge
+	}
+	switch cause := context.Cause(c.ctx); {
+	case cause == ErrFirstByteTimeout:
+		return timeoutError(provider, "did not start responding within "+c.t.FirstByte.String(), err)
+	case cause == ErrIdleTimeout:
+		return timeoutError(provider, "sent nothing for "+c.t.Idle.String()+" in the middle of a stream", err)
+	case cause == ErrTotalTimeout:
+		return timeoutError(provider, "did not finish within "+c.t.Total.String(), err)
+	case errors.Is(cause, context.Canceled):
+		return &llm.Error{Kind: llm.KindCanceled, Status: 499, Message: "client closed the request", Cause: err}
+	}
+	return TransportError(provider, err)
+}
+
+func timeoutError(provider, what string, cause error) *llm.Error {
+	return &llm.Error{Kind: llm.KindUpstreamTimeout, Status: http.StatusGatewayTimeout, Type: "timeout",
+		Code: "upstream_timeout", Message: fmt.Sprintf("provider %q %s", provider, what), Cause: cause}
+}
+
+// TransportError classifies an error from sending a request upstream.
+func TransportError(provider string, err error) *llm.Error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		if op.Timeout() {
+			return timeoutError(provider, "could not be connected to in time", err)
+		}
+		return &llm.Error{Kind: llm.KindUpstreamConnect, Status: http.StatusBadGateway, Type: "server_error",
+			Code: "upstream_unreachable", Message: fmt.Sprintf("could not connect to provider %q", provider), Cause: err}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return timeoutError(provider, "timed out", err)
+	}
+	return &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
+		Code: "upstream_error", Message: fmt.Sprintf("provider %q failed: connection error", provider), Cause: err}
+}
+
+// NewTransport returns the HTTP transport gatehouse uses for one provider:
+// a large idle pool (the gateway funnels many clients into few upstreams),
+// no transparent compression (streams must pass event by event), and a
+// dialer that honours the connect timeout of the call that dials.
+func NewTransport() *http.Transport {
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if d, ok := ctx.Value(connectTimeoutKey{}).(time.Duration); ok {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableCompression:  true,
+	}
+}

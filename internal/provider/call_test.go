@@ -1,0 +1,143 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"gatehouse/internal/llm"
+)
+
+func TestCallFirstByteTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	call := StartCall(context.Background(), Timeouts{FirstByte: 50 * time.Millisecond})
+	defer call.Stop()
+	req, _ := http.NewRequestWithContext(call.Context(), http.MethodGet, up.URL, nil)
+	_, err := (&http.Client{Transport: NewTransport()}).Do(req)
+	if err == nil {
+		t.Fatal("request succeeded, want a timeout")
+	}
+	ge := call.Err("up", err)
+	if ge.Status != http.StatusGatewayTimeout || ge.Kind != llm.KindUpstreamTimeout {
+		t.Fatalf("got %d %s (%v), want 504 upstream_timeout", ge.Status, ge.Kind, ge)
+	}
+}
+
+func TestCallIdleTimeoutMidStream(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("data: one\n\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	call := StartCall(context.Background(), Timeouts{FirstByte: time.Second, Idle: 80 * time.Millisecond})
+	defer call.Stop()
+	req, _ := http.NewRequestWithContext(call.Context(), http.MethodGet, up.URL, nil)
+	resp, err := (&http.Client{Transport: NewTransport()}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call.Progress()
+	defer resp.Body.Close()
+	start := time.Now()
+	_, err = io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatal("stalled body read returned no error")
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("idle timeout took %v", time.Since(start))
+	}
+	ge := call.Err("up", err)
+	if ge.Status != http.StatusGatewayTimeout || !errors.Is(context.Cause(call.Context()), ErrIdleTimeout) {
+		t.Fatalf("got %v, want idle timeout", ge)
+	}
+}
+
+func TestCallClientCancelIsNotATimeout(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	call := StartCall(parent, Timeouts{FirstByte: time.Second})
+	defer call.Stop()
+	cancel()
+	ge := call.Err("up", context.Canceled)
+	if ge.Kind != llm.KindCanceled {
+		t.Fatalf("got kind %s, want canceled", ge.Kind)
+	}
+}
+
+func TestConnectRefusedIs502(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	call := StartCall(context.Background(), Timeouts{Connect: time.Second})
+	defer call.Stop()
+	req, _ := http.NewRequestWithContext(call.Context(), http.MethodGet, "http://"+addr, nil)
+	_, err := (&http.Client{Transport: NewTransport()}).Do(req)
+	ge := call.Err("up", err)
+	if ge.Status != http.StatusBadGateway || ge.Kind != llm.KindUpstreamConnect {
+		t.Fatalf("got %d %s, want 502 upstream_connect", ge.Status, ge.Kind)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{http.Header{"Retry-After": {"3"}}, 3 * time.Second},
+		{http.Header{"Retry-After": {"0.5"}}, 500 * time.Millisecond},
+		{http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"9"}}, 250 * time.Millisecond},
+		{http.Header{"Retry-After": {now.Add(10 * time.Second).Format(http.TimeFormat)}}, 10 * time.Second},
+		{http.Header{"Retry-After": {"soon"}}, 0},
+		{http.Header{}, 0},
+	}
+	for _, c := range cases {
+		if got := RetryAfter(c.h, now); got != c.want {
+			t.Errorf("RetryAfter(%v) = %v, want %v", c.h, got, c.want)
+		}
+	}
+}
+
+func TestStatusErrorShapes(t *testing.T) {
+	cases := []struct {
+		body     string
+		wantMsg  string
+		wantCode string
+		wantType string
+	}{
+		{`{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, "Rate limit reached", "rate_limit_exceeded", "requests"},
+		{`{"error":"model overloaded"}`, "model overloaded", "", ""},
+		{`{"message":"bad thing"}`, "bad thing", "", ""},
+		{`{"detail":"Not Found"}`, "Not Found", "", ""},
+		{`{"error":{"message":"x","code":400}}`, "x", "400", ""},
+		{`<html>oops</html>`, `provider "p" answered 503: <html>oops</html>`, "", ""},
+	}
+	for _, c := range cases {
+		resp := &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"2"}}}
+		e := StatusError("p", resp, []byte(c.body))
+		if e.Message != c.wantMsg || e.Code != c.wantCode || e.Type != c.wantType {
+			t.Errorf("%s: got message=%q code=%q type=%q", c.body, e.Message, e.Code, e.Type)
+		}
+		if e.Status != 503 || e.RetryAfter != 2*time.Second {
+			t.Errorf("%s: status %d retry %v", c.body, e.Status, e.RetryAfter)
+		}
+	}
+}

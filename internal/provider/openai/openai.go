@@ -1,0 +1,214 @@
+// Package openai adapts providers that speak the OpenAI chat completions
+// and embeddings wire format: OpenAI itself and every OpenAI-compatible
+// server (vLLM, llama.cpp, LM Studio, Groq, Together …). Requests pass
+// through with at most a model rename and a stream_options splice, and
+// responses are relayed without being re-encoded.
+//
+// It imports only provider and llm.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
+)
+
+// Adapter is the OpenAI wire-format adapter. The zero value is ready.
+type Adapter struct{}
+
+var (
+	_ provider.Adapter  = Adapter{}
+	_ provider.Embedder = Adapter{}
+)
+
+// ChatRequest builds POST {base}/chat/completions.
+func (Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *llm.ChatRequest) (*http.Request, error) {
+	body := req.UpstreamBody(d.Model, d.StreamUsage)
+	accept := "application/json"
+	if req.Stream {
+		accept = "text/event-stream"
+	}
+	return newRequest(ctx, d, "/chat/completions", body, accept)
+}
+
+// EmbedRequest builds POST {base}/embeddings.
+func (Adapter) EmbedRequest(ctx context.Context, d *provider.Deployment, req *llm.EmbedRequest) (*http.Request, error) {
+	return newRequest(ctx, d, "/embeddings", req.UpstreamBody(d.Model), "application/json")
+}
+
+func newRequest(ctx context.Context, d *provider.Deployment, path string, body []byte, accept string) (*http.Request, error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("provider %q: build request: %w", d.Provider, err)
+	}
+	h := r.Header
+	for k, v := range d.Header {
+		h[k] = v
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", accept)
+	if d.APIKey != "" {
+		h.Set("Authorization", "Bearer "+d.APIKey)
+	}
+	return r, nil
+}
+
+// Completion relays the body as it is, reading usage out of it.
+func (Adapter) Completion(resp *http.Response, d *provider.Deployment, _ *llm.ChatRequest) (*llm.Completion, error) {
+	return readCompletion(resp, d)
+}
+
+// Embedding relays the body as it is, reading usage out of it.
+func (Adapter) Embedding(resp *http.Response, d *provider.Deployment, _ *llm.EmbedRequest) (*llm.Completion, error) {
+	return readCompletion(resp, d)
+}
+
+func readCompletion(resp *http.Response, d *provider.Deployment) (*llm.Completion, error) {
+	body, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+	if err != nil {
+		return nil, err
+	}
+	c := &llm.Completion{Body: body}
+	c.Usage, c.HasUsage = llm.UsageOf(body)
+	if !c.HasUsage && llm.KindOf(bytes.TrimSpace(body)) != llm.KindObject {
+		return nil, &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
+			Code: "upstream_error", Message: fmt.Sprintf("provider %q sent a response that is not JSON", d.Provider)}
+	}
+	return c, nil
+}
+
+// Error decodes OpenAI's error body.
+func (Adapter) Error(resp *http.Response, d *provider.Deployment) *llm.Error {
+	body, _ := provider.ReadBody(resp, 1<<20)
+	return provider.StatusError(d.Provider, resp, body)
+}
+
+// Stream decodes the SSE stream. When the gateway itself turned on
+// include_usage, the "usage":null members it caused are cut from each
+// chunk and the trailing usage chunk is marked, so the client sees what it
+// asked for.
+func (Adapter) Stream(resp *http.Response, d *provider.Deployment, req *llm.ChatRequest) (llm.Stream, error) {
+	return &stream{
+		body:  resp.Body,
+		sse:   llm.NewReader(resp.Body),
+		strip: d.StreamUsage && !req.IncludeUsage,
+		name:  d.Provider,
+	}, nil
+}
+
+type stream struct {
+	body  io.Closer
+	sse   *llm.Reader
+	strip bool
+	name  string
+	usage llm.Usage
+}
+
+func (s *stream) Close() error { return s.body.Close() }
+
+func (s *stream) Next() (llm.Chunk, error) {
+	for {
+		ev, err := s.sse.Next()
+		if err != nil {
+			if err == io.EOF {
+				return llm.Chunk{}, io.ErrUnexpectedEOF // the stream ended without [DONE]
+			}
+			return llm.Chunk{}, err
+		}
+		data := ev.Data
+		if string(data) == "[DONE]" {
+			return llm.Chunk{}, io.EOF
+		}
+		if len(bytes.TrimSpace(data)) == 0 {
+			continue
+		}
+		return s.chunk(data)
+	}
+}
+
+// chunk inspects one event's JSON: an error object ends the stream, a
+// usage object is captured, and the gateway's own usage plumbing is hidden.
+func (s *stream) chunk(data []byte) (llm.Chunk, error) {
+	var usageRaw, errRaw []byte
+	usageAt, emptyChoices := -1, false
+	err := llm.EachField(data, func(key string, v []byte, off int) bool {
+		switch key {
+		case "usage":
+			usageRaw, usageAt = v, off
+		case "choices":
+			emptyChoices = bytes.Equal(bytes.TrimSpace(v), []byte("[]"))
+		case "error":
+			errRaw = v
+		}
+		return true
+	})
+	if err != nil {
+		return llm.Chunk{}, &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
+			Code: "upstream_error", Message: fmt.Sprintf("provider %q sent a malformed stream event", s.name), Cause: err}
+	}
+	if errRaw != nil {
+		e := provider.StatusError(s.name, &http.Response{StatusCode: http.StatusBadGateway, Header: http.Header{}},
+			append(append([]byte(`{"error":`), errRaw...), '}'))
+		return llm.Chunk{}, e
+	}
+	c := llm.Chunk{Data: data}
+	if u, ok := llm.ParseUsage(usageRaw); ok {
+		s.usage = u
+		c.Usage = &s.usage
+		c.UsageOnly = emptyChoices
+	} else if s.strip && usageAt >= 0 {
+		c.Data = cutMember(data, usageAt, usageAt+len(usageRaw))
+	}
+	return c, nil
+}
+
+// cutMember removes the object member whose value spans data[vs:ve],
+// together with its key and one adjoining comma. It edits data in place.
+func cutMember(data []byte, vs, ve int) []byte {
+	ks := bytes.LastIndexByte(data[:vs], ':')
+	if ks < 0 {
+		return data
+	}
+	ks = bytes.LastIndexByte(data[:ks], '"') // closing quote of the key
+	if ks < 0 {
+		return data
+	}
+	ks = bytes.LastIndexByte(data[:ks], '"') // opening quote
+	if ks < 0 {
+		return data
+	}
+	start, end := ks, ve
+	if p := prevNonSpace(data, start); p >= 0 && data[p] == ',' {
+		start = p
+	} else if n := nextNonSpace(data, end); n < len(data) && data[n] == ',' {
+		end = n + 1
+	}
+	return append(data[:start], data[end:]...)
+}
+
+func prevNonSpace(b []byte, i int) int {
+	for i--; i >= 0; i-- {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return i
+		}
+	}
+	return -1
+}
+
+func nextNonSpace(b []byte, i int) int {
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return i
+		}
+	}
+	return i
+}

@@ -1,0 +1,202 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+
+	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
+)
+
+func deployment() *provider.Deployment {
+	return &provider.Deployment{Provider: "up", Model: "gpt-4o-mini-2024-07-18", BaseURL: "http://up.test/v1",
+		APIKey: "sk-provider", StreamUsage: true, Header: http.Header{"X-Extra": {"1"}}}
+}
+
+func chatReq(t *testing.T, body string) *llm.ChatRequest {
+	t.Helper()
+	r, err := llm.ParseChatRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestChatRequestRewritesAndAuthenticates(t *testing.T) {
+	req := chatReq(t, `{"model":"alias","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	up, err := Adapter{}.ChatRequest(context.Background(), deployment(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.URL.String() != "http://up.test/v1/chat/completions" || up.Method != http.MethodPost {
+		t.Fatalf("url %s %s", up.Method, up.URL)
+	}
+	if got := up.Header.Get("Authorization"); got != "Bearer sk-provider" {
+		t.Fatalf("authorization %q", got)
+	}
+	if up.Header.Get("X-Extra") != "1" || up.Header.Get("Accept") != "text/event-stream" {
+		t.Fatalf("headers %v", up.Header)
+	}
+	body, _ := io.ReadAll(up.Body)
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("upstream body is not JSON: %s", body)
+	}
+	want := map[string]any{"model": "gpt-4o-mini-2024-07-18", "stream": true,
+		"stream_options": map[string]any{"include_usage": true},
+		"messages":       []any{map[string]any{"role": "user", "content": "hi"}}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("upstream body (-want +got):\n%s", d)
+	}
+	if up.ContentLength != int64(len(body)) {
+		t.Fatalf("content length %d for %d bytes", up.ContentLength, len(body))
+	}
+}
+
+func streamResponse(r io.Reader) *http.Response {
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(r)}
+}
+
+func collect(t *testing.T, s llm.Stream) ([]string, []llm.Chunk, error) {
+	t.Helper()
+	var datas []string
+	var chunks []llm.Chunk
+	for {
+		c, err := s.Next()
+		if err != nil {
+			return datas, chunks, err
+		}
+		datas = append(datas, string(c.Data))
+		chunks = append(chunks, c)
+	}
+}
+
+func TestStreamHidesGatewayUsagePlumbing(t *testing.T) {
+	fixture, err := os.ReadFile("testdata/stream_with_usage.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, clientWantsUsage := range []bool{false, true} {
+		body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		if clientWantsUsage {
+			body = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+		}
+		req := chatReq(t, body)
+		// One byte at a time: the parser must not depend on read sizes.
+		st, _ := Adapter{}.Stream(streamResponse(iotest.OneByteReader(bytes.NewReader(fixture))), deployment(), req)
+		datas, chunks, err := collect(t, st)
+		if err != io.EOF {
+			t.Fatalf("stream ended with %v, want io.EOF", err)
+		}
+		if len(chunks) != 4 {
+			t.Fatalf("got %d chunks", len(chunks))
+		}
+		for i, d := range datas[:3] {
+			has := strings.Contains(d, `"usage":null`)
+			if has != clientWantsUsage {
+				t.Errorf("include_usage=%v chunk %d usage:null present=%v: %s", clientWantsUsage, i, has, d)
+			}
+			if !json.Valid([]byte(d)) {
+				t.Errorf("chunk %d not valid JSON after edit: %s", i, d)
+			}
+		}
+		last := chunks[3]
+		if !last.UsageOnly || last.Usage == nil {
+			t.Fatalf("last chunk not marked as usage-only: %+v", last)
+		}
+		want := llm.Usage{PromptTokens: 9, CompletionTokens: 2, TotalTokens: 11, CachedTokens: 4, ReasoningTokens: 1}
+		if d := cmp.Diff(want, *last.Usage); d != "" {
+			t.Fatalf("usage (-want +got):\n%s", d)
+		}
+	}
+}
+
+func TestStreamWithoutDoneIsBroken(t *testing.T) {
+	req := chatReq(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	in := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n"
+	st, _ := Adapter{}.Stream(streamResponse(strings.NewReader(in)), deployment(), req)
+	_, chunks, err := collect(t, st)
+	if len(chunks) != 1 || err != io.ErrUnexpectedEOF {
+		t.Fatalf("chunks=%d err=%v, want 1 chunk then unexpected EOF", len(chunks), err)
+	}
+}
+
+func TestStreamErrorEvent(t *testing.T) {
+	req := chatReq(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	in := "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\",\"code\":\"overloaded\"}}\n\n"
+	st, _ := Adapter{}.Stream(streamResponse(strings.NewReader(in)), deployment(), req)
+	_, _, err := collect(t, st)
+	ge, ok := err.(*llm.Error)
+	if !ok || ge.Message != "overloaded" || ge.Code != "overloaded" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestStreamMalformedEvent(t *testing.T) {
+	req := chatReq(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	st, _ := Adapter{}.Stream(streamResponse(strings.NewReader("data: {nope\n\n")), deployment(), req)
+	_, _, err := collect(t, st)
+	if ge, ok := err.(*llm.Error); !ok || ge.Status != http.StatusBadGateway {
+		t.Fatalf("got %v, want 502", err)
+	}
+}
+
+func TestCompletionReadsUsage(t *testing.T) {
+	body := `{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`
+	resp := &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))}
+	c, err := Adapter{}.Completion(resp, deployment(), chatReq(t, `{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Body) != body || !c.HasUsage || c.Usage.TotalTokens != 7 {
+		t.Fatalf("got %+v", c)
+	}
+	resp = &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("not json"))}
+	if _, err := (Adapter{}).Completion(resp, deployment(), chatReq(t, `{"model":"m","messages":[{"role":"user","content":"x"}]}`)); err == nil {
+		t.Fatal("non-JSON body accepted")
+	}
+}
+
+func TestCutMember(t *testing.T) {
+	cases := map[string]string{
+		`{"a":1,"usage":null}`:            `{"a":1}`,
+		`{"usage":null,"a":1}`:            `{"a":1}`,
+		`{"a":1, "usage" : null , "b":2}`: `{"a":1 , "b":2}`,
+		`{"usage":null}`:                  `{}`,
+	}
+	for in, want := range cases {
+		b := []byte(in)
+		var at, end int
+		_ = llm.EachField(b, func(k string, v []byte, off int) bool {
+			if k == "usage" {
+				at, end = off, off+len(v)
+			}
+			return true
+		})
+		got := string(cutMember(b, at, end))
+		if got != want {
+			t.Errorf("cutMember(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestPresets(t *testing.T) {
+	for _, p := range []string{"groq", "together", "deepseek", "xai", "mistral", "openrouter", "fireworks", "vllm", "lmstudio", "llama.cpp"} {
+		u, ok := PresetBaseURL(p)
+		if !ok || !strings.HasPrefix(u, "http") {
+			t.Errorf("preset %s: %q %v", p, u, ok)
+		}
+	}
+	if _, ok := PresetBaseURL("nope"); ok {
+		t.Error("unknown preset accepted")
+	}
+}

@@ -1,0 +1,52 @@
+// Package provider defines how gatehouse talks to model providers: the
+// Adapter each provider implements, the Deployment (one model at one
+// provider) a request is routed to, the upstream call with its deadlines,
+// and the classification of upstream failures into gateway errors.
+//
+// Adapters translate; they do no I/O of their own, so each is tested from
+// wire fixtures. The upstream call itself (Call) lives here, once, for all
+// providers. Provider packages below this one import only provider and llm.
+package provider
+
+import (
+	"context"
+	"net/http"
+
+	"gatehouse/internal/llm"
+)
+
+// Adapter turns canonical requests into a provider's HTTP requests and the
+// provider's responses back into OpenAI-shaped ones.
+type Adapter interface {
+	// ChatRequest builds the upstream request for a chat completion.
+	ChatRequest(ctx context.Context, d *Deployment, req *llm.ChatRequest) (*http.Request, error)
+	// Completion decodes a successful non-streamed response.
+	Completion(resp *http.Response, d *Deployment, req *llm.ChatRequest) (*llm.Completion, error)
+	// Stream decodes a successful streamed response; the Stream owns resp.Body.
+	Stream(resp *http.Response, d *Deployment, req *llm.ChatRequest) (llm.Stream, error)
+	// Error decodes a non-2xx response into a gateway error that keeps the
+	// provider's status and message.
+	Error(resp *http.Response, d *Deployment) *llm.Error
+}
+
+// Embedder is implemented by adapters whose provider serves embeddings.
+type Embedder interface {
+	EmbedRequest(ctx context.Context, d *Deployment, req *llm.EmbedRequest) (*http.Request, error)
+	Embedding(resp *http.Response, d *Deployment, req *llm.EmbedRequest) (*llm.Completion, error)
+}
+
+// Deployment is one model served by one configured provider: where a
+// request finally goes. It is immutable once built; a config reload builds
+// new ones.
+type Deployment struct {
+	Provider    string // the provider's configured name
+	Type        string // the provider's type (openai, openai-compatible, mock …)
+	Model       string // the model id the provider knows
+	BaseURL     string // without a trailing slash
+	APIKey      string // never logged
+	Header      http.Header
+	StreamUsage bool // ask the upstream for usage in streams
+	Local       bool
+	Adapter     Adapter
+	Client      *http.Client
+}

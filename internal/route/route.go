@@ -1,0 +1,95 @@
+// Package route maps the model name a client sends to the deployments that
+// can serve it, and picks one per request.
+//
+// It never imports a store; health, breakers and token-aware policies
+// build on Group.
+package route
+
+import (
+	"math/rand/v2"
+	"sync/atomic"
+
+	"gatehouse/internal/provider"
+)
+
+// Strategy names accepted in the config.
+const (
+	Failover     = "failover"
+	RoundRobin   = "round-robin"
+	Weighted     = "weighted"
+	LeastTokens  = "least-tokens"
+	LeastLatency = "least-latency"
+)
+
+// Group is one client-facing model: its deployments, how to choose among
+// them, and the timeouts its upstream calls run under.
+type Group struct {
+	Name     string
+	Strategy string
+	Targets  []*provider.Deployment
+	Weights  []int
+	Timeouts provider.Timeouts
+
+	next        atomic.Uint64
+	totalWeight int
+}
+
+// NewGroup builds a group; weights default to 1.
+func NewGroup(name, strategy string, targets []*provider.Deployment, weights []int, t provider.Timeouts) *Group {
+	g := &Group{Name: name, Strategy: strategy, Targets: targets, Weights: make([]int, len(targets)), Timeouts: t}
+	for i := range targets {
+		w := 1
+		if i < len(weights) && weights[i] > 0 {
+			w = weights[i]
+		}
+		g.Weights[i] = w
+		g.totalWeight += w
+	}
+	return g
+}
+
+// Pick returns the deployment for the next request. Strategies that need
+// live load signals (least-tokens, least-latency) choose by priority until
+// those signals exist.
+func (g *Group) Pick() *provider.Deployment {
+	if len(g.Targets) == 1 {
+		return g.Targets[0]
+	}
+	switch g.Strategy {
+	case RoundRobin:
+		return g.Targets[(g.next.Add(1)-1)%uint64(len(g.Targets))]
+	case Weighted:
+		n := rand.IntN(g.totalWeight)
+		for i, w := range g.Weights {
+			if n < w {
+				return g.Targets[i]
+			}
+			n -= w
+		}
+	}
+	return g.Targets[0]
+}
+
+// Table is the immutable model table of one config generation.
+type Table struct {
+	groups map[string]*Group
+	order  []*Group
+}
+
+// NewTable indexes groups by name, keeping config order for listings.
+func NewTable(groups []*Group) *Table {
+	t := &Table{groups: make(map[string]*Group, len(groups)), order: groups}
+	for _, g := range groups {
+		t.groups[g.Name] = g
+	}
+	return t
+}
+
+// Lookup finds the group for a client-facing model name.
+func (t *Table) Lookup(model string) (*Group, bool) {
+	g, ok := t.groups[model]
+	return g, ok
+}
+
+// Groups lists the groups in config order.
+func (t *Table) Groups() []*Group { return t.order }

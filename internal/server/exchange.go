@@ -1,0 +1,242 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
+	"gatehouse/internal/route"
+)
+
+// exchange is the state of one API request as it moves through the
+// pipeline; it ends as one log line.
+type exchange struct {
+	s     *Server
+	rt    *Runtime
+	w     http.ResponseWriter
+	r     *http.Request
+	id    string
+	start time.Time
+
+	principal  *auth.Principal
+	model      string
+	deployment *provider.Deployment
+	stream     bool
+	status     int
+	usage      llm.Usage
+	hasUsage   bool
+	ttft       time.Duration
+	err        *llm.Error
+	written    bool // response headers are out: errors can no longer change the status
+}
+
+func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
+	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
+	x.id = newRequestID()
+	w.Header().Set("X-Gatehouse-Request-Id", x.id)
+	return x
+}
+
+// newRequestID returns a random id; 64 bits make collisions between any
+// two requests in a day's logs practically impossible.
+func newRequestID() string {
+	var b [3 + 16]byte
+	copy(b[:], "gh-")
+	return string(strconv.AppendUint(b[:3], rand.Uint64(), 16))
+}
+
+// authenticate runs the runtime's authenticator, if any.
+func (x *exchange) authenticate() bool {
+	if x.rt.Auth == nil {
+		return true
+	}
+	p, err := x.rt.Auth.Authenticate(x.r)
+	if err != nil {
+		x.fail(llm.AsError(err))
+		return false
+	}
+	x.principal = p
+	return true
+}
+
+// readBody enforces the media type and size limit and returns the body.
+func (x *exchange) readBody() ([]byte, bool) {
+	if ct := x.r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !(len(mt) > 5 && mt[len(mt)-5:] == "+json")) {
+			x.fail(&llm.Error{Kind: llm.KindMediaType, Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error",
+				Code: "unsupported_media_type", Message: "Unsupported Content-Type '" + ct + "': send the request body as application/json."})
+			return nil, false
+		}
+	}
+	limit := x.rt.MaxBodyBytes
+	if x.r.ContentLength > limit {
+		x.fail(tooLarge(limit))
+		return nil, false
+	}
+	size := 512
+	if x.r.ContentLength > 0 {
+		size = int(x.r.ContentLength) + 1
+	}
+	buf := make([]byte, 0, size)
+	body := http.MaxBytesReader(x.w, x.r.Body, limit)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				x.fail(tooLarge(limit))
+			} else {
+				x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+					Code: "body_read_error", Message: "Could not read the request body.", Cause: err})
+			}
+			return nil, false
+		}
+	}
+}
+
+func tooLarge(limit int64) *llm.Error {
+	return &llm.Error{Kind: llm.KindTooLarge, Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+		Code: "request_too_large", Message: "The request body is larger than the gateway's limit of " + strconv.FormatInt(limit, 10) + " bytes."}
+}
+
+// resolve finds the model's group and checks the caller may use it.
+func (x *exchange) resolve(model string) (*route.Group, bool) {
+	x.model = model
+	g, ok := x.rt.Routes.Lookup(model)
+	if !ok {
+		x.fail(llm.ModelNotFound(model))
+		return nil, false
+	}
+	if x.principal != nil && !x.principal.Allows(model) {
+		x.fail(&llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "invalid_request_error",
+			Code: "model_not_allowed", Param: "model", Message: "This API key is not allowed to use the model '" + model + "'."})
+		return nil, false
+	}
+	return g, true
+}
+
+// send performs the upstream request and returns its 2xx response; any
+// other outcome has already been answered to the client.
+func (x *exchange) send(call *provider.Call, d *provider.Deployment, req *http.Request, buildErr error) (*http.Response, bool) {
+	x.deployment = d
+	if buildErr != nil {
+		x.fail(llm.AsError(buildErr))
+		return nil, false
+	}
+	resp, err := d.Client.Do(req)
+	if err != nil {
+		x.fail(call.Err(d.Provider, err))
+		return nil, false
+	}
+	call.Progress()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		x.fail(d.Adapter.Error(resp, d))
+		return nil, false
+	}
+	return resp, true
+}
+
+// headers sets the routing headers every answered request carries.
+func (x *exchange) headers() {
+	h := x.w.Header()
+	if d := x.deployment; d != nil {
+		h.Set("X-Gatehouse-Provider", d.Provider)
+		h.Set("X-Gatehouse-Model", d.Model)
+		h.Set("X-Gatehouse-Attempts", "1")
+	}
+}
+
+// fail answers with err unless the response has already started, and
+// records it for the log line either way.
+func (x *exchange) fail(err *llm.Error) {
+	x.err = err
+	if x.written {
+		return
+	}
+	x.written = true
+	x.status = err.Status
+	if err.Kind == llm.KindCanceled {
+		return // nobody is listening
+	}
+	x.headers()
+	err.WriteOpenAI(x.w)
+}
+
+// recover turns a panic in the pipeline into a 500 for the client and an
+// error log line, instead of a dropped connection.
+func (x *exchange) recover() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler {
+		panic(p)
+	}
+	x.s.log.Error("panic serving request", "request_id", x.id, "panic", p)
+	x.fail(&llm.Error{Kind: llm.KindInternal, Status: http.StatusInternalServerError, Type: "server_error",
+		Message: "internal gateway error (request " + x.id + ")"})
+	x.finish()
+}
+
+// finish writes the request's log line.
+func (x *exchange) finish() {
+	if !x.rt.LogRequests {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 16)
+	attrs = append(attrs,
+		slog.String("request_id", x.id),
+		slog.String("method", x.r.Method),
+		slog.String("path", x.r.URL.Path),
+		slog.Int("status", x.status),
+		slog.Float64("latency_ms", ms(x.s.now().Sub(x.start))),
+		slog.Bool("stream", x.stream),
+	)
+	if x.model != "" {
+		attrs = append(attrs, slog.String("model", x.model))
+	}
+	if d := x.deployment; d != nil {
+		attrs = append(attrs, slog.String("provider", d.Provider), slog.String("upstream_model", d.Model))
+	}
+	if x.principal != nil {
+		attrs = append(attrs, slog.String("key", x.principal.KeyID))
+		if x.principal.Project != "" {
+			attrs = append(attrs, slog.String("project", x.principal.Project))
+		}
+	}
+	if x.ttft > 0 {
+		attrs = append(attrs, slog.Float64("ttft_ms", ms(x.ttft)))
+	}
+	if x.hasUsage {
+		attrs = append(attrs,
+			slog.Int("prompt_tokens", x.usage.PromptTokens),
+			slog.Int("completion_tokens", x.usage.CompletionTokens),
+			slog.Int("total_tokens", x.usage.TotalTokens))
+	}
+	level := slog.LevelInfo
+	if x.err != nil {
+		attrs = append(attrs, slog.String("error_kind", string(x.err.Kind)), slog.String("error", x.err.Error()))
+		if x.status >= 500 {
+			level = slog.LevelWarn
+		}
+	}
+	x.s.log.LogAttrs(x.r.Context(), level, "request", attrs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

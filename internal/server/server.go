@@ -1,0 +1,166 @@
+// Package server is gatehouse's HTTP front: routes, the order of the
+// request pipeline (auth → parse → route → upstream → relay), and turning
+// every failure into an error in the caller's API dialect.
+//
+// Its configuration arrives as an immutable Runtime that a reload swaps
+// atomically; requests already running keep the Runtime they started with.
+// server never imports a database driver or a store package.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/llm"
+	"gatehouse/internal/route"
+)
+
+// Authenticator resolves the caller of a request.
+type Authenticator interface {
+	Authenticate(r *http.Request) (*auth.Principal, error)
+}
+
+// Runtime is everything one config generation decides. It is never
+// modified after it is handed to the Server.
+type Runtime struct {
+	Routes       *route.Table
+	Auth         Authenticator // nil serves every request unauthenticated (bare mode)
+	MaxBodyBytes int64
+	LogRequests  bool
+	// ModelList is the prebuilt body of GET /v1/models.
+	ModelList []byte
+}
+
+// Server serves the gateway API.
+type Server struct {
+	rt       atomic.Pointer[Runtime]
+	log      *slog.Logger
+	draining atomic.Bool
+	now      func() time.Time
+}
+
+// New returns a Server using rt until the next Swap. log receives one line
+// per request (when rt.LogRequests) and every internal error.
+func New(rt *Runtime, log *slog.Logger) *Server {
+	s := &Server{log: log, now: time.Now}
+	s.rt.Store(rt)
+	return s
+}
+
+// Swap installs a new runtime for requests that start from now on.
+func (s *Server) Swap(rt *Runtime) { s.rt.Store(rt) }
+
+// Runtime returns the runtime new requests use.
+func (s *Server) Runtime() *Runtime { return s.rt.Load() }
+
+// Drain makes /readyz fail so load balancers stop sending traffic while
+// in-flight requests finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Handler returns the routes. Method and path mismatches answer in
+// OpenAI's error shape rather than net/http's plain text.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", s.only(http.MethodPost, s.chat))
+	mux.HandleFunc("/v1/embeddings", s.only(http.MethodPost, s.embeddings))
+	mux.HandleFunc("/v1/models", s.only(http.MethodGet, s.models))
+	mux.HandleFunc("/v1/models/{id...}", s.only(http.MethodGet, s.model))
+	mux.HandleFunc("/healthz", s.only(http.MethodGet, s.healthz))
+	mux.HandleFunc("/readyz", s.only(http.MethodGet, s.readyz))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		notFound(r).WriteOpenAI(w)
+	})
+	return mux
+}
+
+func notFound(r *http.Request) *llm.Error {
+	return &llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotFound, Type: "invalid_request_error",
+		Code: "unknown_url", Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}
+}
+
+func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", method)
+			(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+				Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + method + "."}).WriteOpenAI(w)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.draining.Load() || s.rt.Load() == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"draining"}`))
+		return
+	}
+	_, _ = w.Write([]byte(`{"status":"ready"}`))
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	rt := s.rt.Load()
+	if rt.Auth != nil {
+		if _, err := rt.Auth.Authenticate(r); err != nil {
+			llm.AsError(err).WriteOpenAI(w)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(rt.ModelList)
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	rt := s.rt.Load()
+	if rt.Auth != nil {
+		if _, err := rt.Auth.Authenticate(r); err != nil {
+			llm.AsError(err).WriteOpenAI(w)
+			return
+		}
+	}
+	id := r.PathValue("id")
+	if _, ok := rt.Routes.Lookup(id); !ok {
+		llm.ModelNotFound(id).WriteOpenAI(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(modelObject(nil, id))
+}
+
+// ModelList builds the GET /v1/models body for a route table.
+func ModelList(t *route.Table) []byte {
+	b := []byte(`{"object":"list","data":[`)
+	for i, g := range t.Groups() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = modelObject(b, g.Name)
+	}
+	return append(b, "]}"...)
+}
+
+func modelObject(b []byte, id string) []byte {
+	b = append(b, `{"id":`...)
+	b = llm.AppendQuote(b, id)
+	return append(b, `,"object":"model","created":0,"owned_by":"gatehouse"}`...)
+}
+
+// ctxKey is unexported so nothing outside can collide with it.
+type ctxKey struct{}
+
+// RequestID returns the gateway request id carried by ctx, if any.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	return id
+}

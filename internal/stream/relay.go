@@ -1,0 +1,130 @@
+// Package stream relays a streamed completion to the client as
+// server-sent events: each chunk is written and flushed the moment it
+// arrives, usage is teed off for accounting, and a failure after the
+// first byte becomes a final error event instead of a hang.
+//
+// It depends on llm only; it never imports a store or a provider.
+package stream
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"gatehouse/internal/llm"
+)
+
+// Options tune one relay.
+type Options struct {
+	// IncludeUsage forwards the trailing usage chunk; when false the
+	// gateway still reads usage from it but the client never sees it.
+	IncludeUsage bool
+	// OnChunk, when set, runs after every chunk read from upstream (the
+	// caller restarts its idle deadline there).
+	OnChunk func()
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Result says what a relay delivered.
+type Result struct {
+	Usage      llm.Usage
+	HasUsage   bool
+	Chunks     int       // chunks written to the client
+	FirstChunk time.Time // when the first chunk was written; zero if none
+	Started    bool      // the response headers went out
+	Done       bool      // the stream completed and [DONE] was sent
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+var (
+	doneEvent = []byte("data: [DONE]\n\n")
+)
+
+// Relay copies s to w. Until the first chunk arrives nothing is written:
+// an error then is returned with Result.Started false, so the caller can
+// still answer with a proper status (or try another deployment). Once
+// started, an upstream failure is sent as a final `data: {"error":…}`
+// event and returned; a client that goes away ends the relay with its
+// write error.
+func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	var res Result
+	rc := http.NewResponseController(w)
+	bp := bufPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 {
+			bufPool.Put(bp)
+		}
+	}()
+	for {
+		c, err := s.Next()
+		if opt.OnChunk != nil && err == nil {
+			opt.OnChunk()
+		}
+		if err != nil {
+			if err == io.EOF {
+				if !res.Started {
+					start(w)
+					res.Started = true
+				}
+				if _, werr := w.Write(doneEvent); werr != nil {
+					return res, werr
+				}
+				res.Done = true
+				return res, rc.Flush()
+			}
+			if !res.Started {
+				return res, err
+			}
+			writeError(w, rc, err)
+			return res, err
+		}
+		if c.Usage != nil {
+			res.Usage, res.HasUsage = *c.Usage, true
+		}
+		if c.UsageOnly && !opt.IncludeUsage {
+			continue
+		}
+		if !res.Started {
+			start(w)
+			res.Started = true
+			res.FirstChunk = now()
+		}
+		*bp = llm.AppendEvent((*bp)[:0], "", c.Data)
+		if _, err := w.Write(*bp); err != nil {
+			return res, err
+		}
+		if err := rc.Flush(); err != nil {
+			return res, err
+		}
+		res.Chunks++
+	}
+}
+
+func start(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
+	w.WriteHeader(http.StatusOK)
+}
+
+// writeError sends the failure as the stream's last event, in the shape
+// OpenAI uses for errors inside a stream, so SDKs raise it.
+func writeError(w http.ResponseWriter, rc *http.ResponseController, err error) {
+	e := llm.AsError(err)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		e = &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
+			Code: "upstream_stream_broken", Message: "the upstream stream ended unexpectedly", Cause: err}
+	}
+	b := llm.AppendEvent(nil, "", e.AppendOpenAI(nil))
+	_, _ = w.Write(b)
+	_ = rc.Flush()
+}
