@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -179,16 +180,14 @@ func EachElement(array []byte, fn func(i int, value []byte) bool) error {
 	}
 }
 
-// unquoteKey returns the key without quotes; only keys with escapes allocate
-// through strconv.
+// unquoteKey returns the key without quotes; only keys with escapes or
+// invalid UTF-8 take the slow path.
 func unquoteKey(q []byte) (string, error) {
 	inner := q[1 : len(q)-1]
-	for _, c := range inner {
-		if c == '\\' {
-			return unquoteJSON(q)
-		}
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
 	}
-	return string(inner), nil
+	return unquoteJSON(q)
 }
 
 // UnquoteString decodes a raw JSON string value.
@@ -200,11 +199,23 @@ func UnquoteString(raw []byte) (string, error) {
 }
 
 // unquoteJSON handles JSON escapes, which differ from Go's in \/ and \u
-// surrogate pairs.
+// surrogate pairs. Like encoding/json it turns each byte of invalid UTF-8
+// into U+FFFD, so keys and values read here match what a decoder upstream
+// sees.
 func unquoteJSON(q []byte) (string, error) {
 	out := make([]byte, 0, len(q))
 	for i := 1; i < len(q)-1; i++ {
 		c := q[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(q[i : len(q)-1])
+			if r == utf8.RuneError && size == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, q[i:i+size]...)
+				i += size - 1
+			}
+			continue
+		}
 		if c != '\\' {
 			out = append(out, c)
 			continue

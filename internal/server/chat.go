@@ -62,6 +62,7 @@ func (x *exchange) serveChat() {
 	res, err := stream.Relay(x.w, st, stream.Options{
 		IncludeUsage: req.IncludeUsage,
 		OnChunk:      call.Progress,
+		Classify:     func(err error) *llm.Error { return call.Err(d.Provider, err) },
 		Now:          x.s.now,
 	})
 	x.usage, x.hasUsage = res.Usage, res.HasUsage

@@ -72,6 +72,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/healthz", s.only(http.MethodGet, s.healthz))
 	mux.HandleFunc("/readyz", s.only(http.MethodGet, s.readyz))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Gatehouse-Request-Id", newRequestID())
 		notFound(r).WriteOpenAI(w)
 	})
 	return mux
@@ -85,6 +86,7 @@ func notFound(r *http.Request) *llm.Error {
 func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("X-Gatehouse-Request-Id", newRequestID())
 			w.Header().Set("Allow", method)
 			(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
 				Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + method + "."}).WriteOpenAI(w)

@@ -24,6 +24,9 @@ type Options struct {
 	// OnChunk, when set, runs after every chunk read from upstream (the
 	// caller restarts its idle deadline there).
 	OnChunk func()
+	// Classify turns a stream failure into the error the client reads
+	// (a timeout, a broken upstream …); nil uses llm.AsError.
+	Classify func(error) *llm.Error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -83,7 +86,7 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 			if !res.Started {
 				return res, err
 			}
-			writeError(w, rc, err)
+			writeError(w, rc, classify(opt, err))
 			return res, err
 		}
 		if c.Usage != nil {
@@ -108,6 +111,17 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 	}
 }
 
+func classify(opt Options, err error) *llm.Error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
+			Code: "upstream_stream_broken", Message: "the upstream stream ended unexpectedly", Cause: err}
+	}
+	if opt.Classify != nil {
+		return opt.Classify(err)
+	}
+	return llm.AsError(err)
+}
+
 func start(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -118,12 +132,7 @@ func start(w http.ResponseWriter) {
 
 // writeError sends the failure as the stream's last event, in the shape
 // OpenAI uses for errors inside a stream, so SDKs raise it.
-func writeError(w http.ResponseWriter, rc *http.ResponseController, err error) {
-	e := llm.AsError(err)
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		e = &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
-			Code: "upstream_stream_broken", Message: "the upstream stream ended unexpectedly", Cause: err}
-	}
+func writeError(w http.ResponseWriter, rc *http.ResponseController, e *llm.Error) {
 	b := llm.AppendEvent(nil, "", e.AppendOpenAI(nil))
 	_, _ = w.Write(b)
 	_ = rc.Flush()

@@ -1,0 +1,288 @@
+// This file drives the load: a fixed number of clients, each sending its
+// next request as soon as the last one is answered (a closed loop, vegeta
+// with an unlimited rate and exactly c workers), so every target is asked
+// for its best throughput at a given concurrency instead of being fed a
+// rate it may not reach. It also turns one run into a sample: successful
+// requests per second, latency percentiles, and what the proxy process
+// spent in CPU and memory while serving them.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// benchKey is the gatehouse key in the generated config; mockllm and the
+// plain proxy ignore it.
+const benchKey = "gh-bench-key"
+
+// scenario is one kind of request.
+type scenario struct {
+	name   string
+	stream bool
+}
+
+// target is one way of reaching mockllm.
+type target struct {
+	name string
+	url  string // the chat completions URL
+	proc *proc  // the process between client and mockllm; nil when direct
+}
+
+// runSpec is one cell of the matrix, as run against each target.
+type runSpec struct {
+	scenario
+	concurrency int
+	warmup      time.Duration // load sent first and discarded: connections, caches, GC pacing
+	duration    time.Duration
+}
+
+// sample is what one run, or the median of several, measured.
+type sample struct {
+	requests int            // answered requests, failed ones included
+	failed   int            // non-200 answers, transport errors, streams without [DONE]
+	errs     map[string]int // failure reasons, capped at maxErrKinds
+	rps      float64        // successful requests per second
+	p50, p99 time.Duration  // over successful requests
+	cores    float64        // CPU seconds the proxy used per second of run; NaN when direct
+	rssMiB   float64        // the proxy's peak resident memory during the run; NaN when direct
+}
+
+// errorRate is the fraction of requests that failed.
+func (s sample) errorRate() float64 {
+	if s.requests == 0 {
+		return 0
+	}
+	return float64(s.failed) / float64(s.requests)
+}
+
+// measure warms tg up, then runs the timed load against it and reads the
+// proxy's CPU and peak memory around exactly that run.
+func measure(ctx context.Context, tg target, spec runSpec) (sample, error) {
+	client := newClient(spec.concurrency)
+	defer client.CloseIdleConnections()
+	body := requestBody(spec.stream)
+
+	if spec.warmup > 0 {
+		attack(ctx, client, tg.url, body, spec, spec.warmup)
+	}
+	s := sample{cores: math.NaN(), rssMiB: math.NaN()}
+	var cpu0 time.Duration
+	if tg.proc != nil {
+		if err := resetPeakRSS(tg.proc.pid()); err != nil {
+			return s, fmt.Errorf("reset peak RSS of %s: %w", tg.name, err)
+		}
+		var err error
+		if cpu0, err = cpuTime(tg.proc.pid()); err != nil {
+			return s, err
+		}
+	}
+	t := attack(ctx, client, tg.url, body, spec, spec.duration)
+	if err := ctx.Err(); err != nil {
+		return s, err
+	}
+	if tg.proc != nil {
+		if err := tg.proc.exitedErr(); err != nil {
+			return s, err
+		}
+		cpu1, err := cpuTime(tg.proc.pid())
+		if err != nil {
+			return s, err
+		}
+		peak, err := peakRSS(tg.proc.pid())
+		if err != nil {
+			return s, err
+		}
+		s.cores = (cpu1 - cpu0).Seconds() / t.elapsed.Seconds()
+		s.rssMiB = float64(peak) / (1 << 20)
+	}
+	slices.Sort(t.latencies)
+	s.requests = len(t.latencies) + t.failed
+	s.failed = t.failed
+	s.errs = t.errs
+	s.rps = float64(len(t.latencies)) / t.elapsed.Seconds()
+	s.p50 = percentile(t.latencies, 0.50)
+	s.p99 = percentile(t.latencies, 0.99)
+	return s, nil
+}
+
+// newClient returns the load generator's client for one target: one
+// keep-alive connection per concurrent client, reused from the warm-up
+// into the timed run, and no gzip negotiation.
+func newClient(concurrency int) *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: concurrency,
+			DisableCompression:  true,
+		},
+	}
+}
+
+// tally is the raw outcome of one attack.
+type tally struct {
+	latencies []time.Duration // of successful requests, in arrival order
+	failed    int
+	errs      map[string]int
+	elapsed   time.Duration // first request sent → last answer read
+}
+
+// maxErrKinds caps the distinct failure reasons kept: transport errors
+// name their ephemeral ports, so a storm of them would otherwise grow the
+// map with every connection.
+const maxErrKinds = 20
+
+// attack runs spec.concurrency clients against url for d. The attacker is
+// new each time (vegeta's cannot be restarted) but the client, and so its
+// warm connections, is shared.
+func attack(ctx context.Context, client *http.Client, url string, body []byte, spec runSpec, d time.Duration) tally {
+	c := uint64(spec.concurrency)
+	atk := vegeta.NewAttacker(
+		vegeta.Client(client), // first: the options below adjust its transport
+		vegeta.Workers(c),
+		vegeta.MaxWorkers(c),
+		vegeta.Connections(spec.concurrency),
+		vegeta.KeepAlive(true),
+	)
+	tgt := vegeta.NewStaticTargeter(vegeta.Target{
+		Method: http.MethodPost,
+		URL:    url,
+		Body:   body,
+		Header: http.Header{
+			"Authorization": {"Bearer " + benchKey},
+			"Content-Type":  {"application/json"},
+		},
+	})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			atk.Stop()
+		case <-done:
+		}
+	}()
+
+	t := tally{errs: map[string]int{}}
+	start := time.Now()
+	for r := range atk.Attack(tgt, vegeta.Rate{Freq: 0}, d, spec.name) {
+		if reason := failure(r, spec.stream); reason != "" {
+			t.failed++
+			if _, ok := t.errs[reason]; !ok && len(t.errs) >= maxErrKinds {
+				reason = "(other)"
+			}
+			t.errs[reason]++
+			continue
+		}
+		t.latencies = append(t.latencies, r.Latency)
+	}
+	t.elapsed = time.Since(start)
+	return t
+}
+
+// failure says why r does not count as a success, or "" if it does. A
+// stream counts only if it ran to its final "data: [DONE]" event: a
+// proxy that cut streams short would otherwise look fast.
+func failure(r *vegeta.Result, stream bool) string {
+	switch {
+	case r.Code == 0:
+		return r.Error // no response at all
+	case r.Code != http.StatusOK:
+		return fmt.Sprintf("HTTP %d: %s", r.Code, snippet(r.Body))
+	case r.Error != "":
+		return r.Error // the body broke off
+	case stream && !bytes.Contains(r.Body, []byte("data: [DONE]")):
+		return "stream ended without data: [DONE]"
+	}
+	return ""
+}
+
+// snippet shortens a response body to one line for an error summary.
+func snippet(b []byte) string {
+	const max = 160
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// percentile returns the q-quantile of sorted by the nearest-rank method:
+// the smallest value at or above which a fraction q of the values lie. It
+// is exact, unlike a digest, because a p99 difference under a millisecond
+// is one of the budgets being checked.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// prompt is about 300 bytes, a short chat turn: large enough that a proxy
+// which decodes and re-encodes bodies pays for it, small enough that the
+// benchmark measures per-request overhead rather than copying.
+var prompt = strings.Repeat("Summarise the trade-offs of running an LLM gateway in front of several providers. ", 4)[:300]
+
+// requestBody is the chat completion request every client sends.
+func requestBody(stream bool) []byte {
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	b, err := json.Marshal(struct {
+		Model    string    `json:"model"`
+		Messages []message `json:"messages"`
+		Stream   bool      `json:"stream,omitempty"`
+	}{"gpt-4o-mini", []message{{"user", prompt}}, stream})
+	if err != nil {
+		panic(err) // a fixed value of a fixed type cannot fail to encode
+	}
+	return b
+}
+
+// median combines the samples of several rounds: counts are summed, every
+// measurement is the median of its own values, and error reasons merged.
+func median(rounds []sample) sample {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	out := sample{errs: map[string]int{}}
+	var rps, cores, rss []float64
+	var p50, p99 []time.Duration
+	for _, s := range rounds {
+		out.requests += s.requests
+		out.failed += s.failed
+		for k, n := range s.errs {
+			out.errs[k] += n
+		}
+		rps, cores, rss = append(rps, s.rps), append(cores, s.cores), append(rss, s.rssMiB)
+		p50, p99 = append(p50, s.p50), append(p99, s.p99)
+	}
+	out.rps, out.cores, out.rssMiB = middle(rps), middle(cores), middle(rss)
+	out.p50, out.p99 = middle(p50), middle(p99)
+	return out
+}
+
+// middle is the median of xs (the mean of the two middle values when
+// there is an even number of them). It sorts xs in place.
+func middle[T ~int64 | ~float64](xs []T) T {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}

@@ -1,0 +1,409 @@
+// Command benchrun is gatehouse's load benchmark. It starts mockllm, a
+// plain net/http/httputil reverse proxy, and gatehouse twice (--bare and
+// full stack), drives the same closed-loop load through each, and prints,
+// per scenario and concurrency, throughput, latency, CPU and memory with
+// ratios against the baselines measured in the same run.
+//
+// Ratios are the point: the load generator shares the machine with the
+// processes it measures, so absolute numbers say as much about the machine
+// as about gatehouse, while targets run back to back under the same
+// conditions compare fairly. It runs the real binaries as processes and
+// must not import the gatehouse module.
+//
+// Usage (from bench/):
+//
+//	go run ./cmd/benchrun -gatehouse ../bin/gatehouse -mockllm ../bin/mockllm
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Target names, in the order they run and are printed.
+const (
+	direct     = "direct"
+	plainproxy = "plainproxy"
+	bare       = "gatehouse --bare"
+	full       = "gatehouse full"
+)
+
+// targetFlags maps the -targets values to target names.
+var targetFlags = map[string]string{"direct": direct, "plainproxy": plainproxy, "bare": bare, "full": full}
+
+// maxErrorRate is the failure rate above which a run is not a measurement.
+const maxErrorRate = 0.001
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitErrors   = 1 // some run failed more than maxErrorRate of its requests
+	exitSetup    = 2 // a process did not start, a flag was wrong, or Ctrl-C
+	readyTimeout = 15 * time.Second
+)
+
+type options struct {
+	gatehouse, mockllm, plainproxy string
+	duration, warmup               time.Duration
+	concurrency                    []int
+	scenarios                      []scenario
+	targets                        map[string]bool // by target name
+	rounds                         int
+	out                            string
+	keep                           bool
+}
+
+func main() { os.Exit(run()) }
+
+// run returns the exit code, so that every deferred cleanup has run before
+// main exits.
+func run() int {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		return exitSetup
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	b, err := setup(ctx, o)
+	defer b.close(o.keep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun: setup:", err)
+		return exitSetup
+	}
+
+	var doc bytes.Buffer
+	w := io.MultiWriter(os.Stdout, &doc)
+	writeHeader(w, o, b.targets)
+	var cells []cell
+	code := exitOK
+	for _, sc := range o.scenarios {
+		for _, c := range o.concurrency {
+			spec := runSpec{scenario: sc, concurrency: c, warmup: o.warmup, duration: o.duration}
+			cl, err := runCell(ctx, b.targets, spec, o.rounds)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "benchrun:", err)
+				return exitSetup
+			}
+			writeTable(w, cl, o.rounds)
+			if cl.tooManyErrors() {
+				code = exitErrors
+			}
+			cells = append(cells, cl)
+		}
+	}
+	writeVerdicts(w, cells)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, doc.Bytes(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "benchrun:", err)
+			return exitSetup
+		}
+	}
+	if code == exitErrors {
+		fmt.Fprintf(os.Stderr, "benchrun: FAILED: some runs had more than %.1f%% failed requests; their numbers are not measurements (see the errors under each table)\n", maxErrorRate*100)
+	}
+	return code
+}
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("benchrun", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.gatehouse, "gatehouse", "", "gatehouse binary (without it, only direct and plainproxy run)")
+	fs.StringVar(&o.mockllm, "mockllm", "", "mockllm binary (required)")
+	fs.StringVar(&o.plainproxy, "plainproxy", "", "plainproxy binary (default: built from ./cmd/plainproxy into the temp dir)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "timed load per target, per scenario and concurrency")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded load before each timed run")
+	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
+	scen := fs.String("scenarios", "nonstream,stream", "comma-separated: nonstream, stream")
+	tgts := fs.String("targets", "direct,plainproxy,bare,full", "comma-separated: direct, plainproxy, bare, full")
+	fs.IntVar(&o.rounds, "rounds", 1, "run all targets this many times per cell, back to back, and report medians")
+	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs and process logs) for inspection")
+	quick := fs.Bool("quick", false, "smoke test: -duration 1s -warmup 200ms unless set explicitly")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["duration"] {
+			o.duration = time.Second
+		}
+		if !set["warmup"] {
+			o.warmup = 200 * time.Millisecond
+		}
+	}
+
+	if o.mockllm == "" {
+		return o, errors.New("-mockllm is required")
+	}
+	if o.duration <= 0 || o.warmup < 0 || o.rounds < 1 {
+		return o, errors.New("-duration must be > 0, -warmup ≥ 0 and -rounds ≥ 1")
+	}
+	for f := range strings.SplitSeq(*conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("-concurrency: %q is not a positive number", f)
+		}
+		o.concurrency = append(o.concurrency, n)
+	}
+	for f := range strings.SplitSeq(*scen, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "nonstream", "stream":
+			o.scenarios = append(o.scenarios, scenario{name: f, stream: f == "stream"})
+		default:
+			return o, fmt.Errorf("-scenarios: unknown scenario %q", f)
+		}
+	}
+	o.targets = map[string]bool{}
+	for f := range strings.SplitSeq(*tgts, ",") {
+		name, ok := targetFlags[strings.TrimSpace(f)]
+		if !ok {
+			return o, fmt.Errorf("-targets: unknown target %q", f)
+		}
+		o.targets[name] = true
+	}
+	if o.gatehouse == "" && (o.targets[bare] || o.targets[full]) {
+		fmt.Fprintln(os.Stderr, "benchrun: no -gatehouse binary: measuring direct and plainproxy only")
+		delete(o.targets, bare)
+		delete(o.targets, full)
+	}
+	for _, p := range []*string{&o.gatehouse, &o.mockllm, &o.plainproxy, &o.out} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return o, err
+			}
+			*p = abs
+		}
+	}
+	return o, nil
+}
+
+// bench is the set of running processes and the targets they make up.
+type bench struct {
+	dir     string
+	procs   []*proc // in start order
+	targets []target
+}
+
+// close stops every process, last started first, and removes the temp dir.
+// It is safe on a bench whose setup failed half way.
+func (b *bench) close(keep bool) {
+	for i := len(b.procs) - 1; i >= 0; i-- {
+		b.procs[i].stop()
+	}
+	if b.dir == "" {
+		return
+	}
+	if keep {
+		fmt.Fprintln(os.Stderr, "benchrun: kept", b.dir)
+		return
+	}
+	_ = os.RemoveAll(b.dir)
+}
+
+// setup starts mockllm and every proxy in o.targets and checks that each
+// target answers both kinds of request. The returned bench is never nil.
+func setup(ctx context.Context, o options) (*bench, error) {
+	b := &bench{}
+	dir, err := os.MkdirTemp("", "gatehouse-bench-")
+	if err != nil {
+		return b, err
+	}
+	b.dir = dir
+
+	mock, err := b.start(dir, "mockllm", o.mockllm, "-listen", "127.0.0.1:0")
+	if err != nil {
+		return b, err
+	}
+	mockAddr, err := mock.waitListening(ctx, readyTimeout)
+	if err != nil {
+		return b, err
+	}
+	if o.targets[direct] {
+		b.targets = append(b.targets, target{name: direct, url: chatURL(mockAddr)})
+	}
+
+	if o.targets[plainproxy] {
+		bin := o.plainproxy
+		if bin == "" {
+			if bin, err = buildPlainproxy(dir); err != nil {
+				return b, err
+			}
+		}
+		p, err := b.start(dir, "plainproxy", bin, "-listen", "127.0.0.1:0", "-upstream", "http://"+mockAddr)
+		if err != nil {
+			return b, err
+		}
+		addr, err := p.waitListening(ctx, readyTimeout)
+		if err != nil {
+			return b, err
+		}
+		b.targets = append(b.targets, target{name: plainproxy, url: chatURL(addr), proc: p})
+	}
+
+	addrs, err := freePorts(2)
+	if err != nil {
+		return b, err
+	}
+	for i, name := range []string{bare, full} {
+		if !o.targets[name] {
+			continue
+		}
+		file := "gatehouse-" + strings.TrimPrefix(strings.Fields(name)[1], "--")
+		cfg := filepath.Join(dir, file+".yaml")
+		yaml := gatehouseConfig(addrs[i], filepath.Join(dir, file+".db"), mockAddr)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			return b, err
+		}
+		args := []string{"serve", "--config", cfg}
+		if name == bare {
+			args = append(args, "--bare")
+		}
+		p, err := b.start(dir, file, o.gatehouse, args...)
+		if err != nil {
+			return b, err
+		}
+		if err := p.waitReady(ctx, "http://"+addrs[i]+"/readyz", readyTimeout); err != nil {
+			return b, err
+		}
+		b.targets = append(b.targets, target{name: name, url: chatURL(addrs[i]), proc: p})
+	}
+	if len(b.targets) == 0 {
+		return b, errors.New("no targets to measure")
+	}
+
+	for _, tg := range b.targets {
+		for _, stream := range []bool{false, true} {
+			if err := probe(tg, stream); err != nil {
+				return b, err
+			}
+		}
+	}
+	return b, nil
+}
+
+func (b *bench) start(dir, name, bin string, args ...string) (*proc, error) {
+	p, err := startProc(dir, name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	b.procs = append(b.procs, p)
+	return p, nil
+}
+
+func chatURL(addr string) string { return "http://" + addr + "/v1/chat/completions" }
+
+// gatehouseConfig is the config both gatehouse instances run with. The
+// key's limits and budget are far out of reach so that the full stack
+// does all its admission work without ever refusing; caching is off
+// because a cache hit would skip the upstream the baselines must call.
+func gatehouseConfig(listen, sqlite, mockAddr string) string {
+	return fmt.Sprintf(`# Generated by bench/cmd/benchrun.
+listen: %s
+storage: {sqlite: %s}
+log: {level: warn}
+providers:
+  - {name: mock, type: openai-compatible, base_url: http://%s/v1, api_key: sk-mock}
+models:
+  - name: gpt-4o-mini
+    targets: [{provider: mock, model: gpt-4o-mini}]
+keys:
+  - key: %s
+    project: bench
+    rpm: 100000000
+    tpm: 1000000000000
+    budget: {usd: 1000000000, period: total}
+cache:
+  exact: {enabled: false}
+  semantic: {enabled: false}
+`, listen, sqlite, mockAddr, benchKey)
+}
+
+// buildPlainproxy builds the baseline proxy from this module; it works
+// when benchrun is started from inside bench/, as `make bench` does.
+func buildPlainproxy(dir string) (string, error) {
+	bin := filepath.Join(dir, "plainproxy")
+	out, err := exec.Command("go", "build", "-o", bin, "gatehouse/bench/cmd/plainproxy").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build plainproxy (run from bench/ or pass -plainproxy): %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// probe sends one request so that a misconfigured target fails setup with
+// its answer and log, instead of producing a table of errors.
+func probe(tg target, stream bool) error {
+	req, err := http.NewRequest(http.MethodPost, tg.url, bytes.NewReader(requestBody(stream)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	var body []byte
+	if err == nil {
+		body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	switch {
+	case err != nil:
+	case resp.StatusCode != http.StatusOK:
+		err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(body))
+	case stream && !bytes.Contains(body, []byte("data: [DONE]")):
+		err = fmt.Errorf("stream ended without data: [DONE]: %s", snippet(body))
+	default:
+		return nil
+	}
+	err = fmt.Errorf("probe %s (stream=%t): %w", tg.name, stream, err)
+	if tg.proc != nil {
+		err = fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, tg.proc.log, tg.proc.tail(20))
+	}
+	return err
+}
+
+// runCell measures every target for one scenario and concurrency. Each
+// round runs all targets back to back, starting one target further along
+// each time, so that slow drifts in machine load (thermal, other tenants)
+// spread over all targets rather than landing on whichever runs last.
+func runCell(ctx context.Context, targets []target, spec runSpec, rounds int) (cell, error) {
+	byName := map[string][]sample{}
+	for r := range rounds {
+		for i := range targets {
+			tg := targets[(i+r)%len(targets)]
+			s, err := measure(ctx, tg, spec)
+			if err != nil {
+				return cell{}, fmt.Errorf("%s c=%d %s: %w", spec.name, spec.concurrency, tg.name, err)
+			}
+			fmt.Fprintf(os.Stderr, "  %-9s c=%-4d round %d/%d  %-16s %9.0f rps  p99 %7.2f ms  %d failed\n",
+				spec.name, spec.concurrency, r+1, rounds, tg.name, s.rps, msf(s.p99), s.failed)
+			byName[tg.name] = append(byName[tg.name], s)
+			if tg.proc != nil {
+				waitIdle(ctx, tg.proc.pid(), 3*time.Second)
+			}
+		}
+	}
+	c := cell{spec: spec}
+	for _, tg := range targets {
+		c.rows = append(c.rows, row{name: tg.name, sample: median(byName[tg.name])})
+	}
+	return c, nil
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"gatehouse/internal/config"
+	"gatehouse/internal/mockllm"
+)
+
+// syncBuffer collects log output written from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// upstream is a mockllm emulator on a real loopback port.
+type upstream struct {
+	mock *mockllm.Server
+	URL  string
+}
+
+const upstreamKey = "sk-upstream-secret"
+
+func startUpstream(t *testing.T, o mockllm.Options) *upstream {
+	t.Helper()
+	o.APIKey = upstreamKey
+	m := mockllm.New(o)
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	return &upstream{mock: m, URL: srv.URL}
+}
+
+// testGateway is a gatehouse serving a config file over real loopback HTTP,
+// wired exactly as `gatehouse serve` wires it.
+type testGateway struct {
+	URL  string
+	Path string // the config file, for reload tests
+	Logs *syncBuffer
+}
+
+const clientKey = "gh-test-client-key"
+
+// baseConfig is a config with one upstream, one chat model and one
+// embedding model; extra is appended verbatim: more entries of the models
+// list, or top-level sections.
+func baseConfig(up *upstream, extra string) string {
+	return `listen: 127.0.0.1:0
+providers:
+  - name: up
+    type: openai-compatible
+    base_url: ` + up.URL + `/v1
+    api_key: ` + upstreamKey + `
+keys:
+  - {key: ` + clientKey + `, name: tester, project: qa}
+models:
+  - name: chat
+    targets: [{provider: up, model: gpt-4o-mini}]
+  - name: embed
+    targets: [{provider: up, model: text-embedding-3-small}]
+` + extra
+}
+
+func startGateway(t *testing.T, yaml string) *testGateway {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gatehouse.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g, err := newGateway(path, cfg, false, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.run(ctx, ln, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gateway exited with %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("gateway did not stop")
+		}
+	})
+	return &testGateway{URL: "http://" + ln.Addr().String(), Path: path, Logs: logs}
+}
+
+func (g *testGateway) client(opts ...option.RequestOption) openai.Client {
+	base := []option.RequestOption{
+		option.WithBaseURL(g.URL + "/v1/"),
+		option.WithAPIKey(clientKey),
+		option.WithMaxRetries(0),
+	}
+	return openai.NewClient(append(base, opts...)...)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", d, what)
+}
+
+// logLine returns the request log line for a request id.
+func (g *testGateway) logLine(t *testing.T, requestID string) string {
+	t.Helper()
+	var line string
+	waitFor(t, 2*time.Second, "log line of "+requestID, func() bool {
+		for _, l := range strings.Split(g.Logs.String(), "\n") {
+			if strings.Contains(l, `"request_id":"`+requestID+`"`) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	return line
+}

@@ -1,0 +1,82 @@
+// Package archtest checks the dependency rules of ../shared/DESIGN.md, so
+// the layering stays true as the code grows instead of eroding quietly.
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Standard", "gatehouse/...")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(out)
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+func isStd(path string) bool { return !strings.Contains(strings.SplitN(path, "/", 2)[0], ".") && !strings.HasPrefix(path, "gatehouse") }
+
+func ours(path string) bool { return path == "gatehouse" || strings.HasPrefix(path, "gatehouse/") }
+
+// databaseDrivers are the imports the request-path packages must not use.
+var databaseDrivers = []string{"github.com/jackc/pgx", "modernc.org/sqlite", "github.com/redis/rueidis", "database/sql", "gatehouse/internal/store"}
+
+func TestDependencyRules(t *testing.T) {
+	for _, p := range listPackages(t) {
+		path := p.ImportPath
+		for _, imp := range p.Imports {
+			switch {
+			case path == "gatehouse/internal/llm":
+				if !isStd(imp) {
+					t.Errorf("%s imports %s: llm may use the standard library only", path, imp)
+				}
+			case strings.HasPrefix(path, "gatehouse/internal/provider/") && !strings.HasPrefix(path, "gatehouse/internal/provider/providertest"):
+				if ours(imp) && imp != "gatehouse/internal/provider" && imp != "gatehouse/internal/llm" {
+					t.Errorf("%s imports %s: provider packages may import only provider and llm", path, imp)
+				}
+			}
+			for _, layer := range []string{"auth", "limit", "cache", "route", "stream"} {
+				if path != "gatehouse/internal/"+layer && !strings.HasPrefix(path, "gatehouse/internal/"+layer+"/") {
+					continue
+				}
+				for _, d := range databaseDrivers {
+					if strings.HasPrefix(imp, d) {
+						t.Errorf("%s imports %s: request-path packages declare ports; stores implement them", path, imp)
+					}
+				}
+			}
+		}
+	}
+}

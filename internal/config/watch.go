@@ -1,0 +1,170 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Watcher reloads a config file when it changes or when Trigger is called.
+//
+// It watches the file's directory rather than the file, because editors
+// and Kubernetes replace files instead of writing them: an editor writes a
+// temporary file and renames it over the old one; a ConfigMap volume swaps
+// the "..data" symlink to a new directory. Bursts of events are debounced
+// into one reload, and a file-event reload whose content is unchanged since
+// the last attempt is skipped.
+//
+// onLoad gets each new valid config; onError gets each failure to read or
+// parse (the caller keeps running the config it has). Both are called from
+// the goroutine running Run, one at a time.
+type Watcher struct {
+	// Debounce is how long the directory must be quiet before a reload.
+	// Zero means DefaultDebounce.
+	Debounce time.Duration
+
+	path    string
+	onLoad  func(*Config)
+	onError func(error)
+
+	once    sync.Once
+	trigger chan struct{}
+	ready   func() // test hook: called once the directory is watched
+}
+
+// NewWatcher returns a Watcher for the file at path. Start it with Run.
+func NewWatcher(path string, onLoad func(*Config), onError func(error)) *Watcher {
+	return &Watcher{path: path, onLoad: onLoad, onError: onError}
+}
+
+// Watch sets the file and callbacks, then runs like Run. It lets a zero
+// Watcher be used directly.
+func (w *Watcher) Watch(ctx context.Context, path string, onLoad func(*Config), onError func(error)) error {
+	w.path, w.onLoad, w.onError = path, onLoad, onError
+	return w.Run(ctx)
+}
+
+// Trigger asks for a reload now, skipping the debounce and the unchanged
+// content check (for SIGHUP). It never blocks; triggers that arrive while
+// one is pending merge into it, and one made before Run starts is served
+// when it does.
+func (w *Watcher) Trigger() {
+	select {
+	case w.triggers() <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Watcher) triggers() chan struct{} {
+	w.once.Do(func() { w.trigger = make(chan struct{}, 1) })
+	return w.trigger
+}
+
+// Run watches until ctx is done, then returns nil. It does not load the
+// file first: the caller has the config it started with. It returns an
+// error only if the watch cannot be set up or breaks.
+func (w *Watcher) Run(ctx context.Context) error {
+	abs, err := filepath.Abs(w.path)
+	if err != nil {
+		return fmt.Errorf("config watch: %w", err)
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("config watch: %w", err)
+	}
+	defer fw.Close()
+	if err := fw.Add(filepath.Dir(abs)); err != nil {
+		return fmt.Errorf("config watch %s: %w", filepath.Dir(abs), err)
+	}
+	debounce := w.Debounce
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+
+	st := &reloadState{abs: abs}
+	st.target, _ = filepath.EvalSymlinks(abs)
+	if w.ready != nil {
+		w.ready()
+	}
+	trigger := w.triggers()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return errors.New("config watch: event stream closed")
+			}
+			if st.relevant(ev) {
+				timer.Reset(debounce)
+			}
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return errors.New("config watch: error stream closed")
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				timer.Reset(debounce) // events were lost: look again
+				continue
+			}
+			w.onError(fmt.Errorf("config watch: %w", err))
+		case <-timer.C:
+			w.reload(st, false)
+		case <-trigger:
+			timer.Stop()
+			w.reload(st, true)
+		}
+	}
+}
+
+// reloadState is what Run remembers between events.
+type reloadState struct {
+	abs    string   // the config path, absolute
+	target string   // where abs pointed after following symlinks
+	sum    [32]byte // content of the last reload attempt
+	hasSum bool
+}
+
+// relevant reports whether ev may have changed the config: an event on the
+// file itself or on Kubernetes' "..data" link, or any event after which the
+// path resolves somewhere else (some other symlink swap).
+func (st *reloadState) relevant(ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	name := filepath.Base(ev.Name)
+	changed := false
+	if target, err := filepath.EvalSymlinks(st.abs); err == nil && target != st.target {
+		st.target, changed = target, true
+	}
+	return changed || name == filepath.Base(st.abs) || name == "..data"
+}
+
+func (w *Watcher) reload(st *reloadState, force bool) {
+	data, err := os.ReadFile(st.abs)
+	if err != nil {
+		st.hasSum = false // so the file coming back reloads
+		w.onError(fmt.Errorf("read config: %w", err))
+		return
+	}
+	sum := sha256.Sum256(data)
+	if !force && st.hasSum && sum == st.sum {
+		return
+	}
+	st.sum, st.hasSum = sum, true
+	cfg, err := Parse(data, w.path)
+	if err != nil {
+		w.onError(err)
+		return
+	}
+	w.onLoad(cfg)
+}
