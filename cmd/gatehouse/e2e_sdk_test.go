@@ -128,7 +128,6 @@ func TestSDKStreamingMatchesNonStreaming(t *testing.T) {
 	}
 }
 
-
 func TestSDKEmbeddings(t *testing.T) {
 	up := startUpstream(t, mockllm.Options{})
 	gw := startGateway(t, baseConfig(up, ""))

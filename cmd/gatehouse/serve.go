@@ -71,9 +71,14 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
+	// SIGHUP is caught before the listener announces itself: its default
+	// action ends the process, so a reload asked for early must not kill it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go g.watch(watchCtx)
+	go g.watch(watchCtx, cfg, hup)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
@@ -106,13 +111,11 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 }
 
 // watch reloads the config on SIGHUP and whenever its file changes.
-func (g *gateway) watch(ctx context.Context) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func (g *gateway) watch(ctx context.Context, running *config.Config, hup <-chan os.Signal) {
 	w := config.NewWatcher(g.path, g.apply, func(err error) {
 		g.log.Error("config reload rejected; keeping the running config", "error", err.Error())
 	})
+	w.SetCurrent(running)
 	go func() {
 		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
 			g.log.Error("config file watch stopped", "error", err.Error())

@@ -46,7 +46,9 @@ func listPackages(t *testing.T) []pkg {
 	return pkgs
 }
 
-func isStd(path string) bool { return !strings.Contains(strings.SplitN(path, "/", 2)[0], ".") && !strings.HasPrefix(path, "gatehouse") }
+func isStd(path string) bool {
+	return !strings.Contains(strings.SplitN(path, "/", 2)[0], ".") && !strings.HasPrefix(path, "gatehouse")
+}
 
 func ours(path string) bool { return path == "gatehouse" || strings.HasPrefix(path, "gatehouse/") }
 

@@ -58,6 +58,8 @@ type Config struct {
 
 	models    map[string]int // name → index in Models
 	providers map[string]int // name → index in Providers
+	source    [32]byte       // SHA-256 of the bytes parsed, so a Watcher can tell if the file changed
+	hasSource bool
 }
 
 // Storage says where state lives. Embedded mode (the default) uses SQLite;

@@ -38,7 +38,8 @@ func FuzzParse(f *testing.F) {
 			if !errors.As(err, &errs) || len(*errs) == 0 {
 				t.Fatalf("error %v (%T) is not a non-empty *Errors", err, err)
 			}
-			lines := strings.Count(string(data), "\n") + 1
+			// YAML breaks lines at \n, \r\n and a lone \r.
+			lines := strings.Count(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n") + strings.Count(string(data), "\r") - strings.Count(string(data), "\r\n") + 1
 			for _, fe := range *errs {
 				if fe.Line < 0 || fe.Line > lines || fe.Column < 0 {
 					t.Fatalf("position %d:%d outside the input (%d lines): %v", fe.Line, fe.Column, lines, fe)

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +33,8 @@ func Parse(data []byte, filename string) (*Config, error) {
 }
 
 func parse(data []byte, filename string, lookup func(string) (string, bool)) (*Config, error) {
+	sum := sha256.Sum256(data)
+	data = normalizeNewlines(data)
 	text, pm, envErrs, envValues := expand(data, lookup)
 	d := newDecoder(pm)
 	cfg := &Config{}
@@ -59,7 +63,29 @@ func parse(data []byte, filename string, lookup func(string) (string, bool)) (*C
 	}
 	applyDefaults(cfg, d)
 	cfg.buildIndex()
+	cfg.source, cfg.hasSource = sum, true
 	return cfg, nil
+}
+
+// normalizeNewlines turns \r\n and a lone \r into \n. YAML reads all three
+// as one line break, but the parser miscounts lines at a \r\n inside a
+// quoted scalar; afterwards every line number agrees with an editor's.
+func normalizeNewlines(b []byte) []byte {
+	if !bytes.ContainsRune(b, '\r') {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] != '\r':
+			out = append(out, b[i])
+		case i+1 < len(b) && b[i+1] == '\n':
+			// dropped: the \n follows
+		default:
+			out = append(out, '\n')
+		}
+	}
+	return out
 }
 
 // syntaxError converts the parser's error, without its source excerpt.

@@ -213,7 +213,9 @@ func (k Key) LogValue() slog.Value {
 }
 
 // String prints l with Requests as a value rather than a pointer.
-func (l Log) String() string { return fmt.Sprintf("{Level:%s Requests:%s}", l.Level, boolPtr(l.Requests)) }
+func (l Log) String() string {
+	return fmt.Sprintf("{Level:%s Requests:%s}", l.Level, boolPtr(l.Requests))
+}
 
 func boolPtr(b *bool) string {
 	if b == nil {

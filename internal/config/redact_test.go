@@ -106,6 +106,7 @@ func TestErrorsRedactSecrets(t *testing.T) {
 		{"bad header value", "providers:\n  - {name: a, type: mock, headers: {X-A: \"${GH_T_HEADER}\\n\"}}\n"},
 		{"api key with a newline", "providers:\n  - {name: a, type: mock, api_key: \"${GH_T_OPENAI}\\n\"}\n"},
 		{"syntax error from a value", "admin_key: ${GH_T_BROKEN}\n"},
+		{"syntax error quoting a secret", "${GH_T_KEY}: 1\n${GH_T_KEY}: 2\n"},
 		{"secret as an unknown key's value", "providers:\n  - {name: a, type: mock, apikey: ${GH_T_OPENAI}}\n"},
 	}
 	for _, tt := range tests {

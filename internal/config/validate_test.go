@@ -203,9 +203,43 @@ gh.yaml:14:30: keys[0].budget.period: unknown budget period "fortnight"; want on
 	}
 }
 
+// Windows line endings, even inside a multi-line quoted value, do not
+// shift line numbers.
+func TestCRLFLineNumbers(t *testing.T) {
+	_, err := Parse([]byte("log:\r\n  level: \"x\r\n  y\"\r\nlisten: x\r\n"), "t.yaml")
+	checkProblems(t, err, []problem{
+		{2, 10, "log.level", `unknown log level "x y"`},
+		{4, 9, "listen", "must be host:port"},
+	})
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	_, err := Load("testdata/does-not-exist.yaml")
 	if err == nil || !strings.Contains(err.Error(), "does-not-exist.yaml") {
 		t.Errorf("Load(missing) = %v", err)
+	}
+}
+
+// Aliases cannot turn a small file into an enormous config.
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("x-t: &t [")
+	for i := range 400 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("{provider: p, model: x}")
+	}
+	b.WriteString("]\nx-m: &m {name: m, targets: *t}\nmodels: [")
+	for i := range 400 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("*m")
+	}
+	b.WriteString("]\n")
+	_, err := Parse([]byte(b.String()), "t.yaml")
+	if err == nil || !strings.Contains(err.Error(), "expands to more than") {
+		t.Fatalf("Parse(alias bomb) = %v", err)
 	}
 }

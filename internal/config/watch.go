@@ -22,6 +22,11 @@ import (
 // into one reload, and a file-event reload whose content is unchanged since
 // the last attempt is skipped.
 //
+// As soon as it is watching, Run checks the file once, so a change made
+// between the caller's Load and the start of the watch is not missed. Call
+// SetCurrent with the config from Load to make that check quiet when the
+// file is unchanged; without it the check always calls onLoad once.
+//
 // onLoad gets each new valid config; onError gets each failure to read or
 // parse (the caller keeps running the config it has). Both are called from
 // the goroutine running Run, one at a time.
@@ -36,7 +41,8 @@ type Watcher struct {
 
 	once    sync.Once
 	trigger chan struct{}
-	ready   func() // test hook: called once the directory is watched
+	current *Config
+	ready   func() // test hook: called once the directory is watched and checked
 }
 
 // NewWatcher returns a Watcher for the file at path. Start it with Run.
@@ -50,6 +56,11 @@ func (w *Watcher) Watch(ctx context.Context, path string, onLoad func(*Config), 
 	w.path, w.onLoad, w.onError = path, onLoad, onError
 	return w.Run(ctx)
 }
+
+// SetCurrent tells w which config the caller is running (the one from
+// Load), so Run's first check reloads only if the file has changed since.
+// Call it before Run.
+func (w *Watcher) SetCurrent(cfg *Config) { w.current = cfg }
 
 // Trigger asks for a reload now, skipping the debounce and the unchanged
 // content check (for SIGHUP). It never blocks; triggers that arrive while
@@ -67,9 +78,8 @@ func (w *Watcher) triggers() chan struct{} {
 	return w.trigger
 }
 
-// Run watches until ctx is done, then returns nil. It does not load the
-// file first: the caller has the config it started with. It returns an
-// error only if the watch cannot be set up or breaks.
+// Run watches until ctx is done, then returns nil. It returns an error only
+// if the watch cannot be set up or breaks.
 func (w *Watcher) Run(ctx context.Context) error {
 	abs, err := filepath.Abs(w.path)
 	if err != nil {
@@ -93,6 +103,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 	st := &reloadState{abs: abs}
 	st.target, _ = filepath.EvalSymlinks(abs)
+	if c := w.current; c != nil && c.hasSource {
+		st.sum, st.hasSum = c.source, true
+	}
+	w.reload(st, false)
 	if w.ready != nil {
 		w.ready()
 	}

@@ -25,13 +25,14 @@ type watched struct {
 }
 
 // startWatcher runs a Watcher on path until the test ends, and waits
-// until it is watching.
-func startWatcher(t *testing.T, path string) *watched {
+// until it is watching. current is the config the caller runs, or nil.
+func startWatcher(t *testing.T, path string, current *Config) *watched {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ww := &watched{loads: make(chan *Config, 10), errs: make(chan error, 10), done: make(chan error, 1)}
 	ww.w = NewWatcher(path, func(c *Config) { ww.loads <- c }, func(err error) { ww.errs <- err })
 	ww.w.Debounce = testDebounce
+	ww.w.SetCurrent(current)
 	ready := make(chan struct{})
 	ww.w.ready = func() { close(ready) }
 	go func() { ww.done <- ww.w.Run(ctx) }()
@@ -93,6 +94,16 @@ func (ww *watched) expectNothing(t *testing.T) {
 	}
 }
 
+// load is what the caller of a Watcher does first.
+func load(t *testing.T, path string) *Config {
+	t.Helper()
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
@@ -103,7 +114,7 @@ func writeFile(t *testing.T, path, content string) {
 func TestWatcherWriteInPlace(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gatehouse.yaml")
 	writeFile(t, path, version(1))
-	ww := startWatcher(t, path)
+	ww := startWatcher(t, path, load(t, path))
 	writeFile(t, path, version(2))
 	ww.expectLoad(t, "127.0.0.1:2000")
 	// Rewriting the same bytes (or touching the file) is not a change.
@@ -117,7 +128,7 @@ func TestWatcherRenameReplace(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gatehouse.yaml")
 	writeFile(t, path, version(1))
-	ww := startWatcher(t, path)
+	ww := startWatcher(t, path, load(t, path))
 	// What editors do: write a temporary file, then rename it over.
 	tmp := filepath.Join(dir, ".gatehouse.yaml.swp")
 	writeFile(t, tmp, version(2))
@@ -144,7 +155,7 @@ func TestWatcherKubernetesSymlinkSwap(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "..2024_01_01", "config.yaml"), version(1))
 	mustDo(os.Symlink("..2024_01_01", filepath.Join(dir, "..data")))
 	mustDo(os.Symlink(filepath.Join("..data", "config.yaml"), filepath.Join(dir, "config.yaml")))
-	ww := startWatcher(t, filepath.Join(dir, "config.yaml"))
+	ww := startWatcher(t, filepath.Join(dir, "config.yaml"), load(t, filepath.Join(dir, "config.yaml")))
 
 	mustDo(os.Mkdir(filepath.Join(dir, "..2024_01_02"), 0o755))
 	writeFile(t, filepath.Join(dir, "..2024_01_02", "config.yaml"), version(2))
@@ -157,7 +168,7 @@ func TestWatcherKubernetesSymlinkSwap(t *testing.T) {
 func TestWatcherInvalidFileKeepsOld(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gatehouse.yaml")
 	writeFile(t, path, version(1))
-	ww := startWatcher(t, path)
+	ww := startWatcher(t, path, load(t, path))
 	writeFile(t, path, "listen: 127.0.0.1:1000\nbogus: true\n")
 	ww.expectError(t, `gatehouse.yaml:2:1: bogus: unknown field "bogus"`)
 	// Fixed again: loads.
@@ -168,7 +179,7 @@ func TestWatcherInvalidFileKeepsOld(t *testing.T) {
 func TestWatcherRemovedAndRestored(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gatehouse.yaml")
 	writeFile(t, path, version(1))
-	ww := startWatcher(t, path)
+	ww := startWatcher(t, path, load(t, path))
 	writeFile(t, path, version(2))
 	ww.expectLoad(t, "127.0.0.1:2000")
 	if err := os.Remove(path); err != nil {
@@ -188,8 +199,9 @@ func TestWatcherTrigger(t *testing.T) {
 	w.onLoad = func(c *Config) { loads <- c }
 	w.onError = func(err error) { t.Errorf("onError(%v)", err) }
 	w.Debounce = time.Hour // only Trigger can reload
-	w.Trigger()            // before Run: served when it starts
-	w.Trigger()            // merged with the pending one
+	w.SetCurrent(load(t, path))
+	w.Trigger() // before Run: served when it starts
+	w.Trigger() // merged with the pending one
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -218,9 +230,8 @@ func TestWatcherZeroValueWatch(t *testing.T) {
 	var w Watcher
 	w.Debounce = testDebounce
 	ctx, cancel := context.WithCancel(context.Background())
-	loads := make(chan *Config, 1)
+	loads := make(chan *Config, 10)
 	done := make(chan error, 1)
-	w.Trigger()
 	go func() { done <- w.Watch(ctx, path, func(c *Config) { loads <- c }, func(err error) { t.Error(err) }) }()
 	select {
 	case <-loads:
@@ -231,6 +242,31 @@ func TestWatcherZeroValueWatch(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Watch = %v after cancel, want nil", err)
 	}
+}
+
+// A change made after the caller's Load but before the watch started is
+// still picked up, by the check Run makes when it starts.
+func TestWatcherChangeBeforeStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gatehouse.yaml")
+	writeFile(t, path, version(1))
+	current := load(t, path)
+	writeFile(t, path, version(2))
+	ww := startWatcher(t, path, current)
+	ww.expectLoad(t, "127.0.0.1:2000")
+}
+
+func TestWatcherFirstCheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gatehouse.yaml")
+	writeFile(t, path, version(1))
+	t.Run("unchanged since SetCurrent: quiet", func(t *testing.T) {
+		startWatcher(t, path, load(t, path)).expectNothing(t)
+	})
+	t.Run("no SetCurrent: one load", func(t *testing.T) {
+		startWatcher(t, path, nil).expectLoad(t, "127.0.0.1:1000")
+	})
+	t.Run("file missing: one error", func(t *testing.T) {
+		startWatcher(t, path+".missing", nil).expectError(t, "no such file")
+	})
 }
 
 func TestWatcherMissingDirectory(t *testing.T) {

@@ -32,6 +32,7 @@ func ParseEmbedRequest(body []byte) (*EmbedRequest, error) {
 			}
 			r.Input = v
 		case "user":
+			r.User = ""
 			if k == KindString {
 				r.User, _ = UnquoteString(v)
 			} else if k != KindNull {

@@ -24,6 +24,9 @@ type ChatRequest struct {
 
 	model         span
 	streamOptions span
+	// max_tokens and max_completion_tokens as last seen (0 for null), kept
+	// apart so a repeated key overrides only itself.
+	maxTokens, maxCompletionTokens int
 }
 
 // ParseChatRequest scans body, checks the fields the gateway relies on and
@@ -41,6 +44,10 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if ferr != nil {
 		return nil, ferr
 	}
+	r.MaxTokens = r.maxCompletionTokens
+	if r.MaxTokens == 0 {
+		r.MaxTokens = r.maxTokens
+	}
 	if !r.model.present() {
 		return nil, missing("model")
 	}
@@ -53,6 +60,8 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	return r, nil
 }
 
+// field reads one member. A key may repeat; like encoding/json and the
+// upstream's decoder, the last occurrence decides, so null resets.
 func (r *ChatRequest) field(key string, v []byte, off int) *Error {
 	k := KindOf(v)
 	switch key {
@@ -72,6 +81,7 @@ func (r *ChatRequest) field(key string, v []byte, off int) *Error {
 		return r.messages(v)
 	case "stream":
 		if k == KindNull {
+			r.Stream = false
 			return nil
 		}
 		if k != KindBool {
@@ -79,6 +89,7 @@ func (r *ChatRequest) field(key string, v []byte, off int) *Error {
 		}
 		r.Stream = v[0] == 't'
 	case "stream_options":
+		r.IncludeUsage = false
 		if k == KindNull {
 			r.streamOptions = span{off, off + len(v)}
 			return nil
@@ -94,6 +105,7 @@ func (r *ChatRequest) field(key string, v []byte, off int) *Error {
 				case KindBool:
 					r.IncludeUsage = v[0] == 't'
 				case KindNull:
+					r.IncludeUsage = false
 				default:
 					e = wrongType("stream_options.include_usage", "a boolean", KindOf(v))
 				}
@@ -102,21 +114,25 @@ func (r *ChatRequest) field(key string, v []byte, off int) *Error {
 		})
 		return e
 	case "max_tokens", "max_completion_tokens":
-		if k == KindNull {
-			return nil
+		n := 0
+		if k != KindNull {
+			var err error
+			n, err = strconv.Atoi(string(v))
+			if k != KindNumber || err != nil {
+				return wrongType(key, "an integer", k)
+			}
+			if n < 1 {
+				return BadRequest(key, "invalid_value", "Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", key, n)
+			}
 		}
-		n, err := strconv.Atoi(string(v))
-		if k != KindNumber || err != nil {
-			return wrongType(key, "an integer", k)
-		}
-		if n < 1 {
-			return BadRequest(key, "invalid_value", "Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", key, n)
-		}
-		if key == "max_completion_tokens" || r.MaxTokens == 0 {
-			r.MaxTokens = n
+		if key == "max_completion_tokens" {
+			r.maxCompletionTokens = n
+		} else {
+			r.maxTokens = n
 		}
 	case "user":
 		if k == KindNull {
+			r.User = ""
 			return nil
 		}
 		if k != KindString {

@@ -35,7 +35,11 @@ type Reader struct {
 	id      string
 	skipLF  bool // the previous line ended in \r: a following \n belongs to it
 	hasData bool
+	started bool // the first line, which may begin with a BOM, has been read
 }
+
+// bom is the UTF-8 byte order mark the spec strips from the stream's start.
+var bom = []byte("\xef\xbb\xbf")
 
 // NewReader returns a Reader reading from r.
 func NewReader(r io.Reader) *Reader {
@@ -58,6 +62,10 @@ func (r *Reader) Next() (Event, error) {
 			}
 			// A final line without terminator, then EOF: no dispatch.
 			return Event{}, io.EOF
+		}
+		if !r.started {
+			r.started = true
+			line = bytes.TrimPrefix(line, bom)
 		}
 		if len(line) == 0 {
 			if !r.hasData {
@@ -117,6 +125,11 @@ func (r *Reader) readLine() ([]byte, error) {
 		}
 		buf, _ := r.br.Peek(r.br.Buffered())
 		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
+			// Checked here too, so the limit does not depend on how the
+			// line was split across reads.
+			if len(r.line)+i > maxEventSize {
+				return nil, ErrEventTooLarge
+			}
 			r.line = append(r.line, buf[:i]...)
 			r.skipLF = buf[i] == '\r'
 			_, _ = r.br.Discard(i + 1)

@@ -34,16 +34,15 @@ type Group struct {
 	totalWeight int
 }
 
-// NewGroup builds a group; weights default to 1.
+// NewGroup builds a group. A target's weight matters only to the weighted
+// strategy, where 0 keeps a target out of rotation (a standby).
 func NewGroup(name, strategy string, targets []*provider.Deployment, weights []int, t provider.Timeouts) *Group {
 	g := &Group{Name: name, Strategy: strategy, Targets: targets, Weights: make([]int, len(targets)), Timeouts: t}
 	for i := range targets {
-		w := 1
 		if i < len(weights) && weights[i] > 0 {
-			w = weights[i]
+			g.Weights[i] = weights[i]
+			g.totalWeight += weights[i]
 		}
-		g.Weights[i] = w
-		g.totalWeight += w
 	}
 	return g
 }
@@ -59,6 +58,9 @@ func (g *Group) Pick() *provider.Deployment {
 	case RoundRobin:
 		return g.Targets[(g.next.Add(1)-1)%uint64(len(g.Targets))]
 	case Weighted:
+		if g.totalWeight == 0 {
+			break
+		}
 		n := rand.IntN(g.totalWeight)
 		for i, w := range g.Weights {
 			if n < w {

@@ -57,6 +57,8 @@ type sample struct {
 	p50, p99 time.Duration  // over successful requests
 	cores    float64        // CPU seconds the proxy used per second of run; NaN when direct
 	rssMiB   float64        // the proxy's peak resident memory during the run; NaN when direct
+	other    float64        // cores used during the run by processes not in the benchmark
+	spread   float64        // (max−min)/median of rps over rounds; 0 for one round
 }
 
 // errorRate is the fraction of requests that failed.
@@ -67,9 +69,30 @@ func (s sample) errorRate() float64 {
 	return float64(s.failed) / float64(s.requests)
 }
 
+// meter tells the benchmark's own CPU use from everyone else's: on a
+// shared machine, another tenant's compile during one run skews its ratio
+// and the report should say so.
+type meter struct {
+	pids []int // the harness (which is also the load generator) and every process it started
+}
+
+// read returns the CPU time used so far by the meter's processes and by
+// the whole machine.
+func (m meter) read() (ours, machine time.Duration, err error) {
+	for _, pid := range m.pids {
+		d, err := cpuTime(pid)
+		if err != nil {
+			return 0, 0, err
+		}
+		ours += d
+	}
+	machine, err = machineBusy()
+	return ours, machine, err
+}
+
 // measure warms tg up, then runs the timed load against it and reads the
 // proxy's CPU and peak memory around exactly that run.
-func measure(ctx context.Context, tg target, spec runSpec) (sample, error) {
+func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, error) {
 	client := newClient(spec.concurrency)
 	defer client.CloseIdleConnections()
 	body := requestBody(spec.stream)
@@ -79,21 +102,33 @@ func measure(ctx context.Context, tg target, spec runSpec) (sample, error) {
 	}
 	s := sample{cores: math.NaN(), rssMiB: math.NaN()}
 	var cpu0 time.Duration
+	var err error
 	if tg.proc != nil {
-		if err := resetPeakRSS(tg.proc.pid()); err != nil {
+		if err = resetPeakRSS(tg.proc.pid()); err != nil {
 			return s, fmt.Errorf("reset peak RSS of %s: %w", tg.name, err)
 		}
-		var err error
 		if cpu0, err = cpuTime(tg.proc.pid()); err != nil {
 			return s, err
 		}
 	}
-	t := attack(ctx, client, tg.url, body, spec, spec.duration)
-	if err := ctx.Err(); err != nil {
+	ours0, machine0, err := m.read()
+	if err != nil {
 		return s, err
 	}
+
+	t := attack(ctx, client, tg.url, body, spec, spec.duration)
+	if err = ctx.Err(); err != nil {
+		return s, err
+	}
+
+	ours1, machine1, err := m.read()
+	if err != nil {
+		return s, err
+	}
+	// Clock-tick rounding can make this slightly negative on a quiet machine.
+	s.other = max(0, ((machine1-machine0)-(ours1-ours0)).Seconds()/t.elapsed.Seconds())
 	if tg.proc != nil {
-		if err := tg.proc.exitedErr(); err != nil {
+		if err = tg.proc.exitedErr(); err != nil {
 			return s, err
 		}
 		cpu1, err := cpuTime(tg.proc.pid())
@@ -253,14 +288,15 @@ func requestBody(stream bool) []byte {
 	return b
 }
 
-// median combines the samples of several rounds: counts are summed, every
-// measurement is the median of its own values, and error reasons merged.
+// median combines the samples of several rounds: counts are summed, error
+// reasons merged, every measurement is the median of its own values, and
+// the noise indicators (other load, rps spread) take the worst case.
 func median(rounds []sample) sample {
 	if len(rounds) == 1 {
 		return rounds[0]
 	}
 	out := sample{errs: map[string]int{}}
-	var rps, cores, rss []float64
+	var rps, cores, rss, other []float64
 	var p50, p99 []time.Duration
 	for _, s := range rounds {
 		out.requests += s.requests
@@ -269,10 +305,16 @@ func median(rounds []sample) sample {
 			out.errs[k] += n
 		}
 		rps, cores, rss = append(rps, s.rps), append(cores, s.cores), append(rss, s.rssMiB)
+		other = append(other, s.other)
 		p50, p99 = append(p50, s.p50), append(p99, s.p99)
 	}
 	out.rps, out.cores, out.rssMiB = middle(rps), middle(cores), middle(rss)
 	out.p50, out.p99 = middle(p50), middle(p99)
+	// Other tenants' load is a warning, so the worst round is the one to show.
+	out.other = slices.Max(other)
+	if out.rps > 0 {
+		out.spread = (slices.Max(rps) - slices.Min(rps)) / out.rps
+	}
 	return out
 }
 

@@ -49,11 +49,13 @@ const maxErrorRate = 0.001
 
 // Exit codes.
 const (
-	exitOK       = 0
-	exitErrors   = 1 // some run failed more than maxErrorRate of its requests
-	exitSetup    = 2 // a process did not start, a flag was wrong, or Ctrl-C
-	readyTimeout = 15 * time.Second
+	exitOK     = 0
+	exitErrors = 1 // some run failed more than maxErrorRate of its requests
+	exitSetup  = 2 // a process did not start, a flag was wrong, or Ctrl-C
 )
+
+// readyTimeout bounds the wait for each process to accept requests.
+const readyTimeout = 15 * time.Second
 
 type options struct {
 	gatehouse, mockllm, plainproxy string
@@ -82,10 +84,13 @@ func run() int {
 	b, err := setup(ctx, o)
 	defer b.close(o.keep)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchrun: setup:", err)
+		fmt.Fprintln(os.Stderr, "benchrun: setup:", interrupted(ctx, err))
 		return exitSetup
 	}
 
+	runs := len(o.scenarios) * len(o.concurrency) * len(b.targets) * o.rounds
+	fmt.Fprintf(os.Stderr, "benchrun: %d runs of %s after %s of warm-up: about %s\n",
+		runs, o.duration, o.warmup, (time.Duration(runs) * (o.duration + o.warmup + time.Second/2)).Round(time.Second))
 	var doc bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &doc)
 	writeHeader(w, o, b.targets)
@@ -94,9 +99,9 @@ func run() int {
 	for _, sc := range o.scenarios {
 		for _, c := range o.concurrency {
 			spec := runSpec{scenario: sc, concurrency: c, warmup: o.warmup, duration: o.duration}
-			cl, err := runCell(ctx, b.targets, spec, o.rounds)
+			cl, err := runCell(ctx, b, spec, o.rounds)
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "benchrun:", err)
+				fmt.Fprintln(os.Stderr, "benchrun:", interrupted(ctx, err))
 				return exitSetup
 			}
 			writeTable(w, cl, o.rounds)
@@ -106,7 +111,7 @@ func run() int {
 			cells = append(cells, cl)
 		}
 	}
-	writeVerdicts(w, cells)
+	writeVerdicts(w, cells, o.rounds)
 	if o.out != "" {
 		if err := os.WriteFile(o.out, doc.Bytes(), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "benchrun:", err)
@@ -117,6 +122,14 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "benchrun: FAILED: some runs had more than %.1f%% failed requests; their numbers are not measurements (see the errors under each table)\n", maxErrorRate*100)
 	}
 	return code
+}
+
+// interrupted replaces err by a plain statement when Ctrl-C caused it.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	return err
 }
 
 func parseFlags(args []string) (options, error) {
@@ -130,10 +143,10 @@ func parseFlags(args []string) (options, error) {
 	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
 	scen := fs.String("scenarios", "nonstream,stream", "comma-separated: nonstream, stream")
 	tgts := fs.String("targets", "direct,plainproxy,bare,full", "comma-separated: direct, plainproxy, bare, full")
-	fs.IntVar(&o.rounds, "rounds", 1, "run all targets this many times per cell, back to back, and report medians")
+	fs.IntVar(&o.rounds, "rounds", 3, "run all targets this many times per cell, back to back, and report medians")
 	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs and process logs) for inspection")
-	quick := fs.Bool("quick", false, "smoke test: -duration 1s -warmup 200ms unless set explicitly")
+	quick := fs.Bool("quick", false, "smoke test: -duration 1s -warmup 200ms -rounds 1 unless set explicitly")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -148,6 +161,9 @@ func parseFlags(args []string) (options, error) {
 		}
 		if !set["warmup"] {
 			o.warmup = 200 * time.Millisecond
+		}
+		if !set["rounds"] {
+			o.rounds = 1
 		}
 	}
 
@@ -384,23 +400,29 @@ func probe(tg target, stream bool) error {
 // round runs all targets back to back, starting one target further along
 // each time, so that slow drifts in machine load (thermal, other tenants)
 // spread over all targets rather than landing on whichever runs last.
-func runCell(ctx context.Context, targets []target, spec runSpec, rounds int) (cell, error) {
+func runCell(ctx context.Context, b *bench, spec runSpec, rounds int) (cell, error) {
+	targets := b.targets
+	m := meter{pids: []int{os.Getpid()}}
+	for _, p := range b.procs {
+		m.pids = append(m.pids, p.pid())
+	}
 	byName := map[string][]sample{}
 	for r := range rounds {
 		for i := range targets {
 			tg := targets[(i+r)%len(targets)]
-			s, err := measure(ctx, tg, spec)
+			s, err := measure(ctx, tg, spec, m)
 			if err != nil {
 				return cell{}, fmt.Errorf("%s c=%d %s: %w", spec.name, spec.concurrency, tg.name, err)
 			}
-			fmt.Fprintf(os.Stderr, "  %-9s c=%-4d round %d/%d  %-16s %9.0f rps  p99 %7.2f ms  %d failed\n",
-				spec.name, spec.concurrency, r+1, rounds, tg.name, s.rps, msf(s.p99), s.failed)
+			fmt.Fprintf(os.Stderr, "  %-9s c=%-4d round %d/%d  %-16s %9.0f rps  p99 %7.2f ms  %d failed  other load %.2f cores\n",
+				spec.name, spec.concurrency, r+1, rounds, tg.name, s.rps, msf(s.p99), s.failed, s.other)
 			byName[tg.name] = append(byName[tg.name], s)
 			if tg.proc != nil {
 				waitIdle(ctx, tg.proc.pid(), 3*time.Second)
 			}
 		}
 	}
+	fmt.Fprintln(os.Stderr)
 	c := cell{spec: spec}
 	for _, tg := range targets {
 		c.rows = append(c.rows, row{name: tg.name, sample: median(byName[tg.name])})

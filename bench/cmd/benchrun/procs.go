@@ -228,6 +228,42 @@ func parseStatCPU(line string) (uint64, error) {
 	return utime + stime, nil
 }
 
+// machineBusy is the CPU time the whole machine has spent on anything but
+// idling since boot, time stolen by a hypervisor included.
+func machineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	ticks, err := parseMachineBusy(string(b))
+	if err != nil {
+		return 0, fmt.Errorf("/proc/stat: %w", err)
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// parseMachineBusy sums, in clock ticks, the busy columns of the "cpu"
+// line of /proc/stat: user nice system idle iowait irq softirq steal
+// (guest time is already inside user).
+func parseMachineBusy(stat string) (uint64, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("unexpected first line %q", line)
+	}
+	var busy uint64
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("column %d: %w", i+1, err)
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, nil
+}
+
 // peakRSS is the process's resident-set high-water mark in bytes.
 func peakRSS(pid int) (uint64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -56,7 +56,7 @@ func run(args []string) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           rp,
+		Handler:           fullDuplex(rp),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
@@ -81,4 +81,18 @@ func run(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// fullDuplex lets the proxy keep reading the client's request body after
+// the upstream's response headers have been written back. Without it the
+// HTTP/1 server closes the inbound body at that moment; when a fast
+// upstream answers before the transport has done its final read of the
+// body, the transport then fails the write and tears down the upstream
+// connection mid-response (golang/go#40747), which cuts about one stream
+// in a hundred short. Proxies that buffer the body first never see this.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		h.ServeHTTP(w, r)
+	})
 }

@@ -1,0 +1,272 @@
+// This file turns measurements into the report: one markdown table per
+// scenario and concurrency, readable as plain text in a terminal, then the
+// verdict against the performance budgets in DESIGN.md. Every ratio
+// compares targets measured in the same cell of the same run, which is the
+// only comparison a shared, noisy machine supports.
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The budgets the verdict checks (DESIGN.md, "Performance budgets", and
+// the issue that asked for this harness).
+const (
+	minFullVsPlain = 0.90 // gatehouse full / plainproxy throughput
+	minFullVsBare  = 0.97 // gatehouse full / gatehouse --bare throughput
+	maxP99Added    = 1.0  // ms, gatehouse full p99 − gatehouse --bare p99
+)
+
+// row is one target's result in a cell.
+type row struct {
+	name string
+	sample
+}
+
+// cell is the result of one scenario at one concurrency.
+type cell struct {
+	spec runSpec
+	rows []row // in target order
+}
+
+func (c cell) get(name string) (sample, bool) {
+	for _, r := range c.rows {
+		if r.name == name {
+			return r.sample, true
+		}
+	}
+	return sample{}, false
+}
+
+func (c cell) tooManyErrors() bool {
+	return slices.ContainsFunc(c.rows, func(r row) bool { return r.errorRate() > maxErrorRate })
+}
+
+func (c cell) label() string { return fmt.Sprintf("%s c=%d", c.spec.name, c.spec.concurrency) }
+
+func writeHeader(w io.Writer, o options, targets []target) {
+	var names []string
+	for _, t := range targets {
+		names = append(names, t.name)
+	}
+	fmt.Fprintf(w, "# gatehouse load benchmark\n\n")
+	fmt.Fprintf(w, "%s · %s/%s · %d CPUs · %s · targets: %s\n\n",
+		time.Now().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
+		runtime.Version(), strings.Join(names, ", "))
+	rounds := "1 round"
+	if o.rounds > 1 {
+		rounds = fmt.Sprintf("median of %d rounds", o.rounds)
+	}
+	fmt.Fprintf(w, "Closed loop: each client sends its next request as soon as the last is answered; "+
+		"%s per run after %s of warm-up, %s. The load generator shares the machine with what it "+
+		"measures: compare the ratios within a table, not absolute numbers.\n\n",
+		o.duration, o.warmup, rounds)
+}
+
+// writeTable prints one cell: a row per target, then the failure reasons
+// of any target that had failures.
+func writeTable(w io.Writer, c cell, rounds int) {
+	fmt.Fprintf(w, "## %s, %d concurrent clients\n\n", c.spec.name, c.spec.concurrency)
+	plain, _ := c.get(plainproxy)
+	bareS, _ := c.get(bare)
+	dir, _ := c.get(direct)
+	header := []string{"target", "rps", "p50 ms", "p99 ms", "CPU cores", "peak RSS MiB",
+		"vs plainproxy", "vs bare", "vs direct", "p99 +ms vs plainproxy", "failed",
+		"rps spread", "other load"}
+	var rows [][]string
+	for _, r := range c.rows {
+		p99Added := "-"
+		if _, ok := c.get(plainproxy); ok && r.name != direct {
+			p99Added = fmt.Sprintf("%+.2f", msf(r.p99)-msf(plain.p99))
+		}
+		rows = append(rows, []string{
+			r.name,
+			fmt.Sprintf("%.0f", r.rps),
+			fmt.Sprintf("%.2f", msf(r.p50)),
+			fmt.Sprintf("%.2f", msf(r.p99)),
+			num(r.cores, 2),
+			num(r.rssMiB, 1),
+			pct(r.rps, plain.rps),
+			pct(r.rps, bareS.rps),
+			pct(r.rps, dir.rps),
+			p99Added,
+			failed(r.sample),
+			spread(r.sample, rounds),
+			fmt.Sprintf("%.2f", r.other),
+		})
+	}
+	writeMarkdownTable(w, header, rows)
+	fmt.Fprintln(w)
+	for _, r := range c.rows {
+		if r.failed == 0 {
+			continue
+		}
+		mark := ""
+		if r.errorRate() > maxErrorRate {
+			mark = fmt.Sprintf(" — over %.1f%%: NOT A MEASUREMENT", maxErrorRate*100)
+		}
+		fmt.Fprintf(w, "Failures of %s%s:\n\n", r.name, mark)
+		reasons := make([]string, 0, len(r.errs))
+		for k := range r.errs {
+			reasons = append(reasons, k)
+		}
+		slices.SortFunc(reasons, func(a, b string) int { return r.errs[b] - r.errs[a] })
+		for _, k := range reasons {
+			fmt.Fprintf(w, "- %d × %s\n", r.errs[k], k)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// writeVerdicts checks each cell against the throughput budgets. Missing a
+// budget is a finding, not a harness failure, so it changes no exit code.
+func writeVerdicts(w io.Writer, cells []cell, rounds int) {
+	fmt.Fprintf(w, "## Verdict\n\n")
+	judged := false
+	for _, c := range cells {
+		f, ok := c.get(full)
+		if !ok {
+			continue
+		}
+		if p, ok := c.get(plainproxy); ok {
+			judged = true
+			r := f.rps / p.rps
+			fmt.Fprintf(w, "- %s: gatehouse full / plainproxy throughput = %s (target ≥ %.0f%%) %s\n",
+				c.label(), pct(f.rps, p.rps), minFullVsPlain*100, met(r >= minFullVsPlain))
+		}
+		if b, ok := c.get(bare); ok {
+			judged = true
+			r := f.rps / b.rps
+			added := msf(f.p99) - msf(b.p99)
+			fmt.Fprintf(w, "- %s: gatehouse full / bare throughput = %s (target ≥ %.0f%%) %s; p99 added = %+.2f ms (target ≤ %.0f ms) %s\n",
+				c.label(), pct(f.rps, b.rps), minFullVsBare*100, met(r >= minFullVsBare),
+				added, maxP99Added, met(added <= maxP99Added))
+		}
+	}
+	if !judged {
+		fmt.Fprintln(w, "- gatehouse full and a baseline were not both measured: nothing to judge.")
+	}
+	writeNoise(w, cells, rounds)
+}
+
+// Above these, the noise note tells the reader not to trust small differences.
+const (
+	noisyOther  = 0.10 // cores used by other processes during a run
+	noisySpread = 0.05 // (max−min)/median of one target's rps over rounds
+)
+
+// writeNoise says how far the run can be trusted: the budgets are a few
+// percent apart, so a neighbour's compile during one run, or rounds that
+// disagree by more than that, decide the verdict more than gatehouse does.
+func writeNoise(w io.Writer, cells []cell, rounds int) {
+	var other, spread float64
+	for _, c := range cells {
+		for _, r := range c.rows {
+			other, spread = max(other, r.other), max(spread, r.spread)
+		}
+	}
+	switch {
+	case other > noisyOther:
+		fmt.Fprintf(w, "- NOISY: other processes used up to %.2f cores during a run (rps spread between rounds up to %.0f%%). "+
+			"Ratios within a few percent of a budget are not findings: rerun on a quiet machine.\n", other, 100*spread)
+	case spread > noisySpread:
+		fmt.Fprintf(w, "- NOISY: one target's rps varied by up to %.0f%% between rounds with no outside load (≤ %.2f cores): "+
+			"scheduling noise of a small machine. Read differences smaller than that as ties, or use more -rounds and a longer -duration.\n",
+			100*spread, other)
+	case rounds < 2:
+		fmt.Fprintf(w, "- Noise: other processes ≤ %.2f cores; one round only, so the run-to-run spread "+
+			"(10–25%% on a 2-core machine) is unknown: use -rounds 3 or more before reading a verdict.\n", other)
+	default:
+		fmt.Fprintf(w, "- Noise: low (other processes ≤ %.2f cores, rps spread between rounds ≤ %.0f%%).\n", other, 100*spread)
+	}
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// msf is d in milliseconds.
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// pct is a/b as a percentage with one decimal, or "-" when there is no
+// baseline to divide by.
+func pct(a, b float64) string {
+	if b <= 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*a/b)
+}
+
+// num formats x with prec decimals, or "-" for NaN (a value that does not
+// apply, like the CPU of the proxy when there is none).
+func num(x float64, prec int) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", prec, x)
+}
+
+// spread is the rps spread over rounds as a percentage; "-" for one round.
+func spread(s sample, rounds int) string {
+	if rounds < 2 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*s.spread)
+}
+
+// failed is "0", or the count with its share of all requests.
+func failed(s sample) string {
+	if s.failed == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%.2f%%)", s.failed, 100*s.errorRate())
+}
+
+// writeMarkdownTable pads every column so the table lines up in a
+// terminal as well as rendering as markdown. The first column is left
+// aligned, the rest (numbers) right aligned.
+func writeMarkdownTable(w io.Writer, header []string, rows [][]string) {
+	width := make([]int, len(header))
+	for _, r := range append([][]string{header}, rows...) {
+		for i, s := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(s))
+		}
+	}
+	line := func(cells []string) {
+		var b strings.Builder
+		b.WriteString("|")
+		for i, s := range cells {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(s))
+			if i == 0 {
+				b.WriteString(" " + s + pad + " |")
+			} else {
+				b.WriteString(" " + pad + s + " |")
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+	line(header)
+	sep := make([]string, len(header))
+	for i, n := range width {
+		if i == 0 {
+			sep[i] = strings.Repeat("-", n)
+		} else {
+			sep[i] = strings.Repeat("-", n-1) + ":"
+		}
+	}
+	line(sep)
+	for _, r := range rows {
+		line(r)
+	}
+}

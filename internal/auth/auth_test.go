@@ -1,0 +1,84 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestCredential(t *testing.T) {
+	cases := []struct {
+		header map[string]string
+		want   string
+	}{
+		{map[string]string{"Authorization": "Bearer gh-abc"}, "gh-abc"},
+		{map[string]string{"Authorization": "bearer   gh-abc  "}, "gh-abc"},
+		{map[string]string{"Authorization": "Basic Zm9v"}, ""},
+		{map[string]string{"X-Api-Key": "gh-xyz"}, "gh-xyz"},
+		{map[string]string{"Authorization": "Bearer gh-a", "X-Api-Key": "gh-b"}, "gh-a"},
+		{map[string]string{}, ""},
+	}
+	for _, c := range cases {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		for k, v := range c.header {
+			r.Header.Set(k, v)
+		}
+		if got := Credential(r); got != c.want {
+			t.Errorf("%v: got %q want %q", c.header, got, c.want)
+		}
+	}
+}
+
+func TestStaticAuthenticate(t *testing.T) {
+	s := NewStatic([]StaticKey{
+		{Secret: "gh-one", Principal: Principal{KeyID: "k1", Project: "p"}},
+		{Secret: "gh-two", Principal: Principal{KeyID: "k2", Models: map[string]bool{"m": true}}},
+	})
+	req := func(h string) *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		if h != "" {
+			r.Header.Set("Authorization", h)
+		}
+		return r
+	}
+	if p, err := s.Authenticate(req("Bearer gh-one")); err != nil || p.KeyID != "k1" || !p.Allows("anything") {
+		t.Fatalf("gh-one: %+v %v", p, err)
+	}
+	if p, err := s.Authenticate(req("Bearer gh-two")); err != nil || p.Allows("other") || !p.Allows("m") {
+		t.Fatalf("gh-two: %+v %v", p, err)
+	}
+	if _, err := s.Authenticate(req("")); !errors.Is(err, ErrMissingKey) {
+		t.Fatalf("missing key: %v", err)
+	}
+	_, err := s.Authenticate(req("Bearer gh-nope-secret"))
+	if !errors.Is(err, ErrBadKey) {
+		t.Fatalf("bad key: %v", err)
+	}
+	if msg := fmt.Sprint(err); strings.Contains(msg, "gh-nope-secret") {
+		t.Fatalf("error echoes the secret: %s", msg)
+	}
+	// The table holds hashes, not secrets.
+	for h := range s.keys {
+		if string(h[:]) == "gh-one" {
+			t.Fatal("plaintext key stored")
+		}
+	}
+}
+
+func BenchmarkStaticAuthenticate(b *testing.B) {
+	keys := make([]StaticKey, 1000)
+	for i := range keys {
+		keys[i] = StaticKey{Secret: fmt.Sprintf("gh-key-%d", i), Principal: Principal{KeyID: fmt.Sprint(i)}}
+	}
+	s := NewStatic(keys)
+	r, _ := http.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer gh-key-500")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Authenticate(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
