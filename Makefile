@@ -44,9 +44,11 @@ bench: build
 # fuzz runs each fuzz target for FUZZTIME (their seed corpora already run in make test).
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzEachField -fuzztime=$(FUZZTIME) ./internal/llm/
-	$(GO) test -run='^$$' -fuzz=FuzzSSE -fuzztime=$(FUZZTIME) ./internal/llm/
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/config/
+	$(GO) test -run='^$$' -fuzz='^FuzzEachField$$' -fuzztime=$(FUZZTIME) ./internal/llm/
+	$(GO) test -run='^$$' -fuzz='^FuzzSSE$$' -fuzztime=$(FUZZTIME) ./internal/llm/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseChatRequest$$' -fuzztime=$(FUZZTIME) ./internal/llm/
+	$(GO) test -run='^$$' -fuzz='^FuzzAppendQuote$$' -fuzztime=$(FUZZTIME) ./internal/llm/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./internal/config/
 
 clean:
 	rm -rf $(BIN)

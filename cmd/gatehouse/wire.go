@@ -89,6 +89,10 @@ func providerDeployment(p *config.Provider) (provider.Deployment, *http.Transpor
 		Local:       p.Local,
 		StreamUsage: p.StreamUsage == nil || *p.StreamUsage,
 		Header:      http.Header{},
+
+		DropUnsupported: p.DropUnsupported,
+		APIVersion:      p.APIVersion,
+		Region:          p.Region,
 	}
 	for k, v := range p.Headers {
 		d.Header.Set(k, v)

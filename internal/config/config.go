@@ -28,6 +28,7 @@ const (
 	DefaultTotalTimeout     = Duration(10 * time.Minute)
 
 	DefaultLogLevel          = "info"
+	DefaultAzureAPIVersion   = "2024-10-21"
 	DefaultStrategy          = "failover"
 	DefaultWeight            = 1 // for a target whose weight is left out; an explicit 0 stays 0
 	DefaultExactCacheTTL     = Duration(time.Hour)
@@ -103,6 +104,19 @@ type Provider struct {
 	Local       bool              `yaml:"local"`        // true for ollama/vllm/llama.cpp boxes
 	Headers     map[string]string `yaml:"headers"`      // extra headers sent upstream; values are treated as secrets
 	StreamUsage *bool             `yaml:"stream_usage"` // ask the upstream for usage in streams; default true
+	// DropUnsupported drops request parameters the provider cannot honour
+	// instead of answering 400.
+	DropUnsupported bool `yaml:"drop_unsupported"`
+	// APIVersion is Azure OpenAI's api-version query parameter; default
+	// DefaultAzureAPIVersion.
+	APIVersion string `yaml:"api_version"`
+	// Region is the AWS region for bedrock; default AWS_REGION, then
+	// AWS_DEFAULT_REGION from the environment.
+	Region string `yaml:"region"`
+	// Discover lists the provider's models (Ollama's /api/tags) so every
+	// model it has is routable by name without a models entry; default
+	// true for ollama.
+	Discover *bool `yaml:"discover"`
 }
 
 // Model is a name clients send as "model", routed to one or more targets.

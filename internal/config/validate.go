@@ -176,6 +176,15 @@ func (c *checker) provider(path string, p *Provider, seen map[string]string) {
 	case p.Type == "openai-compatible" && p.Preset == "":
 		c.errorf(path+".base_url", "is required for type openai-compatible without a preset")
 	}
+	if p.APIVersion != "" && p.Type != "azure" {
+		c.errorf(path+".api_version", "is only allowed with type azure")
+	}
+	if p.Region != "" && p.Type != "bedrock" {
+		c.errorf(path+".region", "is only allowed with type bedrock")
+	}
+	if p.Discover != nil && p.Type != "ollama" {
+		c.errorf(path+".discover", "is only allowed with type ollama")
+	}
 	if p.APIKey != strings.TrimSpace(p.APIKey) {
 		c.errorf(path+".api_key", "has leading or trailing whitespace or a line break")
 	}

@@ -27,6 +27,7 @@ type ChatRequest struct {
 	// max_tokens and max_completion_tokens as last seen (0 for null), kept
 	// apart so a repeated key overrides only itself.
 	maxTokens, maxCompletionTokens int
+	params                         *ChatParams // decoded on demand by Params
 }
 
 // ParseChatRequest scans body, checks the fields the gateway relies on and

@@ -259,6 +259,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(errBodyTooLarge)
 		return
 	}
+	if d := dialectFor(r); d != nil {
+		d.serve(s, c, body)
+		return
+	}
 	if !s.authorized(c) {
 		return
 	}

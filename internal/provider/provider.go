@@ -47,6 +47,11 @@ type Deployment struct {
 	Header      http.Header
 	StreamUsage bool // ask the upstream for usage in streams
 	Local       bool
-	Adapter     Adapter
-	Client      *http.Client
+	// DropUnsupported makes translating adapters drop request parameters
+	// the provider cannot honour instead of refusing them with a 400.
+	DropUnsupported bool
+	APIVersion      string // azure: the api-version query parameter
+	Region          string // bedrock: the AWS region
+	Adapter         Adapter
+	Client          *http.Client
 }
