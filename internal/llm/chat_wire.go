@@ -312,4 +312,3 @@ func DataURL(u string) (mediaType, data string, ok bool) {
 	}
 	return "", "", false
 }
-
