@@ -43,7 +43,7 @@ var bom = []byte("\xef\xbb\xbf")
 
 // NewReader returns a Reader reading from r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 16<<10)}
+	return &Reader{br: bufio.NewReaderSize(r, 4<<10)} // longer lines are assembled in r.line
 }
 
 // Next returns the next event. At the end of input it returns io.EOF (an
@@ -102,6 +102,26 @@ func (r *Reader) Next() (Event, error) {
 			}
 		}
 	}
+}
+
+// HasEvent reports whether a whole event is already buffered, so the next
+// call to Next will not wait for the network. A relay uses it to write
+// back-to-back events with one flush: nothing is held back, since the
+// following event is already here.
+func (r *Reader) HasEvent() bool {
+	n := r.br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := r.br.Peek(n)
+	// A dispatch needs a data line and a blank line after it; blank lines
+	// alone (keep-alives) dispatch nothing and must not count.
+	i := bytes.Index(b, []byte("data"))
+	if i < 0 {
+		return false
+	}
+	b = b[i:]
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n")) || bytes.Contains(b, []byte("\r\r"))
 }
 
 // readLine returns the next line without its terminator.

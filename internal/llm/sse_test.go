@@ -380,3 +380,26 @@ func ExampleAppendEvent() {
 	fmt.Printf("%q\n", AppendEvent(nil, "error", []byte("line 1\nline 2")))
 	// Output: "event: error\ndata: line 1\ndata: line 2\n\n"
 }
+
+func TestReaderHasEvent(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool // after reading the first event
+	}{
+		{"data: a\n\ndata: b\n\n", true},
+		{"data: a\n\ndata: b\n", false},
+		{"data: a\r\n\r\ndata: b\r\n\r\n", true},
+		{"data: a\r\rdata: b\r\r", true},
+		{"data: a\n\n", false},
+		{"data: a\n\n\n\n", false},        // keep-alive blank lines dispatch nothing
+		{"data: a\n\n: ping\n\n", false}, // nor do comments
+	} {
+		r := NewReader(strings.NewReader(tc.in))
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.HasEvent(); got != tc.want {
+			t.Errorf("%q: HasEvent %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -21,6 +21,14 @@ type Stream interface {
 	Close() error
 }
 
+// Pending is implemented by streams that can tell whether their next chunk
+// is already buffered. The relay then writes the current chunk without a
+// flush of its own and flushes after the next one: events that arrived
+// together leave together, and none waits for the network.
+type Pending interface {
+	Pending() bool
+}
+
 // Completion is a finished, non-streamed response in OpenAI's shape.
 type Completion struct {
 	Body  []byte // the JSON the client receives

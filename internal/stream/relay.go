@@ -1,6 +1,6 @@
 // Package stream relays a streamed completion to the client as
 // server-sent events: each chunk is written and flushed the moment it
-// arrives, usage is teed off for accounting, and a failure after the
+// arrives (chunks that arrived together are flushed together), usage is teed off for accounting, and a failure after the
 // first byte becomes a final error event instead of a hang.
 //
 // It depends on llm only; it never imports a store or a provider.
@@ -29,6 +29,23 @@ type Options struct {
 	Classify func(error) *llm.Error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Encoder writes the client's wire format; nil relays the OpenAI
+	// chunks as they are (data: {…} events closed by data: [DONE]).
+	Encoder Encoder
+}
+
+// Encoder turns upstream chunks into another SSE dialect (Anthropic's
+// Messages events). Each method appends to b the bytes to write now; the
+// relay writes and flushes them at once, so an encoder that returns what
+// a chunk caused keeps the stream unbuffered.
+type Encoder interface {
+	// Chunk appends the events one chunk causes (possibly none). An error
+	// breaks the stream like an upstream failure.
+	Chunk(b []byte, c llm.Chunk) ([]byte, error)
+	// End appends what closes a stream that completed.
+	End(b []byte) []byte
+	// Error appends the event that reports a failure after the start.
+	Error(b []byte, e *llm.Error) []byte
 }
 
 // Result says what a relay delivered.
@@ -47,7 +64,8 @@ var (
 	doneEvent = []byte("data: [DONE]\n\n")
 )
 
-// Relay copies s to w. Until the first chunk arrives nothing is written:
+// Relay copies s to w. Until the first chunk arrives nothing is written
+// (with an Encoder: until it first has something to write):
 // an error then is returned with Result.Started false, so the caller can
 // still answer with a proper status (or try another deployment). Once
 // started, an upstream failure is sent as a final `data: {"error":…}`
@@ -66,7 +84,17 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 			bufPool.Put(bp)
 		}
 	}()
+	pending, _ := s.(llm.Pending)
+	dirty := false // written but not flushed
 	for {
+		// Flush before waiting on the network; when the next chunk is
+		// already buffered, it goes out in the same flush.
+		if dirty && (pending == nil || !pending.Pending()) {
+			if err := rc.Flush(); err != nil {
+				return res, err
+			}
+			dirty = false
+		}
 		c, err := s.Next()
 		if opt.OnChunk != nil && err == nil {
 			opt.OnChunk()
@@ -77,7 +105,12 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 					start(w)
 					res.Started = true
 				}
-				if _, werr := w.Write(doneEvent); werr != nil {
+				end := doneEvent
+				if opt.Encoder != nil {
+					end = opt.Encoder.End((*bp)[:0])
+					*bp = end
+				}
+				if _, werr := w.Write(end); werr != nil {
 					return res, werr
 				}
 				res.Done = true
@@ -86,28 +119,41 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 			if !res.Started {
 				return res, err
 			}
-			writeError(w, rc, classify(opt, err))
+			writeError(w, rc, opt, classify(opt, err))
 			return res, err
 		}
 		if c.Usage != nil {
 			res.Usage, res.HasUsage = *c.Usage, true
 		}
-		if c.UsageOnly && !opt.IncludeUsage {
-			continue
+		if opt.Encoder != nil {
+			out, err := opt.Encoder.Chunk((*bp)[:0], c)
+			*bp = out
+			if err != nil {
+				if !res.Started {
+					return res, err
+				}
+				writeError(w, rc, opt, classify(opt, err))
+				return res, err
+			}
+			if len(out) == 0 {
+				continue
+			}
+		} else {
+			if c.UsageOnly && !opt.IncludeUsage {
+				continue
+			}
+			*bp = llm.AppendEvent((*bp)[:0], "", c.Data)
 		}
 		if !res.Started {
 			start(w)
 			res.Started = true
 			res.FirstChunk = now()
 		}
-		*bp = llm.AppendEvent((*bp)[:0], "", c.Data)
 		if _, err := w.Write(*bp); err != nil {
 			return res, err
 		}
-		if err := rc.Flush(); err != nil {
-			return res, err
-		}
 		res.Chunks++
+		dirty = true
 	}
 }
 
@@ -131,9 +177,14 @@ func start(w http.ResponseWriter) {
 }
 
 // writeError sends the failure as the stream's last event, in the shape
-// OpenAI uses for errors inside a stream, so SDKs raise it.
-func writeError(w http.ResponseWriter, rc *http.ResponseController, e *llm.Error) {
-	b := llm.AppendEvent(nil, "", e.AppendOpenAI(nil))
+// the dialect uses for errors inside a stream, so SDKs raise it.
+func writeError(w http.ResponseWriter, rc *http.ResponseController, opt Options, e *llm.Error) {
+	var b []byte
+	if opt.Encoder != nil {
+		b = opt.Encoder.Error(nil, e)
+	} else {
+		b = llm.AppendEvent(nil, "", e.AppendOpenAI(nil))
+	}
 	_, _ = w.Write(b)
 	_ = rc.Flush()
 }

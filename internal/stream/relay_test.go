@@ -90,3 +90,81 @@ func TestRelayErrorMidStreamBecomesErrorEvent(t *testing.T) {
 		t.Fatalf("status %d", rec.Code)
 	}
 }
+
+// pendingStream is a fakeStream whose chunks say whether the next one is
+// already buffered, and which records the body as it stood at each Next.
+type pendingStream struct {
+	fakeStream
+	pending []bool // pending[i]: after chunk i is returned, is chunk i+1 buffered?
+	served  int
+	rec     *flushRecorder
+	seen    []string // flushed body at each call to Next
+}
+
+func (p *pendingStream) Next() (llm.Chunk, error) {
+	p.seen = append(p.seen, p.rec.flushed)
+	c, err := p.fakeStream.Next()
+	if err == nil {
+		p.served++
+	}
+	return c, err
+}
+
+func (p *pendingStream) Pending() bool {
+	i := p.served - 1
+	return i >= 0 && i < len(p.pending) && p.pending[i]
+}
+
+// flushRecorder remembers what had been flushed, which is what a client
+// could have read.
+type flushRecorder struct {
+	*httptest.ResponseRecorder
+	flushes int
+	flushed string
+}
+
+func (f *flushRecorder) Flush() {
+	f.flushes++
+	f.flushed = f.Body.String()
+	f.ResponseRecorder.Flush()
+}
+
+func TestRelayFlushesBeforeWaitingAndCoalescesBufferedChunks(t *testing.T) {
+	rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+	// Chunks 1 and 2 arrived together; the usage chunk (withheld from
+	// this client) arrived with chunk 2; then the stream waits.
+	s := &pendingStream{fakeStream: fakeStream{chunks: chunks(), err: io.EOF}, pending: []bool{true, true, false}, rec: rec}
+	if _, err := Relay(rec, s, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	two := "data: {\"n\":1}\n\ndata: {\"n\":2}\n\n"
+	// Next is called 4 times: before chunk 1, 2, usage, and the end. Before
+	// the last call (which may wait on the network) both chunks must have
+	// been flushed, even though the chunk just before was withheld.
+	want := []string{"", "", "", two}
+	if len(s.seen) != len(want) {
+		t.Fatalf("Next called %d times, want %d", len(s.seen), len(want))
+	}
+	for i := range want {
+		if s.seen[i] != want[i] {
+			t.Errorf("before Next #%d the client had %q, want %q", i+1, s.seen[i], want[i])
+		}
+	}
+	if rec.flushes != 2 { // once for the two chunks, once for [DONE]
+		t.Errorf("%d flushes, want 2", rec.flushes)
+	}
+}
+
+func TestRelayFlushesEachChunkWhenNothingIsBuffered(t *testing.T) {
+	rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+	s := &pendingStream{fakeStream: fakeStream{chunks: chunks(), err: io.EOF}, rec: rec}
+	if _, err := Relay(rec, s, Options{IncludeUsage: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.flushes != 4 {
+		t.Errorf("%d flushes, want one per chunk and one for [DONE]", rec.flushes)
+	}
+	if s.seen[1] != "data: {\"n\":1}\n\n" {
+		t.Errorf("chunk 1 not flushed before waiting for chunk 2: %q", s.seen[1])
+	}
+}

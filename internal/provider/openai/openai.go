@@ -111,6 +111,9 @@ type stream struct {
 
 func (s *stream) Close() error { return s.body.Close() }
 
+// Pending reports whether the next event is already buffered.
+func (s *stream) Pending() bool { return s.sse.HasEvent() }
+
 func (s *stream) Next() (llm.Chunk, error) {
 	for {
 		ev, err := s.sse.Next()
@@ -134,6 +137,9 @@ func (s *stream) Next() (llm.Chunk, error) {
 // chunk inspects one event's JSON: an error object ends the stream, a
 // usage object is captured, and the gateway's own usage plumbing is hidden.
 func (s *stream) chunk(data []byte) (llm.Chunk, error) {
+	if plainChunk(data) {
+		return llm.Chunk{Data: data}, nil
+	}
 	var usageRaw, errRaw []byte
 	usageAt, emptyChoices := -1, false
 	err := llm.EachField(data, func(key string, v []byte, off int) bool {
@@ -165,6 +171,17 @@ func (s *stream) chunk(data []byte) (llm.Chunk, error) {
 		c.Data = cutMember(data, usageAt, usageAt+len(usageRaw))
 	}
 	return c, nil
+}
+
+// plainChunk reports whether data is an object with neither a "usage" nor
+// an "error" member, which is most chunks: those need no scan at all. A
+// quoted key cannot hide inside a JSON string, where its quotes would be
+// escaped, so the byte search is exact; anything it is unsure of takes
+// the full scan.
+func plainChunk(data []byte) bool {
+	d := bytes.TrimSpace(data)
+	return len(d) >= 2 && d[0] == '{' && d[len(d)-1] == '}' &&
+		!bytes.Contains(d, []byte(`"usage"`)) && !bytes.Contains(d, []byte(`"error"`))
 }
 
 // cutMember removes the object member whose value spans data[vs:ve],
