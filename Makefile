@@ -34,8 +34,12 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
 
+# unit runs against real PostgreSQL and Redis servers (scripts/test-services),
+# started first and stopped on the way out, whether the tests pass or not.
 unit:
-	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+	@set -e; eval "$$(scripts/test-services start)"; \
+	trap 'scripts/test-services stop' EXIT; \
+	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
 	cd bench && $(GO) test -count=1 ./...
 
 bench: build

@@ -28,6 +28,7 @@ type gateway struct {
 	srv *server.Server
 	mu  sync.Mutex // serialises reloads
 	gen *generation
+	bg  context.Context // generations' background work runs under it; set by run
 }
 
 func serve(path string, bare bool) error {
@@ -76,6 +77,15 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	g.mu.Lock()
+	g.bg = ctx
+	g.gen.start(ctx, g.log) // discovered models are routable before the first request
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.gen.stop()
+		g.mu.Unlock()
+	}()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go g.watch(watchCtx, cfg, hup)
@@ -141,10 +151,14 @@ func (g *gateway) apply(cfg *config.Config) {
 		return
 	}
 	g.mu.Lock()
+	gen.start(g.bg, g.log)
 	old := g.gen
 	g.gen = gen
 	g.mu.Unlock()
 	g.srv.Swap(gen.runtime)
+	if old != nil {
+		old.stop()
+	}
 	g.log.Info("config reloaded", "providers", len(cfg.Providers), "models", len(cfg.Models), "keys", len(cfg.Keys))
 	if old != nil {
 		time.AfterFunc(time.Minute, old.close)

@@ -19,6 +19,7 @@ import (
 type generation struct {
 	runtime    *server.Runtime
 	transports []*http.Transport
+	discovery  *discovery // nil when no provider discovers models
 }
 
 // close lets idle upstream connections of a replaced generation go;
@@ -62,6 +63,7 @@ func build(cfg *config.Config, bare bool) (*generation, error) {
 		groups = append(groups, route.NewGroup(m.Name, m.Strategy, targets, weights, timeouts(m.EffectiveTimeouts(cfg.Timeouts))))
 	}
 	table := route.NewTable(groups)
+	gen.discovery = newDiscovery(cfg, deployments, table)
 	rt := &server.Runtime{
 		Routes:       table,
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
@@ -116,6 +118,16 @@ func providerDeployment(p *config.Provider) (provider.Deployment, *http.Transpor
 		t := provider.NewTransport()
 		d.Client = &http.Client{Transport: t}
 		return d, t, nil
+	case "azure":
+		return azureDeployment(p, d)
+	case "bedrock":
+		return bedrockDeployment(p, d)
+	case "ollama":
+		return ollamaDeployment(p, d)
+	case "gemini":
+		return geminiDeployment(p, d)
+	case "anthropic":
+		return anthropicDeployment(p, d)
 	case "mock":
 		// The emulator runs in-process: the quick start needs no keys and
 		// no second process.

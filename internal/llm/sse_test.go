@@ -391,7 +391,7 @@ func TestReaderHasEvent(t *testing.T) {
 		{"data: a\r\n\r\ndata: b\r\n\r\n", true},
 		{"data: a\r\rdata: b\r\r", true},
 		{"data: a\n\n", false},
-		{"data: a\n\n\n\n", false},        // keep-alive blank lines dispatch nothing
+		{"data: a\n\n\n\n", false},       // keep-alive blank lines dispatch nothing
 		{"data: a\n\n: ping\n\n", false}, // nor do comments
 	} {
 		r := NewReader(strings.NewReader(tc.in))

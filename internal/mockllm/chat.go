@@ -263,6 +263,21 @@ func (s *Server) chat(c *call, body []byte) {
 			s.bufs.Put(bp)
 		}
 	}()
+	if p.tool != "" {
+		tc, perr := openAIToolCall(body, p.tool)
+		if perr != nil {
+			c.fail(perr)
+			return
+		}
+		if tc != nil && x.stream {
+			*bp = c.streamToolCall(x, &p, tc, (*bp)[:0])
+			return
+		}
+		if tc != nil {
+			*bp = c.completeToolCall(x, &p, tc, (*bp)[:0])
+			return
+		}
+	}
 	if x.stream {
 		*bp = c.stream(x, &p, (*bp)[:0])
 	} else {

@@ -15,7 +15,13 @@ type dialect struct {
 
 // dialects lists the non-OpenAI wire formats, each in its own file. A
 // request no dialect claims is an OpenAI request.
-var dialects = []dialect{}
+var dialects = []dialect{
+	azureDialect,
+	ollamaDialect,
+	anthropicDialect,
+	geminiDialect,
+	bedrockDialect,
+}
 
 // dialectFor returns the dialect that claims r, or nil.
 func dialectFor(r *http.Request) *dialect {

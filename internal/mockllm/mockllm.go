@@ -39,6 +39,16 @@ type Options struct {
 	Models          []string      // served by GET /v1/models (default: gpt-4o-mini, gpt-4o, … text-embedding-3-large); chat accepts any model
 	Reply           string        // fixed reply text; default: a deterministic reply that quotes the last user message
 	RecordLimit     int           // received requests kept for Requests (default 100; negative disables recording)
+
+	// AWSAccessKeyID and AWSSecretKey are the key pair Bedrock requests
+	// (/model/…) must be SigV4-signed with; AWSSessionToken, when set,
+	// must arrive as X-Amz-Security-Token. BedrockAPIKey is a Bedrock API
+	// key accepted as "Authorization: Bearer …". With neither a key pair
+	// nor an API key, Bedrock requests are not authenticated.
+	AWSAccessKeyID  string
+	AWSSecretKey    string
+	AWSSessionToken string
+	BedrockAPIKey   string
 }
 
 // defaultModels is what GET /v1/models lists when Options.Models is empty.

@@ -23,6 +23,9 @@ type plan struct {
 	hang        bool
 	stallAfter  int // content chunks before the stream goes silent; -1 = never
 	failAfter   int // content chunks before the connection is cut; -1 = never
+	// tool makes the reply a call to the request's tool of this name, in
+	// the dialects that emulate tool calling.
+	tool string
 }
 
 // mockKeys are the override names: the directive key and, canonicalised,
@@ -38,6 +41,7 @@ var mockKeys = []struct{ key, header string }{
 	{"hang", "X-Mock-Hang"},
 	{"stall_after", "X-Mock-Stall-After"},
 	{"fail_after", "X-Mock-Fail-After"},
+	{"tool", "X-Mock-Tool"},
 }
 
 func (s *Server) basePlan() plan {
@@ -133,6 +137,8 @@ func (p *plan) set(key, v string) error {
 		p.stallAfter, err = parseInt(v, 0, 1<<20)
 	case "fail_after":
 		p.failAfter, err = parseInt(v, 0, 1<<20)
+	case "tool":
+		p.tool = v
 	default:
 		err = fmt.Errorf("unknown key %q", key)
 	}

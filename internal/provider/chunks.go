@@ -40,6 +40,9 @@ func (s *ChunkStream) Next() (llm.Chunk, error) {
 	return llm.EncodeChunk(&ch)
 }
 
+// Pending reports whether translated chunks are queued.
+func (s *ChunkStream) Pending() bool { return len(s.queue) > 0 }
+
 func (s *ChunkStream) emit(ch *llm.ChatChunk) { s.queue = append(s.queue, *ch) }
 
 // Close closes the body.

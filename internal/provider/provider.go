@@ -35,6 +35,14 @@ type Embedder interface {
 	Embedding(resp *http.Response, d *Deployment, req *llm.EmbedRequest) (*llm.Completion, error)
 }
 
+// Discoverer is implemented by adapters whose provider can list the
+// models it serves (Ollama's /api/tags), so they are routable without a
+// models entry. Like every adapter method, it does no I/O itself.
+type Discoverer interface {
+	ModelsRequest(ctx context.Context, d *Deployment) (*http.Request, error)
+	Models(resp *http.Response, d *Deployment) ([]string, error)
+}
+
 // Deployment is one model served by one configured provider: where a
 // request finally goes. It is immutable once built; a config reload builds
 // new ones.

@@ -72,10 +72,13 @@ func (g *Group) Pick() *provider.Deployment {
 	return g.Targets[0]
 }
 
-// Table is the immutable model table of one config generation.
+// Table is the model table of one config generation. The configured
+// groups never change; the discovered ones (see Discovered) are swapped
+// in whole while the generation lives.
 type Table struct {
-	groups map[string]*Group
-	order  []*Group
+	groups     map[string]*Group
+	order      []*Group
+	discovered atomic.Pointer[Discovered]
 }
 
 // NewTable indexes groups by name, keeping config order for listings.
@@ -87,10 +90,17 @@ func NewTable(groups []*Group) *Table {
 	return t
 }
 
-// Lookup finds the group for a client-facing model name.
+// Lookup finds the group for a client-facing model name: a configured
+// one, else a discovered one.
 func (t *Table) Lookup(model string) (*Group, bool) {
-	g, ok := t.groups[model]
-	return g, ok
+	if g, ok := t.groups[model]; ok {
+		return g, true
+	}
+	if d := t.discovered.Load(); d != nil {
+		g, ok := d.groups[model]
+		return g, ok
+	}
+	return nil, false
 }
 
 // Groups lists the groups in config order.

@@ -28,6 +28,21 @@ func (x *exchange) serveChat() {
 		x.fail(llm.AsError(err))
 		return
 	}
+	x.serveChatRequest(req, reply{})
+}
+
+// reply is how a route's dialect answers with what the backend returned
+// (always OpenAI-shaped); the zero value relays it as it is.
+type reply struct {
+	// completion re-encodes a non-streamed body; nil sends it unchanged.
+	completion func(body []byte) ([]byte, error)
+	// encoder re-encodes a stream; nil relays OpenAI chunks.
+	encoder stream.Encoder
+}
+
+// serveChatRequest routes a parsed chat request to a deployment and
+// answers with its result, in the form rp says.
+func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 	x.stream = req.Stream
 	g, ok := x.resolve(req.Model)
 	if !ok {
@@ -48,7 +63,14 @@ func (x *exchange) serveChat() {
 			return
 		}
 		x.usage, x.hasUsage = c.Usage, c.HasUsage
-		x.writeJSON(c.Body)
+		body := c.Body
+		if rp.completion != nil {
+			if body, err = rp.completion(body); err != nil {
+				x.fail(llm.AsError(err))
+				return
+			}
+		}
+		x.writeJSON(body)
 		return
 	}
 	st, err := d.Adapter.Stream(resp, d, req)
@@ -64,6 +86,7 @@ func (x *exchange) serveChat() {
 		OnChunk:      call.Progress,
 		Classify:     func(err error) *llm.Error { return call.Err(d.Provider, err) },
 		Now:          x.s.now,
+		Encoder:      rp.encoder,
 	})
 	x.usage, x.hasUsage = res.Usage, res.HasUsage
 	if !res.FirstChunk.IsZero() {

@@ -36,7 +36,17 @@ type exchange struct {
 	ttft       time.Duration
 	err        *llm.Error
 	written    bool // response headers are out: errors can no longer change the status
+	dialect    dialect
 }
+
+// dialect is the API family a route speaks; it decides the shape of
+// every error the exchange writes.
+type dialect uint8
+
+const (
+	dialectOpenAI    dialect = iota
+	dialectAnthropic         // /v1/messages: Anthropic's error shape and request-id header
+)
 
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
@@ -175,7 +185,7 @@ func (x *exchange) fail(err *llm.Error) {
 		return // nobody is listening
 	}
 	x.headers()
-	err.WriteOpenAI(x.w)
+	writeError(x.w, x.dialect, err, x.id)
 }
 
 // recover turns a panic in the pipeline into a 500 for the client and an

@@ -11,12 +11,15 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/route"
+	"gatehouse/internal/tokens"
 )
 
 // Authenticator resolves the caller of a request.
@@ -41,12 +44,15 @@ type Server struct {
 	log      *slog.Logger
 	draining atomic.Bool
 	now      func() time.Time
+	// tokens loads the tokenizer on first use: only count_tokens needs it
+	// today, and a gateway that never serves it never pays for it.
+	tokens func() *tokens.Counter
 }
 
 // New returns a Server using rt until the next Swap. log receives one line
 // per request (when rt.LogRequests) and every internal error.
 func New(rt *Runtime, log *slog.Logger) *Server {
-	s := &Server{log: log, now: time.Now}
+	s := &Server{log: log, now: time.Now, tokens: sync.OnceValue(tokens.New)}
 	s.rt.Store(rt)
 	return s
 }
@@ -67,6 +73,13 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.only(http.MethodPost, s.chat))
 	mux.HandleFunc("/v1/embeddings", s.only(http.MethodPost, s.embeddings))
+	mux.HandleFunc("/v1/messages", s.onlyIn(dialectAnthropic, http.MethodPost, s.messages))
+	mux.HandleFunc("/v1/messages/count_tokens", s.onlyIn(dialectAnthropic, http.MethodPost, s.countTokens))
+	mux.HandleFunc("/v1/messages/", func(w http.ResponseWriter, r *http.Request) {
+		id := newRequestID()
+		w.Header().Set("X-Gatehouse-Request-Id", id)
+		writeError(w, dialectAnthropic, notFound(r), id)
+	})
 	mux.HandleFunc("/v1/models", s.only(http.MethodGet, s.models))
 	mux.HandleFunc("/v1/models/{id...}", s.only(http.MethodGet, s.model))
 	mux.HandleFunc("/healthz", s.only(http.MethodGet, s.healthz))
@@ -84,12 +97,18 @@ func notFound(r *http.Request) *llm.Error {
 }
 
 func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return s.onlyIn(dialectOpenAI, method, h)
+}
+
+// onlyIn is only for a route of the given dialect.
+func (s *Server) onlyIn(d dialect, method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
-			w.Header().Set("X-Gatehouse-Request-Id", newRequestID())
+			id := newRequestID()
+			w.Header().Set("X-Gatehouse-Request-Id", id)
 			w.Header().Set("Allow", method)
-			(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
-				Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + method + "."}).WriteOpenAI(w)
+			writeError(w, d, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+				Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + method + "."}, id)
 			return
 		}
 		h(w, r)
@@ -119,8 +138,12 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	body := rt.ModelList
+	if len(rt.Routes.Discovered()) > 0 {
+		body = ModelList(rt.Routes) // discovered models change while a runtime lives
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(rt.ModelList)
+	_, _ = w.Write(body)
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
@@ -140,10 +163,11 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(modelObject(nil, id))
 }
 
-// ModelList builds the GET /v1/models body for a route table.
+// ModelList builds the GET /v1/models body for a route table: the
+// configured models, then the discovered ones.
 func ModelList(t *route.Table) []byte {
 	b := []byte(`{"object":"list","data":[`)
-	for i, g := range t.Groups() {
+	for i, g := range slices.Concat(t.Groups(), t.Discovered()) {
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -1,7 +1,8 @@
 // Package stream relays a streamed completion to the client as
 // server-sent events: each chunk is written and flushed the moment it
-// arrives (chunks that arrived together are flushed together), usage is teed off for accounting, and a failure after the
-// first byte becomes a final error event instead of a hang.
+// arrives (chunks that arrived together are flushed together), usage is
+// teed off for accounting, and a failure after the first byte becomes a
+// final error event instead of a hang.
 //
 // It depends on llm only; it never imports a store or a provider.
 package stream

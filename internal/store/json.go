@@ -1,0 +1,86 @@
+package store
+
+import (
+	"encoding/json"
+
+	"gatehouse/internal/auth"
+)
+
+// Lists (allowed models) and maps (labels) are kept as JSON. An empty one
+// is stored as "[]" or "{}" and read back as nil, so nil and empty
+// round-trip alike and the contract can compare records whole.
+
+// JSONList encodes a list for storage.
+func JSONList(v []string) string {
+	if len(v) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(v) // cannot fail for []string
+	return string(b)
+}
+
+// JSONMap encodes a map for storage.
+func JSONMap(v map[string]string) string {
+	if len(v) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(v) // cannot fail for map[string]string
+	return string(b)
+}
+
+// ParseList decodes a stored list; empty becomes nil.
+func ParseList(s string) ([]string, error) {
+	var v []string
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, err
+	}
+	if len(v) == 0 {
+		return nil, nil
+	}
+	return v, nil
+}
+
+// ParseMap decodes a stored map; empty becomes nil.
+func ParseMap(s string) (map[string]string, error) {
+	var v map[string]string
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, err
+	}
+	if len(v) == 0 {
+		return nil, nil
+	}
+	return v, nil
+}
+
+// NormProject, NormKey and NormCustomer bring a record about to be
+// written to what reading it back will return (empty lists and maps as
+// nil, times as the stores keep them), so a caller's record equals the
+// stored one after a create or update.
+func NormProject(p *auth.Project) {
+	if len(p.Models) == 0 {
+		p.Models = nil
+	}
+	if len(p.Labels) == 0 {
+		p.Labels = nil
+	}
+}
+
+// NormKey: see NormProject.
+func NormKey(k *auth.Key) {
+	if len(k.Models) == 0 {
+		k.Models = nil
+	}
+	if len(k.Labels) == 0 {
+		k.Labels = nil
+	}
+	k.ExpiresAt = TimePtr(k.ExpiresAt)
+	k.RevokedAt = TimePtr(k.RevokedAt)
+	k.LastUsedAt = TimePtr(k.LastUsedAt)
+}
+
+// NormCustomer: see NormProject.
+func NormCustomer(c *auth.Customer) {
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+}

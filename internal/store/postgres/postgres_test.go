@@ -1,0 +1,188 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/store/storetest"
+)
+
+// testDSN returns a DSN for a new, empty schema of the test database,
+// dropped when the test ends, so tests and runs never see each other's
+// rows (or, since the NOTIFY channel is per schema, each other's changes).
+func testDSN(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("GATEHOUSE_TEST_POSTGRES")
+	if base == "" {
+		t.Fatal("GATEHOUSE_TEST_POSTGRES is not set: these tests need the real PostgreSQL server that `make test` starts; " +
+			"to run them by hand: eval \"$(scripts/test-services start)\" and go test again")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "gh_test_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to GATEHOUSE_TEST_POSTGRES (is it running? scripts/test-services start): %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("GATEHOUSE_TEST_POSTGRES must be a postgres:// URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func openTest(t *testing.T, dsn string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestContract(t *testing.T) {
+	var mu sync.Mutex
+	dsns := map[auth.Store]string{}
+	storetest.Run(t, func(t *testing.T) auth.Store {
+		dsn := testDSN(t)
+		s := openTest(t, dsn)
+		mu.Lock()
+		dsns[s] = dsn
+		mu.Unlock()
+		return s
+	}, storetest.Replica(func(t *testing.T, s auth.Store) auth.Store {
+		mu.Lock()
+		dsn := dsns[s]
+		mu.Unlock()
+		return openTest(t, dsn)
+	}))
+}
+
+// TestMigrateTogether starts several replicas on one empty schema at once:
+// the advisory lock must let exactly one of them migrate.
+func TestMigrateTogether(t *testing.T) {
+	dsn := testDSN(t)
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	stores := make([]*Store, n)
+	for i := range n {
+		wg.Go(func() { stores[i], errs[i] = Open(context.Background(), dsn) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: %v", i, err)
+			continue
+		}
+		defer stores[i].Close()
+	}
+	if t.Failed() {
+		return
+	}
+	var rows int
+	err := stores[0].withConn(context.Background(), func(c *pgx.Conn) error {
+		return c.QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations`).Scan(&rows)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 {
+		t.Errorf("%d migration rows, want 1", rows)
+	}
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	dsn := testDSN(t)
+	s := openTest(t, dsn)
+	err := s.withConn(context.Background(), func(c *pgx.Conn) error {
+		_, err := c.Exec(context.Background(), `INSERT INTO schema_migrations (version, name) VALUES (99, '0099_future.sql')`)
+		return err
+	})
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), dsn); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Open of a newer schema: %v, want a refusal", err)
+	}
+}
+
+// TestListenerReconnects kills the listener's backend, as a server restart
+// or failover would, and checks that the store says changes may have been
+// missed (the zero Hash) and then hears changes again.
+func TestListenerReconnects(t *testing.T) {
+	dsn := testDSN(t)
+	s := openTest(t, dsn)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch, err := s.KeyChanges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.lis.pid.Load()
+	err = s.withConn(ctx, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-ch:
+		if !h.IsZero() {
+			t.Fatalf("first delivery after the drop: %x, want the zero Hash", h[:4])
+		}
+	case <-ctx.Done():
+		t.Fatal("no flush after the listener's connection was killed")
+	}
+	if s.lis.pid.Load() == pid {
+		t.Fatal("listener did not reconnect")
+	}
+	p := &auth.Project{Name: "after-drop"}
+	if err := s.CreateProject(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	k := &auth.Key{ProjectID: p.ID, Name: "k", Hash: auth.HashKey("after-drop"), Prefix: "gh-a"}
+	if err := s.CreateKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-ch:
+		if h != k.Hash {
+			t.Errorf("got %x, want the new key's hash", h[:4])
+		}
+	case <-time.After(time.Second):
+		t.Fatal("change not delivered within a second after reconnecting")
+	}
+}
