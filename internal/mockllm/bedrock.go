@@ -132,17 +132,21 @@ func (s *Server) serveBedrock(c *call, body []byte) {
 		c.block()
 		return
 	}
-	// With fail_after, an injected error is an exception event in the
-	// middle of the stream instead of an HTTP error up front.
-	midStream := x.stream && p.failAfter >= 0 && p.errorStatus > 0
-	if !midStream && s.injectError(&p) {
+	inject := s.injectError(&p)
+	// A stream with fail_after gets the injected error as an exception
+	// event in the middle of the stream instead of an HTTP error up front.
+	if x.stream && p.failAfter >= 0 {
+		c.converseStream(x, &p, inject)
+		return
+	}
+	if inject {
 		if c.wait(p.latency) {
 			c.failBedrock(bedrockInjected(p.errorStatus, p.retryAfter))
 		}
 		return
 	}
 	if x.stream {
-		c.converseStream(x, &p)
+		c.converseStream(x, &p, false)
 		return
 	}
 	c.converse(x, &p)

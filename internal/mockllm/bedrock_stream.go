@@ -80,8 +80,9 @@ func exceptionType(status int) string {
 // converseStream writes the ConverseStream answer: messageStart, the
 // content block(s) in deltas paced like the OpenAI stream, messageStop and
 // metadata with usage. fail_after cuts the connection after that many
-// deltas — or, with error_status, sends that error as an exception event.
-func (c *call) converseStream(x *brExchange, p *plan) {
+// deltas — or, when exception is set, sends the injected error_status as
+// an exception event.
+func (c *call) converseStream(x *brExchange, p *plan, exception bool) {
 	if !c.wait(p.ttft) {
 		return
 	}
@@ -126,7 +127,7 @@ func (c *call) converseStream(x *brExchange, p *plan) {
 	}
 	for i := 0; ; i++ {
 		if i == p.failAfter || (i == len(pieces) && p.failAfter > len(pieces)) {
-			if p.errorStatus > 0 {
+			if exception {
 				c.outcome = outcomeError
 				c.write(appendException(b[:0], exceptionType(p.errorStatus), bedrockInjected(p.errorStatus, "").message))
 				return

@@ -369,3 +369,26 @@ func TestEventFraming(t *testing.T) {
 		t.Fatalf("headers/payload %q", b[12:len(b)-4])
 	}
 }
+
+func TestBedrockStreamCancellation(t *testing.T) {
+	s, ts := start(t, Options{TokensPerSecond: 5, Chunks: 8})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := newRequest(t, ctx, http.MethodPost, ts.URL+"/model/m/converse-stream",
+		`{"messages":[{"role":"user","content":[{"text":"a long answer please, with many words in it"}]}]}`, nil)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := eventstream.NewDecoder()
+	if _, err := dec.Decode(resp.Body, nil); err != nil { // messageStart
+		t.Fatal(err)
+	}
+	cancelled := time.Now()
+	cancel()
+	resp.Body.Close()
+	c := waitCancellation(t, s, cancelled)
+	if c.Model != "m" || !strings.HasSuffix(c.Path, "/converse-stream") {
+		t.Fatalf("cancellation %+v", c)
+	}
+}

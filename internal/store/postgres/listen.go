@@ -119,3 +119,11 @@ func (l *listener) reconnect(ctx context.Context) *pgx.Conn {
 		wait = min(2*wait, maxBackoff)
 	}
 }
+
+// closeConn says goodbye to the server, but gives up quickly on one that
+// no longer answers.
+func closeConn(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c.Close(ctx)
+}

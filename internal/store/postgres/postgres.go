@@ -17,11 +17,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/store"
@@ -31,18 +33,21 @@ import (
 var migrationFiles embed.FS
 
 // maxConns bounds the store's connections (the listener has one more of
-// its own). Admin writes are rare and key lookups are served from the
-// auth cache, so a replica needs few; a hundred replicas must still fit
-// in PostgreSQL's default max_connections with room for people.
+// its own) unless the DSN sets pool_max_conns. Admin writes are rare and
+// key lookups are served from the auth cache, so a replica needs few; a
+// hundred replicas must still fit in PostgreSQL's default
+// max_connections with room for people.
 const maxConns = 8
+
+var errClosed = errors.New("postgres: store closed")
 
 // Store is an auth.Store in a PostgreSQL database (the schema is the
 // connection's search_path, "public" unless the DSN says otherwise). It is
 // safe for concurrent use.
 type Store struct {
-	pool    *pool
-	cfg     *pgx.ConnConfig
-	channel string // NOTIFY channel: one per schema, so schemas sharing a database do not hear each other
+	pool    *pgxpool.Pool
+	cfg     *pgx.ConnConfig // for the listener's own connection
+	channel string          // NOTIFY channel: one per schema, so schemas sharing a database do not hear each other
 
 	hub    store.Hub
 	mu     sync.Mutex
@@ -51,25 +56,35 @@ type Store struct {
 }
 
 // Open connects to the database named by dsn (a postgres:// URL or a
-// key=value string, as libpq takes) and brings its schema up to date. It
-// refuses a database migrated by a newer gatehouse.
+// key=value string, as libpq takes, plus pgxpool's pool_* settings) and
+// brings its schema up to date. It refuses a database migrated by a newer
+// gatehouse.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Store{cfg: cfg, pool: newPool(cfg, maxConns)}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = maxConns
+	}
+	// The pool dials lazily, so the first query below is what tells a
+	// wrong DSN or a down server.
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	s := &Store{cfg: cfg.ConnConfig, pool: pool}
 	var schema string
 	err = s.withConn(ctx, func(c *pgx.Conn) error {
 		return c.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema)
 	})
 	if err != nil {
-		s.pool.close()
+		s.pool.Close()
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
 	s.channel = "gatehouse_keys." + schema
 	if err := s.migrate(ctx); err != nil {
-		s.pool.close()
+		s.pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	return s, nil
@@ -117,7 +132,7 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // Close stops the listener, ends KeyChanges subscriptions and closes the
-// connections.
+// connections, waiting for calls still using one to finish.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -127,7 +142,7 @@ func (s *Store) Close() error {
 		lis.stop()
 	}
 	s.hub.Close()
-	s.pool.close()
+	s.pool.Close()
 	return nil
 }
 
@@ -144,7 +159,7 @@ func (s *Store) KeyChanges(ctx context.Context) (<-chan auth.Hash, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, errPoolClosed
+		return nil, errClosed
 	}
 	if s.lis == nil {
 		lis, err := startListener(ctx, s.cfg, s.channel, &s.hub)
@@ -156,14 +171,11 @@ func (s *Store) KeyChanges(ctx context.Context) (<-chan auth.Hash, error) {
 	return s.hub.Subscribe(ctx)
 }
 
-// withConn runs fn on a pooled connection.
+// withConn runs fn on a pooled connection. pgxpool throws away, rather
+// than reuses, a connection that broke or that fn left inside a
+// transaction or mid-query.
 func (s *Store) withConn(ctx context.Context, fn func(*pgx.Conn) error) error {
-	c, err := s.pool.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.pool.release(c)
-	return fn(c)
+	return s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
 }
 
 // tx runs fn in a transaction on a pooled connection.
