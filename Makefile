@@ -37,8 +37,8 @@ lint:
 # unit runs against real PostgreSQL and Redis servers (scripts/test-services),
 # started first and stopped on the way out, whether the tests pass or not.
 unit:
-	@set -e; eval "$$(scripts/test-services start)"; \
-	trap 'scripts/test-services stop' EXIT; \
+	@set -e; eval "$$($(CURDIR)/scripts/test-services start)"; \
+	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
 	cd bench && $(GO) test -count=1 ./...
 
