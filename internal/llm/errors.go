@@ -84,7 +84,7 @@ func ModelNotFound(model string) *Error {
 func (e *Error) AppendOpenAI(b []byte) []byte {
 	typ := e.Type
 	if typ == "" {
-		typ = defaultType(e.Status)
+		typ = DefaultErrorType(e.Status)
 	}
 	b = append(b, `{"error":{"message":`...)
 	b = AppendQuote(b, e.Message)
@@ -112,7 +112,9 @@ func (e *Error) WriteOpenAI(w http.ResponseWriter) {
 	_, _ = w.Write(e.AppendOpenAI(make([]byte, 0, 128+len(e.Message))))
 }
 
-func defaultType(status int) string {
+// DefaultErrorType is OpenAI's error type for a status, for errors that
+// do not name one.
+func DefaultErrorType(status int) string {
 	switch {
 	case status == http.StatusUnauthorized:
 		return "authentication_error"

@@ -101,18 +101,8 @@ func (c *call) failAnthropic(e *anthError) {
 func (c *call) writeAnthropic(status int, body []byte) {
 	h := c.w.Header()
 	h["Content-Type"] = hdrJSON
-	h["Content-Length"] = []string{itoa(len(body))}
 	c.setAnthropicHeaders(h)
-	c.w.WriteHeader(status)
-	if _, err := c.w.Write(body); err != nil {
-		c.cancel()
-		return
-	}
-	if status < 400 {
-		c.outcome = outcomeCompleted
-	} else {
-		c.outcome = outcomeError
-	}
+	c.writeWhole(status, body)
 }
 
 var (

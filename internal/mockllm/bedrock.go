@@ -79,18 +79,8 @@ func (c *call) failBedrock(e *bedrockError) {
 func (c *call) writeBedrock(status int, body []byte) {
 	h := c.w.Header()
 	h["Content-Type"] = hdrJSON
-	h["Content-Length"] = []string{itoa(len(body))}
 	h["X-Amzn-Requestid"] = []string{c.reqID}
-	c.w.WriteHeader(status)
-	if _, err := c.w.Write(body); err != nil {
-		c.cancel()
-		return
-	}
-	if status < 400 {
-		c.outcome = outcomeCompleted
-	} else {
-		c.outcome = outcomeError
-	}
+	c.writeWhole(status, body)
 }
 
 func (s *Server) serveBedrock(c *call, body []byte) {

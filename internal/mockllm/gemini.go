@@ -189,17 +189,7 @@ func (c *call) gemHeaders(h http.Header, contentType []string) {
 func (c *call) gemWrite(status int, body []byte) {
 	h := c.w.Header()
 	c.gemHeaders(h, hdrGemJSON)
-	h["Content-Length"] = []string{itoa(len(body))}
-	c.w.WriteHeader(status)
-	if _, err := c.w.Write(body); err != nil {
-		c.cancel()
-		return
-	}
-	if status < 400 {
-		c.outcome = outcomeCompleted
-	} else {
-		c.outcome = outcomeError
-	}
+	c.writeWhole(status, body)
 }
 
 func (c *call) gemFail(e *gemError) {

@@ -376,8 +376,15 @@ func (c *call) write(b []byte) bool {
 func (c *call) writeJSON(status int, body []byte) {
 	h := c.w.Header()
 	h["Content-Type"] = hdrJSON
-	h["Content-Length"] = []string{itoa(len(body))}
 	c.setCommonHeaders(h)
+	c.writeWhole(status, body)
+}
+
+// writeWhole sends a complete response whose headers, but for
+// Content-Length, are already set, and records how the call ended. Every
+// dialect's non-streamed answers end here.
+func (c *call) writeWhole(status int, body []byte) {
+	c.w.Header()["Content-Length"] = []string{itoa(len(body))}
 	c.w.WriteHeader(status)
 	if _, err := c.w.Write(body); err != nil {
 		c.cancel()

@@ -573,17 +573,7 @@ func (s *Server) ollamaTags(c *call) {
 func (c *call) ollamaWrite(status int, contentType []string, body []byte) {
 	h := c.w.Header()
 	h["Content-Type"] = contentType
-	h["Content-Length"] = []string{itoa(len(body))}
-	c.w.WriteHeader(status)
-	if _, err := c.w.Write(body); err != nil {
-		c.cancel()
-		return
-	}
-	if status < 400 {
-		c.outcome = outcomeCompleted
-	} else {
-		c.outcome = outcomeError
-	}
+	c.writeWhole(status, body)
 }
 
 // ollamaFail answers with Ollama's error body, {"error":"…"}.

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -110,4 +111,27 @@ func rawCode(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return ""
+}
+
+// NewRequest builds an upstream request carrying the caller's ctx (so a
+// client hang-up cancels it), the deployment's configured headers, and
+// Accept; with a body it is JSON. Adapters add their own credentials.
+func NewRequest(ctx context.Context, d *Deployment, method, url string, body []byte, accept string) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, fmt.Errorf("provider %q: build request: %w", d.Provider, err)
+	}
+	h := r.Header
+	for k, v := range d.Header {
+		h[k] = v
+	}
+	if body != nil {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("Accept", accept)
+	return r, nil
 }

@@ -12,7 +12,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -59,20 +58,15 @@ func (a Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *l
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: encode messages request: %w", d.Provider, err)
 	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/v1/messages", bytes.NewReader(body))
+	accept := "application/json"
+	if req.Stream {
+		accept = "text/event-stream"
+	}
+	r, err := provider.NewRequest(ctx, d, http.MethodPost, d.BaseURL+"/v1/messages", body, accept)
 	if err != nil {
-		return nil, fmt.Errorf("provider %q: build request: %w", d.Provider, err)
+		return nil, err
 	}
 	h := r.Header
-	for k, v := range d.Header {
-		h[k] = v
-	}
-	h.Set("Content-Type", "application/json")
-	if req.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else {
-		h.Set("Accept", "application/json")
-	}
 	// A configured anthropic-version (or anthropic-beta) header wins, so
 	// a deployment can pin a newer API version without a code change.
 	if h.Get("Anthropic-Version") == "" {

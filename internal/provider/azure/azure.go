@@ -20,7 +20,6 @@ package azure
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -123,18 +122,12 @@ func promptFilterOnly(data []byte) bool {
 }
 
 func newRequest(ctx context.Context, d *provider.Deployment, op string, body []byte, accept string) (*http.Request, error) {
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, Endpoint(d, op), bytes.NewReader(body))
+	r, err := provider.NewRequest(ctx, d, http.MethodPost, Endpoint(d, op), body, accept)
 	if err != nil {
-		return nil, fmt.Errorf("provider %q: build request: %w", d.Provider, err)
+		return nil, err
 	}
-	h := r.Header
-	for k, v := range d.Header {
-		h[k] = v
-	}
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", accept)
 	if d.APIKey != "" {
-		h.Set("Api-Key", d.APIKey)
+		r.Header.Set("Api-Key", d.APIKey)
 	}
 	return r, nil
 }

@@ -15,7 +15,6 @@
 package bedrock
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -92,16 +91,10 @@ func (a *Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: build request URL: %w", d.Provider, err)
 	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	r, err := provider.NewRequest(ctx, d, http.MethodPost, u.String(), body, accept)
 	if err != nil {
-		return nil, fmt.Errorf("provider %q: build request: %w", d.Provider, err)
+		return nil, err
 	}
-	h := r.Header
-	for k, v := range d.Header {
-		h[k] = v
-	}
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", accept)
 	if err := a.authenticate(ctx, d, r, body); err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func (e *apiError) gatewayError(name string, status int, h http.Header) *llm.Err
 			status = e.Code
 		}
 	}
-	ge := &llm.Error{Kind: llm.KindUpstreamStatus, Status: status, Message: e.Message, Type: errorType(status), Code: e.Status}
+	ge := &llm.Error{Kind: llm.KindUpstreamStatus, Status: status, Message: e.Message, Type: llm.DefaultErrorType(status), Code: e.Status}
 	if e.Message == "" {
 		ge.Message = "provider " + name + " answered " + http.StatusText(status)
 	}
@@ -84,19 +84,4 @@ func (e *apiError) gatewayError(name string, status int, h http.Header) *llm.Err
 	}
 	ge.Cause = fmt.Errorf("provider %q status %d %s", name, status, e.Status)
 	return ge
-}
-
-// errorType is OpenAI's error type for an upstream status.
-func errorType(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
 }

@@ -62,18 +62,12 @@ func (Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *llm
 
 func newRequest(ctx context.Context, d *provider.Deployment, method string, body []byte, accept string) (*http.Request, error) {
 	u := d.BaseURL + "/" + escapeModel(modelPath(d.Model)) + method
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	r, err := provider.NewRequest(ctx, d, http.MethodPost, u, body, accept)
 	if err != nil {
-		return nil, fmt.Errorf("provider %q: build request: %w", d.Provider, err)
+		return nil, err
 	}
-	h := r.Header
-	for k, v := range d.Header {
-		h[k] = v
-	}
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", accept)
 	if d.APIKey != "" {
-		h.Set("X-Goog-Api-Key", d.APIKey)
+		r.Header.Set("X-Goog-Api-Key", d.APIKey)
 	}
 	return r, nil
 }

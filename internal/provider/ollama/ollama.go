@@ -11,9 +11,7 @@
 package ollama
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 
 	"gatehouse/internal/llm"
@@ -55,24 +53,11 @@ func (Adapter) ModelsRequest(ctx context.Context, d *provider.Deployment) (*http
 }
 
 func newRequest(ctx context.Context, d *provider.Deployment, method, path string, body []byte, accept string) (*http.Request, error) {
-	var r *http.Request
-	var err error
-	if body == nil {
-		r, err = http.NewRequestWithContext(ctx, method, d.BaseURL+path, nil)
-	} else {
-		r, err = http.NewRequestWithContext(ctx, method, d.BaseURL+path, bytes.NewReader(body))
-	}
+	r, err := provider.NewRequest(ctx, d, method, d.BaseURL+path, body, accept)
 	if err != nil {
-		return nil, fmt.Errorf("provider %q: build request: %w", d.Provider, err)
+		return nil, err
 	}
 	h := r.Header
-	for k, v := range d.Header {
-		h[k] = v
-	}
-	if body != nil {
-		h.Set("Content-Type", "application/json")
-	}
-	h.Set("Accept", accept)
 	// A local Ollama ignores credentials; one behind an authenticating
 	// proxy, or ollama.com, takes a bearer token.
 	if d.APIKey != "" {

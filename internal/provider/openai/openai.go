@@ -42,16 +42,11 @@ func (Adapter) EmbedRequest(ctx context.Context, d *provider.Deployment, req *ll
 }
 
 func newRequest(ctx context.Context, d *provider.Deployment, path string, body []byte, accept string) (*http.Request, error) {
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+path, bytes.NewReader(body))
+	r, err := provider.NewRequest(ctx, d, http.MethodPost, d.BaseURL+path, body, accept)
 	if err != nil {
-		return nil, fmt.Errorf("provider %q: build request: %w", d.Provider, err)
+		return nil, err
 	}
 	h := r.Header
-	for k, v := range d.Header {
-		h[k] = v
-	}
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", accept)
 	if d.APIKey != "" {
 		h.Set("Authorization", "Bearer "+d.APIKey)
 	}
