@@ -47,7 +47,10 @@ func TestPanicBecomesErrorInTheCallersDialect(t *testing.T) {
 		shape      func(map[string]any) bool
 	}{
 		{"/v1/chat/completions", `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`,
-			func(m map[string]any) bool { e, ok := m["error"].(map[string]any); return ok && e["type"] == "server_error" }},
+			func(m map[string]any) bool {
+				e, ok := m["error"].(map[string]any)
+				return ok && e["type"] == "server_error"
+			}},
 		{"/v1/messages", `{"model":"chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
 			func(m map[string]any) bool {
 				e, ok := m["error"].(map[string]any)
