@@ -208,9 +208,13 @@ func TestWriteTableAndVerdict(t *testing.T) {
 }
 
 func TestRequestBody(t *testing.T) {
-	nonstream, stream := requestBody(false), requestBody(true)
+	nonstream, stream := requestBody(scenario{}), requestBody(scenario{stream: true})
+	withUsage := requestBody(scenario{stream: true, usage: true})
 	if bytes.Contains(nonstream, []byte(`"stream"`)) || !bytes.Contains(stream, []byte(`"stream":true`)) {
 		t.Errorf("stream flag wrong:\n%s\n%s", nonstream, stream)
+	}
+	if bytes.Contains(stream, []byte("include_usage")) || !bytes.Contains(withUsage, []byte(`"stream_options":{"include_usage":true}`)) {
+		t.Errorf("include_usage wrong:\n%s\n%s", stream, withUsage)
 	}
 	if n := len(nonstream); n < 300 || n > 450 {
 		t.Errorf("body is %d bytes, want a ~300-byte prompt", n)

@@ -31,6 +31,11 @@ const benchKey = "gh-bench-key"
 type scenario struct {
 	name   string
 	stream bool
+	// usage asks for stream_options.include_usage. Without it gatehouse
+	// still asks the upstream for usage (and hides the extra chunk), so
+	// the upstream works harder for gatehouse than for the baselines; with
+	// it every target carries the same upstream work and the same bytes.
+	usage bool
 }
 
 // target is one way of reaching mockllm.
@@ -95,7 +100,7 @@ func (m meter) read() (ours, machine time.Duration, err error) {
 func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, error) {
 	client := newClient(spec.concurrency)
 	defer client.CloseIdleConnections()
-	body := requestBody(spec.stream)
+	body := requestBody(spec.scenario)
 
 	if spec.warmup > 0 {
 		attack(ctx, client, tg.url, body, spec, spec.warmup)
@@ -272,16 +277,24 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 var prompt = strings.Repeat("Summarise the trade-offs of running an LLM gateway in front of several providers. ", 4)[:300]
 
 // requestBody is the chat completion request every client sends.
-func requestBody(stream bool) []byte {
+func requestBody(sc scenario) []byte {
 	type message struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
 	}
+	type streamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	var so *streamOptions
+	if sc.usage {
+		so = &streamOptions{IncludeUsage: true}
+	}
 	b, err := json.Marshal(struct {
-		Model    string    `json:"model"`
-		Messages []message `json:"messages"`
-		Stream   bool      `json:"stream,omitempty"`
-	}{"gpt-4o-mini", []message{{"user", prompt}}, stream})
+		Model         string         `json:"model"`
+		Messages      []message      `json:"messages"`
+		Stream        bool           `json:"stream,omitempty"`
+		StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	}{"gpt-4o-mini", []message{{"user", prompt}}, sc.stream, so})
 	if err != nil {
 		panic(err) // a fixed value of a fixed type cannot fail to encode
 	}

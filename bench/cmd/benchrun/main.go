@@ -141,7 +141,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "timed load per target, per scenario and concurrency")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded load before each timed run")
 	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
-	scen := fs.String("scenarios", "nonstream,stream", "comma-separated: nonstream, stream")
+	scen := fs.String("scenarios", "nonstream,stream,stream-usage", "comma-separated: nonstream, stream (the client does not ask for usage; gatehouse does), stream-usage (the client asks for usage)")
 	tgts := fs.String("targets", "direct,plainproxy,bare,full", "comma-separated: direct, plainproxy, bare, full")
 	fs.IntVar(&o.rounds, "rounds", 3, "run all targets this many times per cell, back to back, and report medians")
 	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
@@ -182,8 +182,8 @@ func parseFlags(args []string) (options, error) {
 	}
 	for f := range strings.SplitSeq(*scen, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case "nonstream", "stream":
-			o.scenarios = append(o.scenarios, scenario{name: f, stream: f == "stream"})
+		case "nonstream", "stream", "stream-usage":
+			o.scenarios = append(o.scenarios, scenario{name: f, stream: f != "nonstream", usage: f == "stream-usage"})
 		default:
 			return o, fmt.Errorf("-scenarios: unknown scenario %q", f)
 		}
@@ -368,7 +368,7 @@ func buildPlainproxy(dir string) (string, error) {
 // probe sends one request so that a misconfigured target fails setup with
 // its answer and log, instead of producing a table of errors.
 func probe(tg target, stream bool) error {
-	req, err := http.NewRequest(http.MethodPost, tg.url, bytes.NewReader(requestBody(stream)))
+	req, err := http.NewRequest(http.MethodPost, tg.url, bytes.NewReader(requestBody(scenario{stream: stream})))
 	if err != nil {
 		return err
 	}
