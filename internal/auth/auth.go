@@ -1,39 +1,83 @@
 // Package auth turns the credential a client presents into a Principal:
-// which key is calling, for which project, and what it may use.
+// which key is calling, for which project, and what it may use. Static
+// serves the config file's keys; Keys adds the virtual keys of a store,
+// behind an in-process cache so the request path never waits on a
+// database for a known key.
 //
-// Keys are looked up by the SHA-256 of the secret, so the table in memory
-// (and, later, in stores) never holds a usable secret. auth never imports
-// a database driver or a store package; stores implement its ports.
+// Keys are looked up by the SHA-256 of the secret, so neither memory nor
+// the stores ever hold a usable secret, and nothing here logs one. auth
+// never imports a database driver or a store package; it declares the
+// ports (KeyStore, Store) and the stores implement them.
 package auth
 
 import (
 	"crypto/sha256"
 	"net/http"
 	"strings"
+	"time"
 
 	"gatehouse/internal/llm"
 )
 
-// Principal is the identity a request runs under.
+// Authenticator resolves the caller of a request. *Static and *Keys
+// implement it; the server takes either.
+type Authenticator interface {
+	Authenticate(r *http.Request) (*Principal, error)
+}
+
+// Principal is the identity a request runs under, with everything later
+// stages (limits, budgets, routing, logging) need to know about the key
+// and its project, so they never go back to a store. A Principal handed
+// out by an Authenticator is shared between requests: never modify it.
 type Principal struct {
-	KeyID   string // stable identifier, safe to log
-	Name    string
-	Project string
-	RPM     int
-	TPM     int
-	Models  map[string]bool // allowed models; empty = all
+	KeyID     string // stable identifier, safe to log
+	Name      string // the key's name
+	Project   string // the project's name
+	ProjectID string // "" for a static key, whose project exists only in the config
+	// RPM and TPM are the key's own rates; 0 means unlimited.
+	RPM int
+	TPM int
+	// Budget is the key's own budget; nil means none.
+	Budget *Budget
+	// ProjectLimits and ProjectBudget apply to all the project's keys
+	// together.
+	ProjectLimits Limits
+	ProjectBudget *Budget
+	// Models is what the key may call: the key's list intersected with
+	// its project's when both have one, else whichever has one. nil means
+	// any model; a non-nil empty map means none (the two lists share no
+	// model).
+	Models map[string]bool
+	// Labels are the project's labels overlaid with the key's.
+	Labels map[string]string
+	// ExpiresAt is when the key stops working; zero means never.
+	ExpiresAt time.Time
+	// Cache and LogBodies are the project's settings (Project.Cache,
+	// Project.LogBodies).
+	Cache     *bool
+	LogBodies bool
+	// ReadOnly marks a static key from the config file.
+	ReadOnly bool
 }
 
 // Allows reports whether the principal may call model.
 func (p *Principal) Allows(model string) bool {
-	return len(p.Models) == 0 || p.Models[model]
+	return p.Models == nil || p.Models[model]
 }
 
 // Hash is the SHA-256 of a secret key.
 type Hash [sha256.Size]byte
 
 // HashKey hashes a secret for lookup.
-func HashKey(secret string) Hash { return sha256.Sum256([]byte(secret)) }
+func HashKey(secret string) Hash {
+	// Secrets are short: copying into a stack buffer spares the request
+	// path the allocation of the []byte conversion.
+	var buf [128]byte
+	if len(secret) <= len(buf) {
+		return sha256.Sum256(append(buf[:0], secret...))
+	}
+	return sha256.Sum256([]byte(secret))
+}
 
 // Static authenticates against a fixed table of keys (those in the config
 // file). It is read-only after construction and safe for concurrent use.
@@ -47,11 +91,13 @@ type StaticKey struct {
 	Principal Principal
 }
 
-// NewStatic builds the table. The secrets are hashed and dropped.
+// NewStatic builds the table. The secrets are hashed and dropped; the
+// principals are copied and marked ReadOnly.
 func NewStatic(keys []StaticKey) *Static {
 	s := &Static{keys: make(map[Hash]*Principal, len(keys))}
 	for _, k := range keys {
 		p := k.Principal
+		p.ReadOnly = true
 		s.keys[HashKey(k.Secret)] = &p
 	}
 	return s

@@ -125,11 +125,23 @@ const MaxPageSize = 1000
 func (h Hash) IsZero() bool { return h == Hash{} }
 
 // KeyStore is what auth needs from storage: find a key by its hash on a
-// cache miss, and record when keys were last used. Lookups for unknown
-// hashes return ErrNotFound.
+// cache miss, hear which cached keys changed, and record when keys were
+// last used. Lookups for unknown hashes return ErrNotFound.
 type KeyStore interface {
 	KeyByHash(ctx context.Context, h Hash) (*Key, *Project, error)
 	TouchKeys(ctx context.Context, used map[string]time.Time) error
+
+	// KeyChanges delivers the hash of every key whose record changed
+	// (created, updated, rotated — both the old and the new hash —,
+	// revoked, or deleted with its project, and every key of a project
+	// that was updated, since KeyByHash returns the project too), from
+	// this or any other replica sharing the store, until ctx ends, when
+	// the channel is closed. Caches drop what it names; a created key's
+	// hash lets a negative cache forget a miss. The zero Hash means
+	// changes may have been missed (a slow reader fell far behind, or the
+	// cluster listener reconnected): drop everything. Sends never block
+	// the writer. Embedded stores deliver their own changes at once.
+	KeyChanges(ctx context.Context) (<-chan Hash, error)
 }
 
 // Store is the full record store the admin API manages. The sqlite and
@@ -164,18 +176,6 @@ type Store interface {
 	UpdateCustomer(ctx context.Context, c *Customer) error
 	DeleteCustomer(ctx context.Context, id string) error
 	Customers(ctx context.Context, projectID string, pg Page) ([]Customer, error) // projectID "" = all
-
-	// KeyChanges delivers the hash of every key whose record changed
-	// (created, updated, rotated — both the old and the new hash —,
-	// revoked, or deleted with its project, and every key of a project
-	// that was updated, since KeyByHash returns the project too), from
-	// this or any other replica sharing the store, until ctx ends, when
-	// the channel is closed. Caches drop what it names; a created key's
-	// hash lets a negative cache forget a miss. The zero Hash means
-	// changes may have been missed (a slow reader fell far behind, or the
-	// cluster listener reconnected): drop everything. Sends never block
-	// the writer. Embedded stores deliver their own changes at once.
-	KeyChanges(ctx context.Context) (<-chan Hash, error)
 
 	Close() error
 }
