@@ -43,8 +43,11 @@ type discoverSource struct {
 // poll logs a warning and keeps that provider's last known models.
 type discovery struct {
 	table    *route.Table
+	pool     *route.Pool // build gives it the generation's, so discovered models share its breakers
 	sources  []discoverSource
 	timeouts provider.Timeouts
+	retry    route.Retry
+	mode     string
 	interval time.Duration
 
 	log    *slog.Logger
@@ -57,8 +60,9 @@ type discovery struct {
 // newDiscovery returns the discovery for the providers of cfg that have
 // it, or nil when none does.
 func newDiscovery(cfg *config.Config, deployments map[string]provider.Deployment, table *route.Table) *discovery {
-	d := &discovery{table: table, interval: discoveryInterval, known: map[string][]string{},
-		timeouts: timeouts((&config.Model{}).EffectiveTimeouts(cfg.Timeouts))}
+	d := &discovery{table: table, pool: route.NewPool(route.PoolOptions{}), interval: discoveryInterval, known: map[string][]string{},
+		timeouts: timeouts((&config.Model{}).EffectiveTimeouts(cfg.Timeouts)),
+		retry:    retry(cfg.Retry), mode: (&config.Model{}).EffectiveMode(cfg.Routing)}
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
 		if !discovers(p) {
@@ -157,7 +161,8 @@ func (d *discovery) build() *route.Discovered {
 	byName := map[string][]*provider.Deployment{}
 	var qualified, aliases []*route.Group
 	group := func(name string, targets []*provider.Deployment) *route.Group {
-		return route.NewGroup(name, route.Failover, targets, nil, d.timeouts)
+		return d.pool.Group(route.Spec{Name: name, Strategy: route.Failover, Targets: targets, Timeouts: d.timeouts,
+			Retry: d.retry, Mode: d.mode})
 	}
 	for i := range d.sources {
 		src := &d.sources[i]
@@ -190,6 +195,7 @@ func (g *generation) start(ctx context.Context, log *slog.Logger) {
 	if g.discovery != nil {
 		g.discovery.start(ctx, log)
 	}
+	g.routing.start(ctx, log)
 }
 
 // stop ends the generation's background work and waits for it.
@@ -197,4 +203,5 @@ func (g *generation) stop() {
 	if g.discovery != nil {
 		g.discovery.stop()
 	}
+	g.routing.stop()
 }

@@ -89,6 +89,7 @@ func startGateway(t *testing.T, yaml string) *testGateway {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gatehouse.yaml")
+	yaml = withTestStorage(yaml, dir)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -159,4 +160,14 @@ func (g *testGateway) logLine(t *testing.T, requestID string) string {
 		return false
 	})
 	return line
+}
+
+// withTestStorage keeps a test gateway's SQLite file in its own temporary
+// directory (the default, ./data, would land in the source tree) unless
+// the config names its storage.
+func withTestStorage(yaml, dir string) string {
+	if strings.Contains(yaml, "\nstorage:") || strings.HasPrefix(yaml, "storage:") {
+		return yaml
+	}
+	return yaml + "\nstorage: {sqlite: " + filepath.Join(dir, "data", "gatehouse.db") + "}\n"
 }

@@ -16,8 +16,13 @@ import (
 var version = "dev"
 
 type cli struct {
-	Serve   serveCmd   `cmd:"" help:"Run the gateway."`
-	Config  configCmd  `cmd:"" help:"Work with config files."`
+	Serve  serveCmd  `cmd:"" help:"Run the gateway."`
+	Config configCmd `cmd:"" help:"Work with config files."`
+
+	Keys      keysCmd      `cmd:"" help:"Manage virtual keys through a running gateway's admin API."`
+	Projects  projectsCmd  `cmd:"" help:"Manage projects through a running gateway's admin API."`
+	Customers customersCmd `cmd:"" help:"Manage customers through a running gateway's admin API."`
+
 	Version versionCmd `cmd:"" help:"Print the version."`
 }
 

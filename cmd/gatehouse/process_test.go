@@ -55,7 +55,9 @@ type process struct {
 
 func startProcess(t *testing.T, yaml string) (*process, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "gatehouse.yaml")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gatehouse.yaml")
+	yaml = withTestStorage(yaml, dir)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

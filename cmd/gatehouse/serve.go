@@ -15,6 +15,7 @@ import (
 
 	"gatehouse/internal/asynclog"
 	"gatehouse/internal/config"
+	"gatehouse/internal/metrics"
 	"gatehouse/internal/server"
 )
 
@@ -25,7 +26,9 @@ type gateway struct {
 	bare bool
 	log  *slog.Logger
 
-	srv *server.Server
+	srv     *server.Server
+	metrics *metrics.Metrics // the process's instruments (nil for a bare proxy), handed to every generation
+	st      *stores          // opened once per process, closed when run returns
 	mu  sync.Mutex // serialises reloads
 	gen *generation
 	bg  context.Context // generations' background work runs under it; set by run
@@ -54,11 +57,21 @@ func serve(path string, bare bool) error {
 }
 
 func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger) (*gateway, error) {
-	gen, err := build(cfg, bare)
+	st, err := openStores(cfg, bare, log)
 	if err != nil {
 		return nil, err
 	}
-	return &gateway{path: path, bare: bare, log: log, gen: gen, srv: server.New(gen.runtime, log)}, nil
+	gen, err := build(cfg, bare, st, log)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	var m *metrics.Metrics
+	if !bare {
+		m = metrics.New()
+	}
+	gen.instrument(m)
+	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, metrics: m, srv: server.New(gen.runtime, log)}, nil
 }
 
 // run serves on ln until ctx ends, then drains: readiness fails at once,
@@ -85,6 +98,9 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		g.mu.Lock()
 		g.gen.stop()
 		g.mu.Unlock()
+		if err := g.st.close(); err != nil {
+			g.log.Error("closing the record store", "error", err.Error())
+		}
 	}()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -96,7 +112,10 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	if g.bare {
 		mode = "bare proxy"
 	}
-	g.log.Info("gatehouse listening", "addr", ln.Addr().String(), "mode", mode, "config", g.path)
+	g.log.Info("gatehouse listening", "addr", ln.Addr().String(), "mode", mode, "config", g.path, "store", g.st.desc)
+	if g.gen.runtime.Admin == nil && !g.bare {
+		g.log.Warn("admin API disabled: set admin_key in the config to enable /admin/")
+	}
 	fmt.Fprintf(os.Stderr, "gatehouse listening on %s\n", ln.Addr())
 
 	select {
@@ -145,11 +164,13 @@ func (g *gateway) watch(ctx context.Context, running *config.Config, hup <-chan 
 // apply swaps in a new config generation. Requests already running keep
 // the old one until they finish.
 func (g *gateway) apply(cfg *config.Config) {
-	gen, err := build(cfg, g.bare)
+	g.st.warnChanged(cfg, g.log)
+	gen, err := build(cfg, g.bare, g.st, g.log)
 	if err != nil {
 		g.log.Error("config reload rejected; keeping the running config", "error", err.Error())
 		return
 	}
+	gen.instrument(g.metrics)
 	g.mu.Lock()
 	gen.start(g.bg, g.log)
 	old := g.gen

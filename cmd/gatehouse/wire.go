@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -20,6 +21,7 @@ type generation struct {
 	runtime    *server.Runtime
 	transports []*http.Transport
 	discovery  *discovery // nil when no provider discovers models
+	routing    *routing   // breakers, health checks and load signals of this generation
 }
 
 // close lets idle upstream connections of a replaced generation go;
@@ -30,8 +32,9 @@ func (g *generation) close() {
 	}
 }
 
-// build wires a validated config into a runtime.
-func build(cfg *config.Config, bare bool) (*generation, error) {
+// build wires a validated config into a runtime, over the stores the
+// process opened once.
+func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*generation, error) {
 	gen := &generation{}
 	deployments := map[string]provider.Deployment{} // per provider, without model
 	for i := range cfg.Providers {
@@ -45,33 +48,33 @@ func build(cfg *config.Config, bare bool) (*generation, error) {
 		}
 		deployments[p.Name] = d
 	}
-	groups := make([]*route.Group, 0, len(cfg.Models))
-	for i := range cfg.Models {
-		m := &cfg.Models[i]
-		targets := make([]*provider.Deployment, 0, len(m.Targets))
-		weights := make([]int, 0, len(m.Targets))
-		for _, t := range m.Targets {
-			base, ok := deployments[t.Provider]
-			if !ok {
-				return nil, fmt.Errorf("model %q: unknown provider %q", m.Name, t.Provider)
-			}
-			d := base
-			d.Model = t.Model
-			targets = append(targets, &d)
-			weights = append(weights, t.Weight)
-		}
-		groups = append(groups, route.NewGroup(m.Name, m.Strategy, targets, weights, timeouts(m.EffectiveTimeouts(cfg.Timeouts))))
+	gen.routing = newRouting(cfg, deployments)
+	groups, err := gen.routing.groups(cfg, deployments)
+	if err != nil {
+		return nil, err
 	}
 	table := route.NewTable(groups)
 	gen.discovery = newDiscovery(cfg, deployments, table)
+	if gen.discovery != nil {
+		gen.discovery.pool = gen.routing.pool
+	}
 	rt := &server.Runtime{
 		Routes:       table,
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		ModelList:    server.ModelList(table),
 	}
 	if !bare {
-		rt.Auth = staticKeys(cfg.Keys)
+		static := staticKeys(cfg.Keys)
+		rt.Auth = static
+		if st.keys != nil {
+			rt.Auth = clientAuth{static: static, keys: st.keys}
+		}
 		rt.LogRequests = cfg.Log.Requests == nil || *cfg.Log.Requests
+		admin, err := st.adminHandler(cfg, rt.Auth, log)
+		if err != nil {
+			return nil, err
+		}
+		rt.Admin = admin
 	}
 	gen.runtime = rt
 	return gen, nil

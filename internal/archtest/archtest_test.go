@@ -81,7 +81,7 @@ func TestDependencyRules(t *testing.T) {
 					t.Errorf("%s imports %s: provider packages may import only provider and llm", path, imp)
 				}
 			}
-			for _, layer := range []string{"auth", "limit", "cache", "route", "stream"} {
+			for _, layer := range []string{"auth", "limit", "cache", "route", "stream", "admin"} {
 				if path != "gatehouse/internal/"+layer && !strings.HasPrefix(path, "gatehouse/internal/"+layer+"/") {
 					continue
 				}

@@ -56,6 +56,9 @@ type Config struct {
 	Models    []Model    `yaml:"models"`
 	Keys      []Key      `yaml:"keys"`
 	Cache     Cache      `yaml:"cache"`
+	Routing   Routing    `yaml:"routing"` // default routing mode of every model
+	Retry     Retry      `yaml:"retry"`   // defaults for every model; see routing.go
+	Breaker   Breaker    `yaml:"breaker"` // circuit breaker of every deployment
 
 	models    map[string]int // name → index in Models
 	providers map[string]int // name → index in Providers
@@ -117,6 +120,12 @@ type Provider struct {
 	// model it has is routable by name without a models entry; default
 	// true for ollama.
 	Discover *bool `yaml:"discover"`
+	// HealthCheck, when set, polls the server's health endpoint and takes
+	// its deployments out of selection while it fails.
+	HealthCheck *HealthCheck `yaml:"health_check"`
+	// Load, when set, reads the server's own load (llama.cpp or vLLM
+	// Prometheus metrics) for least-tokens and least-latency.
+	Load *LoadSignal `yaml:"load"`
 }
 
 // Model is a name clients send as "model", routed to one or more targets.
@@ -125,6 +134,19 @@ type Model struct {
 	Strategy string   `yaml:"strategy"` // failover (default) | round-robin | weighted | least-tokens | least-latency
 	Targets  []Target `yaml:"targets"`
 	Timeouts Timeouts `yaml:"timeouts"` // zero fields inherit the top-level timeouts
+	Retry    Retry    `yaml:"retry"`    // zero fields inherit the top-level retry settings
+	Routing  Routing  `yaml:"routing"`  // empty mode inherits the top-level one
+	// Fallbacks are other models tried, in order, when every target of
+	// this one failed with an error another deployment could fix.
+	Fallbacks []string `yaml:"fallbacks"`
+	// ContextFallbacks are models (with longer context windows) tried when
+	// the prompt is too long for this one: the provider said so, or the
+	// token estimate exceeds MaxContext.
+	ContextFallbacks []string `yaml:"context_fallbacks"`
+	// MaxContext is the model's context window in tokens; prompts
+	// estimated above it (with max_tokens) skip straight to
+	// ContextFallbacks. 0: unknown, only the provider's error tells.
+	MaxContext int `yaml:"max_context"`
 }
 
 // Target is one deployment of a model: a provider and its model id.

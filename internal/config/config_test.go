@@ -23,7 +23,15 @@ func defaultsOnly() *Config {
 		Timeouts: Timeouts{Connect: DefaultConnectTimeout, FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout, Total: DefaultTotalTimeout},
 		Log:      Log{Level: DefaultLogLevel, Requests: ptr(true)},
 		Cache:    Cache{Exact: ExactCache{TTL: DefaultExactCacheTTL}, Semantic: SemanticCache{Threshold: DefaultSemanticThreshold}},
+		Routing:  Routing{Mode: DefaultRoutingMode},
+		Retry:    Retry{Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
+		Breaker:  defaultBreaker(),
 	}
+}
+
+func defaultBreaker() Breaker {
+	return Breaker{Failures: DefaultBreakerFailures, ErrorRate: DefaultBreakerErrorRate, MinRequests: DefaultBreakerMinRequests,
+		Window: DefaultBreakerWindow, Cooldown: DefaultBreakerCooldown}
 }
 
 func TestLoadDesignExample(t *testing.T) {
@@ -99,6 +107,9 @@ func TestLoadEveryField(t *testing.T) {
 			Exact:    ExactCache{Enabled: true, TTL: secs(900)},
 			Semantic: SemanticCache{Enabled: true, Threshold: 0.9, Embedder: Embedder{Provider: "box", Model: "nomic-embed-text"}},
 		},
+		Routing: Routing{Mode: DefaultRoutingMode},
+		Retry:   Retry{Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
+		Breaker: defaultBreaker(),
 	}
 	got, err := Load("testdata/full.yaml")
 	if err != nil {

@@ -116,11 +116,17 @@ func (c *checker) config(cfg *Config) {
 	providers := map[string]string{}
 	for i := range cfg.Providers {
 		c.provider(fmt.Sprintf("providers[%d]", i), &cfg.Providers[i], providers)
+		c.providerProbes(fmt.Sprintf("providers[%d]", i), &cfg.Providers[i])
 	}
+	c.enum("routing.mode", cfg.Routing.Mode, routingModes(), "routing mode")
+	c.retry("retry", cfg.Retry)
+	c.breaker(cfg.Breaker)
 	models := map[string]string{}
 	for i := range cfg.Models {
 		c.model(fmt.Sprintf("models[%d]", i), &cfg.Models[i], providers, models)
+		c.modelRouting(fmt.Sprintf("models[%d]", i), &cfg.Models[i], cfg)
 	}
+	c.fallbacks(cfg, models)
 	secrets, names := map[string]string{}, map[string]string{}
 	for i := range cfg.Keys {
 		c.key(fmt.Sprintf("keys[%d]", i), &cfg.Keys[i], models, secrets, names)
@@ -339,6 +345,7 @@ func applyDefaults(cfg *Config, d *decoder) {
 			}
 		}
 	}
+	routingDefaults(cfg, d)
 	if cfg.Cache.Exact.TTL == 0 {
 		cfg.Cache.Exact.TTL = DefaultExactCacheTTL
 	}

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
+	"gatehouse/internal/route"
 	"gatehouse/internal/stream"
 )
 
@@ -36,68 +40,90 @@ func (x *exchange) serveChat() {
 type reply struct {
 	// completion re-encodes a non-streamed body; nil sends it unchanged.
 	completion func(body []byte) ([]byte, error)
-	// encoder re-encodes a stream; nil relays OpenAI chunks.
-	encoder stream.Encoder
+	// encoder returns a fresh re-encoder for a stream (one per attempt: an
+	// attempt that fails before its first byte may have fed it); nil
+	// relays OpenAI chunks.
+	encoder func() stream.Encoder
 }
 
-// serveChatRequest routes a parsed chat request to a deployment and
-// answers with its result, in the form rp says.
+// serveChatRequest routes a parsed chat request through the model's
+// deployments, with failover, and answers with the result in the form rp
+// says.
 func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 	x.stream = req.Stream
 	g, ok := x.resolve(req.Model)
 	if !ok {
 		return
 	}
-	d := g.Pick()
-	call := providerCall(x.r, g)
+	x.countPrompt(g, req)
+	x.runAttempts(g, req.MaxTokens, func(ctx context.Context, a route.Attempt) route.Result {
+		return x.chatAttempt(ctx, a, req, rp)
+	})
+}
+
+// chatAttempt makes one upstream call and, if it succeeds, answers the
+// client. A failure is returned unanswered unless the stream had started.
+func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.ChatRequest, rp reply) route.Result {
+	d := a.Deployment
+	start := x.s.now()
+	call := provider.StartCall(ctx, a.Timeouts)
 	defer call.Stop()
 	up, err := d.Adapter.ChatRequest(call.Context(), d, req)
-	resp, ok := x.send(call, d, up, err)
-	if !ok {
-		return
+	if err != nil {
+		return route.Result{Err: llm.AsError(err)}
+	}
+	resp, uerr := upstream(call, d, up)
+	if uerr != nil {
+		return route.Result{Err: uerr}
 	}
 	if !req.Stream {
 		c, err := d.Adapter.Completion(resp, d, req)
 		if err != nil {
-			x.fail(call.Err(d.Provider, err))
-			return
+			return route.Result{Err: call.Err(d.Provider, err)}
 		}
-		x.usage, x.hasUsage = c.Usage, c.HasUsage
 		body := c.Body
 		if rp.completion != nil {
 			if body, err = rp.completion(body); err != nil {
-				x.fail(llm.AsError(err))
-				return
+				return route.Result{Err: llm.AsError(err)}
 			}
 		}
+		x.usage, x.hasUsage = c.Usage, c.HasUsage
 		x.writeJSON(body)
-		return
+		return route.Result{FirstByte: x.s.now().Sub(start)}
 	}
 	st, err := d.Adapter.Stream(resp, d, req)
 	if err != nil {
 		resp.Body.Close()
-		x.fail(call.Err(d.Provider, err))
-		return
+		return route.Result{Err: call.Err(d.Provider, err)}
 	}
 	defer st.Close()
+	var enc stream.Encoder
+	if rp.encoder != nil {
+		enc = rp.encoder()
+	}
 	x.headers()
 	res, err := stream.Relay(x.w, st, stream.Options{
 		IncludeUsage: req.IncludeUsage,
 		OnChunk:      call.Progress,
 		Classify:     func(err error) *llm.Error { return call.Err(d.Provider, err) },
 		Now:          x.s.now,
-		Encoder:      rp.encoder,
+		Encoder:      enc,
 	})
-	x.usage, x.hasUsage = res.Usage, res.HasUsage
-	if !res.FirstChunk.IsZero() {
-		x.ttft = res.FirstChunk.Sub(x.start)
-	}
 	if res.Started {
 		x.written = true
+		x.usage, x.hasUsage = res.Usage, res.HasUsage
+		if !res.FirstChunk.IsZero() {
+			x.ttft = res.FirstChunk.Sub(x.start)
+		}
 	}
 	if err != nil {
-		x.fail(call.Err(d.Provider, err))
+		return route.Result{Err: call.Err(d.Provider, err), Started: res.Started}
 	}
+	var ttfb time.Duration
+	if !res.FirstChunk.IsZero() {
+		ttfb = res.FirstChunk.Sub(start)
+	}
+	return route.Result{FirstByte: ttfb}
 }
 
 // writeJSON sends a successful JSON body.

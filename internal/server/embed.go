@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -34,34 +35,38 @@ func (x *exchange) serveEmbeddings() {
 	if !ok {
 		return
 	}
-	d := g.Pick()
+	x.runAttempts(g, 0, func(ctx context.Context, a route.Attempt) route.Result {
+		return x.embedAttempt(ctx, a, req)
+	})
+}
+
+// embedAttempt makes one upstream embeddings call and, if it succeeds,
+// answers the client.
+func (x *exchange) embedAttempt(ctx context.Context, a route.Attempt, req *llm.EmbedRequest) route.Result {
+	d := a.Deployment
 	em, ok := d.Adapter.(provider.Embedder)
 	if !ok {
-		x.deployment = d
-		x.fail(llm.BadRequest("model", "embeddings_not_supported",
-			"The model '%s' is served by provider '%s', which does not support embeddings.", req.Model, d.Provider))
-		return
+		return route.Result{Err: llm.BadRequest("model", "embeddings_not_supported",
+			"The model '%s' is served by provider '%s', which does not support embeddings.", req.Model, d.Provider)}
 	}
-	call := providerCall(x.r, g)
+	start := x.s.now()
+	call := provider.StartCall(ctx, a.Timeouts)
 	defer call.Stop()
 	up, err := em.EmbedRequest(call.Context(), d, req)
-	resp, ok := x.send(call, d, up, err)
-	if !ok {
-		return
+	if err != nil {
+		return route.Result{Err: llm.AsError(err)}
+	}
+	resp, uerr := upstream(call, d, up)
+	if uerr != nil {
+		return route.Result{Err: uerr}
 	}
 	c, err := em.Embedding(resp, d, req)
 	if err != nil {
-		x.fail(call.Err(d.Provider, err))
-		return
+		return route.Result{Err: call.Err(d.Provider, err)}
 	}
 	x.usage, x.hasUsage = c.Usage, c.HasUsage
 	x.writeJSON(c.Body)
-}
-
-// providerCall starts the upstream call for a group under the client's
-// context, so a client that leaves cancels the upstream request.
-func providerCall(r *http.Request, g *route.Group) *provider.Call {
-	return provider.StartCall(r.Context(), g.Timeouts)
+	return route.Result{FirstByte: x.s.now().Sub(start)}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

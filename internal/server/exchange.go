@@ -28,8 +28,15 @@ type exchange struct {
 
 	principal  *auth.Principal
 	model      string
+	group      *route.Group // the model's group once resolved: a metric label that is never client input
 	deployment *provider.Deployment
-	stream     bool
+	// attempts counts upstream calls; billedAttempt is the one that
+	// answered (0: none did). Usage comes from that attempt only, so
+	// settlement never bills a failed attempt or one twice.
+	attempts      int
+	billedAttempt int
+	promptTokens  int // estimate; 0 until something needs it
+	stream        bool
 	status     int
 	usage      llm.Usage
 	hasUsage   bool
@@ -133,6 +140,7 @@ func (x *exchange) resolve(model string) (*route.Group, bool) {
 		x.fail(llm.ModelNotFound(model))
 		return nil, false
 	}
+	x.group = g
 	if x.principal != nil && !x.principal.Allows(model) {
 		x.fail(&llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "invalid_request_error",
 			Code: "model_not_allowed", Param: "model", Message: "This API key is not allowed to use the model '" + model + "'."})
@@ -141,34 +149,13 @@ func (x *exchange) resolve(model string) (*route.Group, bool) {
 	return g, true
 }
 
-// send performs the upstream request and returns its 2xx response; any
-// other outcome has already been answered to the client.
-func (x *exchange) send(call *provider.Call, d *provider.Deployment, req *http.Request, buildErr error) (*http.Response, bool) {
-	x.deployment = d
-	if buildErr != nil {
-		x.fail(llm.AsError(buildErr))
-		return nil, false
-	}
-	resp, err := d.Client.Do(req)
-	if err != nil {
-		x.fail(call.Err(d.Provider, err))
-		return nil, false
-	}
-	call.Progress()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		x.fail(d.Adapter.Error(resp, d))
-		return nil, false
-	}
-	return resp, true
-}
-
 // headers sets the routing headers every answered request carries.
 func (x *exchange) headers() {
 	h := x.w.Header()
 	if d := x.deployment; d != nil {
 		h.Set("X-Gatehouse-Provider", d.Provider)
 		h.Set("X-Gatehouse-Model", d.Model)
-		h.Set("X-Gatehouse-Attempts", "1")
+		h.Set("X-Gatehouse-Attempts", itoa(max(x.attempts, 1)))
 	}
 }
 
@@ -206,6 +193,7 @@ func (x *exchange) recover() {
 
 // finish writes the request's log line.
 func (x *exchange) finish() {
+	x.record()
 	if !x.rt.LogRequests {
 		return
 	}
@@ -223,6 +211,9 @@ func (x *exchange) finish() {
 	}
 	if d := x.deployment; d != nil {
 		attrs = append(attrs, slog.String("provider", d.Provider), slog.String("upstream_model", d.Model))
+	}
+	if x.attempts > 0 {
+		attrs = append(attrs, slog.Int("attempts", x.attempts), slog.Int("billed_attempt", x.billedAttempt))
 	}
 	if x.principal != nil {
 		attrs = append(attrs, slog.String("key", x.principal.KeyID))

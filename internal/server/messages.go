@@ -8,6 +8,7 @@ import (
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/messages"
+	"gatehouse/internal/stream"
 )
 
 // messages serves POST /v1/messages: Anthropic's Messages API in front of
@@ -54,7 +55,7 @@ func (x *exchange) serveMessages() {
 	id := "msg_" + x.id
 	x.serveChatRequest(req, reply{
 		completion: func(body []byte) ([]byte, error) { return messages.EncodeMessage(body, id, req.Model) },
-		encoder:    messages.NewStream(id, req.Model),
+		encoder:    func() stream.Encoder { return messages.NewStream(id, req.Model) },
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
+	"gatehouse/internal/metrics"
 	"gatehouse/internal/route"
 	"gatehouse/internal/tokens"
 )
@@ -36,6 +37,13 @@ type Runtime struct {
 	LogRequests  bool
 	// ModelList is the prebuilt body of GET /v1/models.
 	ModelList []byte
+	// Admin serves /admin/ (it checks the admin key itself); nil answers
+	// 404, as when the config sets no admin_key.
+	Admin http.Handler
+	// Metrics records requests and upstream attempts and serves GET
+	// /metrics; it is the process's one set of instruments, handed to
+	// every generation. nil records nothing and /metrics answers 404.
+	Metrics *metrics.Metrics
 }
 
 // Server serves the gateway API.
@@ -82,6 +90,8 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("/v1/models", s.only(http.MethodGet, s.models))
 	mux.HandleFunc("/v1/models/{id...}", s.only(http.MethodGet, s.model))
+	mux.HandleFunc("/admin/", s.admin)
+	mux.HandleFunc("/metrics", s.only(http.MethodGet, s.metrics))
 	mux.HandleFunc("/healthz", s.only(http.MethodGet, s.healthz))
 	mux.HandleFunc("/readyz", s.only(http.MethodGet, s.readyz))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -113,6 +123,25 @@ func (s *Server) onlyIn(d dialect, method string, h http.HandlerFunc) http.Handl
 		}
 		h(w, r)
 	}
+}
+
+// admin hands /admin/ to the runtime's admin handler, if it has one.
+func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
+	if h := s.rt.Load().Admin; h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("X-Gatehouse-Request-Id", newRequestID())
+	(&llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotFound, Type: "invalid_request_error", Code: "admin_disabled",
+		Message: "The admin API is disabled: set admin_key in the config to enable it."}).WriteOpenAI(w)
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if m := s.rt.Load().Metrics; m != nil {
+		m.Handler().ServeHTTP(w, r)
+		return
+	}
+	notFound(r).WriteOpenAI(w)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

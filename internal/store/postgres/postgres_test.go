@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"gatehouse/internal/auth"
+	"gatehouse/internal/store"
 	"gatehouse/internal/store/storetest"
 )
 
@@ -116,8 +117,8 @@ func TestMigrateTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows != 1 {
-		t.Errorf("%d migration rows, want 1", rows)
+	if ms, _ := store.Migrations(migrationFiles, "migrations"); rows != len(ms) {
+		t.Errorf("%d migration rows, want %d", rows, len(ms))
 	}
 }
 
@@ -184,5 +185,50 @@ func TestListenerReconnects(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 		t.Fatal("change not delivered within a second after reconnecting")
+	}
+}
+
+// TestPoolReplacesKilledConnections: after the server drops the pool's
+// idle connections (a restart, a failover, a proxy's idle timeout), the
+// next calls get fresh ones instead of failing.
+func TestPoolReplacesKilledConnections(t *testing.T) {
+	var b [4]byte
+	rand.Read(b[:])
+	app := "gh_pool_" + hex.EncodeToString(b[:])
+	dsn := testDSN(t) + "&application_name=" + app
+	s := openTest(t, dsn)
+	defer s.Close()
+	ctx := context.Background()
+	// Several connections at once, so the pool holds more than one.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			s.withConn(ctx, func(c *pgx.Conn) error {
+				_, err := c.Exec(ctx, `SELECT pg_sleep(0.05)`)
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	admin, err := pgx.Connect(ctx, os.Getenv("GATEHOUSE_TEST_POSTGRES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var killed int
+	err = admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&killed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killed < 2 {
+		t.Fatalf("killed %d backends, want the pool's (at least 2)", killed)
+	}
+	// pgxpool pings a connection that sat idle for over a second before
+	// handing it out, and replaces it when the ping fails.
+	time.Sleep(1100 * time.Millisecond)
+	for i := range 8 {
+		if _, err := s.Projects(ctx, auth.Page{}); err != nil {
+			t.Fatalf("call %d after the server dropped the pool's connections: %v", i, err)
+		}
 	}
 }

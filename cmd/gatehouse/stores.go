@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gatehouse/internal/admin"
+	"gatehouse/internal/auth"
+	"gatehouse/internal/config"
+	"gatehouse/internal/store/postgres"
+	"gatehouse/internal/store/sqlite"
+)
+
+// stores are what a gatehouse process opens once and keeps across config
+// reloads: the record store of projects, keys and customers, and the key
+// cache over it that the request path reads. A bare proxy has neither.
+type stores struct {
+	desc  string // what was opened, for logs: never a DSN (it may hold a password)
+	conf  config.Storage
+	store auth.Store
+	keys  *auth.Keys
+}
+
+// openStores opens the store the config names: PostgreSQL in cluster
+// mode (storage.postgres and storage.redis both set), else the SQLite
+// file, whose directory is created if needed.
+func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error) {
+	s := &stores{conf: cfg.Storage}
+	if bare {
+		s.desc = "none (bare proxy)"
+		return s, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	if cfg.Cluster() {
+		s.desc = "postgres"
+		s.store, err = postgres.Open(ctx, cfg.Storage.Postgres)
+	} else {
+		s.desc = "sqlite " + cfg.Storage.SQLite
+		if dir := filepath.Dir(cfg.Storage.SQLite); dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("storage.sqlite: %w", err)
+			}
+		}
+		s.store, err = sqlite.Open(ctx, cfg.Storage.SQLite)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open the record store (%s): %w", s.desc, err)
+	}
+	// The cache lives until close, across reloads; the config's static
+	// keys, which reloads change, are looked up in front of it.
+	s.keys, err = auth.NewKeys(context.Background(), s.store, nil, auth.KeysOptions{Logger: log})
+	if err != nil {
+		s.store.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// close writes the last batch of last-used times and closes the store.
+func (s *stores) close() error {
+	if s == nil || s.store == nil {
+		return nil
+	}
+	return errors.Join(s.keys.Close(), s.store.Close())
+}
+
+// warnChanged says so when a reload changes the storage section, which
+// needs a restart: the store is opened once per process.
+func (s *stores) warnChanged(cfg *config.Config, log *slog.Logger) {
+	if cfg.Storage != s.conf {
+		log.Warn("storage settings changed: restart gatehouse to use them; the running store stays", "store", s.desc)
+	}
+}
+
+// clientAuth authenticates a client: the config's static keys first, in
+// memory, then the virtual keys of the store through the cache.
+type clientAuth struct {
+	static *auth.Static
+	keys   *auth.Keys
+}
+
+func (a clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
+	secret := auth.Credential(r)
+	if secret == "" {
+		return nil, auth.ErrMissingKey
+	}
+	if p, ok := a.static.Lookup(secret); ok {
+		return p, nil
+	}
+	return a.keys.Resolve(r.Context(), secret)
+}
+
+// adminHandler builds the admin API for one config generation; nil when
+// the config has no admin_key (the server answers 404 then).
+func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, log *slog.Logger) (http.Handler, error) {
+	if cfg.AdminKey == "" || s.store == nil {
+		return nil, nil
+	}
+	names := make([]string, 0, len(cfg.Keys))
+	for _, k := range cfg.Keys {
+		names = append(names, k.Project)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	projects, err := admin.EnsureProjects(ctx, s.store, names)
+	if err != nil {
+		return nil, err
+	}
+	loaded := time.Now().UTC().Truncate(time.Second)
+	static := make([]auth.Key, 0, len(cfg.Keys))
+	for _, k := range cfg.Keys {
+		rec := auth.Key{
+			ID:        staticKeyID(k),
+			ProjectID: projects[k.Project],
+			Name:      k.Name,
+			Limits:    auth.Limits{RPM: k.RPM, TPM: k.TPM},
+			Models:    k.Models,
+			CreatedAt: loaded,
+			UpdatedAt: loaded,
+		}
+		if k.Budget != nil {
+			rec.Budget = &auth.Budget{USD: k.Budget.USD, Period: k.Budget.Period}
+		}
+		static = append(static, rec)
+	}
+	return admin.New(admin.Options{
+		Store:    s.store,
+		AdminKey: auth.HashKey(cfg.AdminKey),
+		Static:   static,
+		Clients:  clients,
+		Log:      log,
+	}), nil
+}

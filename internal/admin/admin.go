@@ -1,0 +1,263 @@
+// Package admin is gatehouse's management API under /admin/: projects,
+// virtual keys and customers, created, listed, read, changed and removed
+// over JSON by whoever holds the admin key. docs/openapi.yaml describes it
+// and this package's tests hold the two together.
+//
+// admin works on an auth.Store it is handed and never imports a database
+// driver or a store package; cmd/gatehouse builds the store and mounts the
+// handler.
+package admin
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/llm"
+)
+
+// Authenticator recognises the client keys of the gateway, so a client key
+// presented to /admin gets 403 (a real key, without the right) rather than
+// 401 (no key at all).
+type Authenticator interface {
+	Authenticate(r *http.Request) (*auth.Principal, error)
+}
+
+// Options build a Handler. Store is required; the rest have safe zero values.
+type Options struct {
+	Store auth.Store
+	// AdminKey is the SHA-256 of the admin key. The zero Hash (no admin key
+	// configured) refuses every request with 401.
+	AdminKey auth.Hash
+	// Static are the read-only keys of the config file, with ProjectID set
+	// (see EnsureProjects). They are listed with the stored keys and answer
+	// 403 to every change.
+	Static []auth.Key
+	// Clients, when set, tells a client key apart from a wrong one.
+	Clients Authenticator
+	// Log receives store failures (never secrets or bodies); nil discards.
+	Log *slog.Logger
+	// Now is the clock for expiry and revocation; nil means time.Now.
+	Now func() time.Time
+}
+
+// Handler serves /admin/. It is safe for concurrent use and holds no state
+// of its own beyond its Options, so a config reload simply builds a new one.
+type Handler struct {
+	o      Options
+	mux    *http.ServeMux
+	static map[string]*auth.Key // by ID
+}
+
+// maxBody bounds an admin request body; records are small.
+const maxBody = 1 << 20
+
+// Pagination: limit defaults to defaultLimit and may not exceed maxLimit.
+const (
+	defaultLimit = 100
+	maxLimit     = 500
+)
+
+// New builds the handler.
+func New(o Options) *Handler {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	h := &Handler{o: o, static: make(map[string]*auth.Key, len(o.Static))}
+	for i := range o.Static {
+		k := &h.o.Static[i]
+		k.ReadOnly = true
+		h.static[k.ID] = k
+	}
+	m := http.NewServeMux()
+	for _, rt := range h.routes() {
+		m.HandleFunc(rt.method+" "+rt.pattern, h.handle(rt.e))
+	}
+	h.mux = m
+	return h
+}
+
+// route is one operation of the API.
+type route struct {
+	method, pattern string
+	e               endpoint
+}
+
+// routes lists every operation; docs/openapi.yaml documents each (the
+// tests hold them together).
+func (h *Handler) routes() []route {
+	return []route{
+		{"POST", "/admin/projects", h.createProject},
+		{"GET", "/admin/projects", h.listProjects},
+		{"GET", "/admin/projects/{id}", h.getProject},
+		{"PATCH", "/admin/projects/{id}", h.updateProject},
+		{"DELETE", "/admin/projects/{id}", h.deleteProject},
+
+		{"POST", "/admin/keys", h.createKey},
+		{"GET", "/admin/keys", h.listKeys},
+		{"GET", "/admin/keys/{id}", h.getKey},
+		{"PATCH", "/admin/keys/{id}", h.updateKey},
+		{"DELETE", "/admin/keys/{id}", h.revokeKey},
+		{"POST", "/admin/keys/{id}/rotate", h.rotateKey},
+
+		{"POST", "/admin/customers", h.createCustomer},
+		{"GET", "/admin/customers", h.listCustomers},
+		{"GET", "/admin/customers/{id}", h.getCustomer},
+		{"PATCH", "/admin/customers/{id}", h.updateCustomer},
+		{"DELETE", "/admin/customers/{id}", h.deleteCustomer},
+
+		// Usage and the request log arrive with the accounting work;
+		// until then they say so instead of looking like typos.
+		{"GET", "/admin/usage", notImplemented},
+		{"GET", "/admin/logs", notImplemented},
+	}
+}
+
+// ServeHTTP checks the admin key, then routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if err := h.authorize(r); err != nil {
+		if err.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse admin"`)
+		}
+		err.WriteOpenAI(w)
+		return
+	}
+	// The mux answers a known path with the wrong method, and an unknown
+	// path, in plain text; find out first and answer in JSON.
+	if _, pattern := h.mux.Handler(r); pattern == "" {
+		routeError(r, h.mux).WriteOpenAI(w)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+var (
+	errNoAdminKey = &llm.Error{Kind: llm.KindAuth, Status: http.StatusUnauthorized, Type: "authentication_error",
+		Code: "missing_admin_key", Message: "The admin API needs the admin key: send 'Authorization: Bearer ADMIN_KEY'."}
+	errBadAdminKey = &llm.Error{Kind: llm.KindAuth, Status: http.StatusUnauthorized, Type: "authentication_error",
+		Code: "invalid_admin_key", Message: "Incorrect admin key provided."}
+	errClientKey = &llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "permission_error",
+		Code: "insufficient_permissions", Message: "This is a client key; the admin API needs the admin key."}
+)
+
+func (h *Handler) authorize(r *http.Request) *llm.Error {
+	secret := bearer(r)
+	if secret == "" {
+		return errNoAdminKey
+	}
+	got := auth.HashKey(secret)
+	// Hashes have a fixed length, so the comparison takes the same time
+	// whatever the presented key shares with the real one.
+	if !h.o.AdminKey.IsZero() && subtle.ConstantTimeCompare(got[:], h.o.AdminKey[:]) == 1 {
+		return nil
+	}
+	if h.o.Clients != nil {
+		if _, err := h.o.Clients.Authenticate(r); err == nil {
+			return errClientKey
+		}
+	}
+	return errBadAdminKey
+}
+
+// bearer is the admin key as sent: "Authorization: Bearer …" only; admin
+// tools are not Anthropic SDKs.
+func bearer(r *http.Request) string {
+	v := r.Header.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
+}
+
+// routeError explains why the mux found no route: a wrong method on a
+// known path (405 with Allow) or an unknown path (404).
+func routeError(r *http.Request, mux *http.ServeMux) *llm.Error {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := mux.Handler(probe); p != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		return &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + strings.Join(allow, ", ") + "."}
+	}
+	return &llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotFound, Type: "invalid_request_error",
+		Code: "unknown_url", Message: "Unknown admin URL: " + r.Method + " " + r.URL.Path + "."}
+}
+
+// endpoint is one operation: it returns the status and body of a success,
+// or an error.
+type endpoint func(r *http.Request) (int, any, error)
+
+func (h *Handler) handle(e endpoint) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		status, body, err := e(r)
+		if err != nil {
+			ge := h.toError(r, err)
+			ge.WriteOpenAI(w)
+			return
+		}
+		b, err := json.Marshal(body)
+		if err != nil {
+			h.toError(r, err).WriteOpenAI(w)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(append(b, '\n'))
+	}
+}
+
+// toError turns a failure into what the caller reads; causes that are not
+// already client errors are logged and hidden.
+func (h *Handler) toError(r *http.Request, err error) *llm.Error {
+	var ge *llm.Error
+	if errors.As(err, &ge) {
+		return ge
+	}
+	if errors.Is(err, r.Context().Err()) && r.Context().Err() != nil {
+		return &llm.Error{Kind: llm.KindCanceled, Status: 499, Type: "invalid_request_error", Message: "request canceled"}
+	}
+	h.o.Log.Error("admin: store failure", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	return &llm.Error{Kind: llm.KindInternal, Status: http.StatusInternalServerError, Type: "server_error",
+		Code: "store_error", Message: "The record store failed; see the gateway log.", Cause: err}
+}
+
+func notImplemented(r *http.Request) (int, any, error) {
+	return 0, nil, &llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotImplemented, Type: "invalid_request_error",
+		Code: "not_implemented", Message: r.URL.Path + " is not implemented yet: usage and request logs come with the accounting work."}
+}
+
+// Errors shared by the resources.
+
+func notFoundError(kind, id string) *llm.Error {
+	return &llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotFound, Type: "invalid_request_error",
+		Code: kind + "_not_found", Message: "No " + kind + " " + quote(id) + "."}
+}
+
+func readOnlyError(kind, id string) *llm.Error {
+	return &llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "permission_error",
+		Code: "read_only", Message: "The " + kind + " " + quote(id) + " is defined in the config file and cannot be changed through the API; edit the config file instead."}
+}
+
+func conflictError(param, code, msg string) *llm.Error {
+	return &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusConflict, Type: "invalid_request_error",
+		Code: code, Param: param, Message: msg}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

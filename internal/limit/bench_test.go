@@ -1,0 +1,55 @@
+package limit
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+)
+
+// A typical request: key and project rates, key-model rate, key and
+// project budgets.
+func benchAdmission(key string) Admission {
+	return Admission{
+		Tag: "p",
+		Rates: []Rate{
+			{Scope: ScopeKey, ID: key, RPM: 1 << 40, TPM: 1 << 40},
+			{Scope: ScopeProject, ID: "p", RPM: 1 << 40, TPM: 1 << 40},
+			{Scope: ScopeKeyModel, ID: KeyModelID(key, "gpt-4o-mini"), RPM: 1 << 40},
+		},
+		Budgets: []Budget{
+			{Scope: ScopeKey, ID: key, Limit: 1 << 60, Period: Month},
+			{Scope: ScopeProject, ID: "p", Limit: 1 << 60, Period: Day},
+		},
+		Tokens: 1200,
+		Cost:   USD(0.002),
+	}
+}
+
+// BenchmarkEmbeddedAdmitSettle: one admission and its settle, one key.
+func BenchmarkEmbeddedAdmitSettle(b *testing.B) {
+	e := newEmbedded(b, Options{})
+	ctx := context.Background()
+	a := benchAdmission("k")
+	b.ReportAllocs()
+	for b.Loop() {
+		d, _ := e.Admit(ctx, a)
+		e.Settle(ctx, d.Reservation, Actual{Tokens: 800, Cost: USD(0.001)})
+	}
+}
+
+// BenchmarkEmbeddedAdmitParallel: many keys of one project in parallel
+// (they share the project's counters, the realistic contention).
+func BenchmarkEmbeddedAdmitParallel(b *testing.B) {
+	e := newEmbedded(b, Options{})
+	ctx := context.Background()
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		a := benchAdmission("k" + strconv.FormatInt(n.Add(1), 10))
+		for pb.Next() {
+			d, _ := e.Admit(ctx, a)
+			e.Settle(ctx, d.Reservation, Actual{Tokens: 800, Cost: USD(0.001)})
+		}
+	})
+}

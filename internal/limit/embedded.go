@@ -1,0 +1,412 @@
+package limit
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure an Embedded admitter. The zero value is usable: real
+// clock, no persistence.
+type Options struct {
+	// Now is the clock; time.Now when nil. Tests inject a fake one.
+	Now func() time.Time
+	// Spend persists settled spend and seeds the budget counters at
+	// start; nil keeps spend in memory only (lost on restart).
+	Spend SpendStore
+	// FlushEvery is how often settled spend is written to Spend
+	// (DefaultFlushEvery when zero): the crash-loss window.
+	FlushEvery time.Duration
+	// SweepEvery is how often idle buckets and past periods' counters
+	// are dropped from memory (one minute when zero).
+	SweepEvery time.Duration
+	Log        *slog.Logger
+}
+
+// Embedded is an in-process Admitter for one gateway process.
+//
+// Counters live in a sharded map, each under its own mutex; an admission
+// locks only the counters it touches, in one canonical order (sorted by
+// key), so admissions sharing counters serialise on those alone and can
+// never deadlock. There is no lock shared by all requests.
+type Embedded struct {
+	now    func() time.Time
+	seed   maphash.Seed
+	shards [nShards]shard
+	cal    calendar
+	loaded map[BudgetKey]int64 // spend persisted before start; read-only after New
+	spend  *SpendLog
+	ids    atomic.Uint64
+	idBase string
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+const nShards = 64
+
+type shard struct {
+	mu sync.RWMutex
+	m  map[cellKey]*cell
+}
+
+type cellKind uint8
+
+const (
+	cellRequests cellKind = iota
+	cellTokens
+	cellBudget
+)
+
+// cellKey identifies a counter. It is comparable, so map lookups build no
+// strings.
+type cellKey struct {
+	kind   cellKind
+	scope  Scope
+	id     string
+	period Period
+	start  string
+}
+
+func (a cellKey) compare(b cellKey) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.scope, b.scope), cmp.Compare(a.id, b.id),
+		cmp.Compare(a.period, b.period), cmp.Compare(a.start, b.start))
+}
+
+// cell is one counter: for a rate bucket the theoretical arrival time in
+// Unix nanoseconds (GCRA: the bucket is full when tat <= now), for a
+// budget the micro-dollars spent and reserved.
+type cell struct {
+	mu   sync.Mutex
+	dead bool // removed from its shard by the sweeper; look it up again
+	v    int64
+}
+
+// NewEmbedded builds an Embedded admitter, loading the spend of the
+// current periods from o.Spend, and starts its background work (spend
+// flushing, sweeping). Close stops it.
+func NewEmbedded(ctx context.Context, o Options) (*Embedded, error) {
+	e := &Embedded{now: o.Now, seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	for i := range e.shards {
+		e.shards[i].m = map[cellKey]*cell{}
+	}
+	e.idBase = strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	if o.Spend != nil {
+		m, err := o.Spend.LoadSpend(ctx, Since(e.now()))
+		if err != nil {
+			return nil, fmt.Errorf("limit: load spend: %w", err)
+		}
+		e.loaded = make(map[BudgetKey]int64, len(m))
+		for k, v := range m {
+			k.Tag = "" // counters are per scope, whatever the tag
+			e.loaded[k] += v
+		}
+		e.spend = NewSpendLog(o.Spend, o.FlushEvery, o.Log)
+	}
+	every := o.SweepEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	go e.sweepLoop(every)
+	return e, nil
+}
+
+// Close stops the background work and writes the spend not yet flushed.
+func (e *Embedded) Close(ctx context.Context) error {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
+	<-e.done
+	if e.spend != nil {
+		return e.spend.Close(ctx)
+	}
+	return nil
+}
+
+// Flush writes settled spend now (tests, shutdown).
+func (e *Embedded) Flush(ctx context.Context) error {
+	if e.spend == nil {
+		return nil
+	}
+	return e.spend.Flush(ctx)
+}
+
+// op is one counter an admission touches.
+type op struct {
+	key   cellKey
+	limit int64 // units per Window, or budget micros
+	cost  int64
+	end   time.Time // budget period end
+	src   int       // index into Rates or Budgets, for the refusal
+	c     *cell
+}
+
+func (e *Embedded) lookup(k cellKey, create bool) *cell {
+	s := &e.shards[maphash.Comparable(e.seed, k)%nShards]
+	s.mu.RLock()
+	c := s.m[k]
+	s.mu.RUnlock()
+	if c != nil || !create {
+		return c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c = s.m[k]; c == nil {
+		c = &cell{}
+		if k.kind == cellBudget {
+			c.v = e.loaded[BudgetKey{Scope: k.scope, ID: k.id, Period: k.period, Start: k.start}]
+		}
+		s.m[k] = c
+	}
+	return c
+}
+
+// ops lists the counters of a, sorted by key and without duplicates (a
+// counter listed twice is reserved once).
+func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
+	ops := buf[:0]
+	for i, r := range a.Rates {
+		if r.RPM > 0 {
+			ops = append(ops, op{key: cellKey{kind: cellRequests, scope: r.Scope, id: r.ID}, limit: r.RPM, cost: 1, src: i})
+		}
+		if r.TPM > 0 {
+			ops = append(ops, op{key: cellKey{kind: cellTokens, scope: r.Scope, id: r.ID}, limit: r.TPM, cost: a.Tokens, src: i})
+		}
+	}
+	for i, b := range a.Budgets {
+		start, end := e.cal.span(b.Period, now)
+		ops = append(ops, op{key: cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start},
+			limit: int64(b.Limit), cost: int64(a.Cost), end: end, src: i})
+	}
+	slices.SortFunc(ops, func(x, y op) int { return x.key.compare(y.key) })
+	return slices.CompactFunc(ops, func(x, y op) bool { return x.key == y.key })
+}
+
+// Admit implements Admitter.
+func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
+	now := e.now()
+	var buf [12]op
+	ops := e.ops(&a, now, buf[:])
+	e.lockAll(ops)
+	d := decide(&a, ops, now.UnixNano(), int64(Window))
+	if d.Allowed {
+		for i := range ops {
+			o := &ops[i]
+			if o.key.kind == cellBudget {
+				o.c.v += o.cost
+			} else {
+				o.c.v = max(o.c.v, now.UnixNano()) + increment(o.cost, o.limit, int64(Window))
+			}
+		}
+	}
+	d.Requests, d.Tokens = quotas(ops, now.UnixNano(), int64(Window))
+	for i := range ops {
+		ops[i].c.mu.Unlock()
+	}
+	if d.Allowed {
+		id := e.idBase + strconv.FormatUint(e.ids.Add(1), 36)
+		d.Reservation = NewReservation(id, a, now)
+	}
+	return d, nil
+}
+
+// lockAll finds and locks the cells of ops in order, starting over when
+// the sweeper removed one between lookup and lock.
+func (e *Embedded) lockAll(ops []op) {
+	for {
+		for i := range ops {
+			ops[i].c = e.lookup(ops[i].key, true)
+		}
+		dead := -1
+		for i := range ops {
+			ops[i].c.mu.Lock()
+			if ops[i].c.dead {
+				dead = i
+				break
+			}
+		}
+		if dead < 0 {
+			return
+		}
+		for i := 0; i <= dead; i++ {
+			ops[i].c.mu.Unlock()
+		}
+	}
+}
+
+// decide checks every op against its locked counter. A budget refusal
+// wins over a rate one (waiting a minute will not help it); among rate
+// refusals, the longest wait wins.
+func decide(a *Admission, ops []op, now, window int64) Decision {
+	d := Decision{Allowed: true}
+	for i := range ops {
+		o := &ops[i]
+		if o.key.kind == cellBudget {
+			if o.c.v+o.cost <= o.limit {
+				continue
+			}
+			if d.Allowed || d.Refused.Kind != KindBudget {
+				b := a.Budgets[o.src]
+				d.Allowed = false
+				d.Refused = Refusal{Scope: b.Scope, ID: b.ID, Name: b.Name, Kind: KindBudget, Period: b.Period, TooLarge: o.cost > o.limit}
+				d.RetryAfter = 0
+				if !o.end.IsZero() {
+					d.RetryAfter = time.Duration(o.end.UnixNano() - now)
+				}
+			}
+			continue
+		}
+		inc := increment(o.cost, o.limit, window)
+		wait := max(o.c.v, now) + inc - now - window
+		if wait <= 0 {
+			continue
+		}
+		tooLarge := inc > window
+		if !d.Allowed && (d.Refused.Kind == KindBudget || d.Refused.TooLarge ||
+			(!tooLarge && time.Duration(wait) <= d.RetryAfter)) {
+			continue
+		}
+		r := a.Rates[o.src]
+		kind := KindRequests
+		if o.key.kind == cellTokens {
+			kind = KindTokens
+		}
+		d.Allowed = false
+		d.Refused = Refusal{Scope: r.Scope, ID: r.ID, Name: r.Name, Kind: kind, TooLarge: tooLarge}
+		d.RetryAfter = time.Duration(wait)
+		if tooLarge {
+			d.RetryAfter = 0
+		}
+	}
+	return d
+}
+
+// quotas picks the binding request and token buckets for the headers.
+func quotas(ops []op, now, window int64) (req, tok Quota) {
+	for i := range ops {
+		o := &ops[i]
+		if o.key.kind == cellBudget {
+			continue
+		}
+		q := Quota{Limit: o.limit, Remaining: remaining(o.limit, o.c.v, now, window), Reset: time.Duration(max(o.c.v-now, 0))}
+		p := &req
+		if o.key.kind == cellTokens {
+			p = &tok
+		}
+		if p.Limit == 0 || q.Remaining < p.Remaining || (q.Remaining == p.Remaining && q.Limit < p.Limit) {
+			*p = q
+		}
+	}
+	return req, tok
+}
+
+// Settle implements Admitter. It corrects the token buckets and budgets by
+// the difference between actual and reserved, and records the actual
+// cost for persistence.
+func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error {
+	if !r.Claim() {
+		return nil
+	}
+	a := &r.Admission
+	now := e.now().UnixNano()
+	if dt := actual.Tokens - a.Tokens; dt != 0 {
+		for _, rt := range a.Rates {
+			if rt.TPM <= 0 {
+				continue
+			}
+			c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
+			if c == nil {
+				continue // swept: the bucket is full already
+			}
+			c.mu.Lock()
+			if !c.dead {
+				if dt > 0 {
+					c.v = max(c.v, now) + increment(dt, rt.TPM, int64(Window))
+				} else {
+					c.v -= increment(-dt, rt.TPM, int64(Window))
+				}
+			}
+			c.mu.Unlock()
+		}
+	}
+	dc := int64(actual.Cost - a.Cost)
+	for _, b := range a.Budgets {
+		start, _ := e.cal.span(b.Period, r.At)
+		if dc != 0 {
+			if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
+				c.mu.Lock()
+				c.v += dc
+				c.mu.Unlock()
+			}
+		}
+		if e.spend != nil {
+			e.spend.Add(BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
+		}
+	}
+	return nil
+}
+
+// Spent returns the spend counted (settled and reserved) on a budget in
+// the period containing t.
+func (e *Embedded) Spent(scope Scope, id string, p Period, t time.Time) Micros {
+	start, _ := p.Span(t)
+	c := e.lookup(cellKey{kind: cellBudget, scope: scope, id: id, period: p, start: start}, true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Micros(c.v)
+}
+
+func (e *Embedded) sweepLoop(every time.Duration) {
+	defer close(e.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.sweep(e.now())
+		}
+	}
+}
+
+// sweep drops rate buckets that are full (an absent bucket is a full one)
+// and budget counters of periods that have ended. Settles still due on an
+// ended period then only reach the SpendStore.
+func (e *Embedded) sweep(now time.Time) {
+	ns := now.UnixNano()
+	for i := range e.shards {
+		s := &e.shards[i]
+		s.mu.Lock()
+		for k, c := range s.m {
+			c.mu.Lock()
+			var drop bool
+			if k.kind == cellBudget {
+				start, _ := k.period.Span(now)
+				drop = k.start != start
+			} else {
+				drop = c.v <= ns
+			}
+			if drop {
+				c.dead = true
+				delete(s.m, k)
+			}
+			c.mu.Unlock()
+		}
+		s.mu.Unlock()
+	}
+}
+
+var _ Admitter = (*Embedded)(nil)

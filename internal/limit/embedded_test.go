@@ -1,0 +1,519 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeClock is a settable clock safe for concurrent use.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+func newEmbedded(t testing.TB, o Options) *Embedded {
+	t.Helper()
+	e, err := NewEmbedded(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	return e
+}
+
+var t0 = time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
+
+func keyRate(id string, rpm, tpm int64) Rate {
+	return Rate{Scope: ScopeKey, ID: id, RPM: rpm, TPM: tpm}
+}
+
+func TestExactRPMUnderConcurrency(t *testing.T) {
+	clk := newClock(t0) // frozen: no refill during the burst
+	e := newEmbedded(t, Options{Now: clk.Now})
+	a := Admission{Tag: "p1", Rates: []Rate{keyRate("k1", 100, 0), {Scope: ScopeProject, ID: "p1", RPM: 1000}}}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 500 {
+		wg.Go(func() {
+			d, err := e.Admit(context.Background(), a)
+			if err != nil {
+				t.Error(err)
+			}
+			if d.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 100 {
+		t.Fatalf("admitted %d of 500 against rpm=100, want exactly 100", got)
+	}
+}
+
+func TestRefillFakeClock(t *testing.T) {
+	clk := newClock(t0)
+	e := newEmbedded(t, Options{Now: clk.Now})
+	a := Admission{Rates: []Rate{keyRate("k", 60, 0)}}
+	ctx := context.Background()
+	for i := range 60 {
+		if d, _ := e.Admit(ctx, a); !d.Allowed {
+			t.Fatalf("request %d refused", i)
+		}
+	}
+	d, _ := e.Admit(ctx, a)
+	if d.Allowed || d.Refused.Kind != KindRequests || d.RetryAfter != time.Second {
+		t.Fatalf("61st: allowed=%v refused=%+v retry=%v, want refused requests with Retry-After 1s", d.Allowed, d.Refused, d.RetryAfter)
+	}
+	if d.Requests != (Quota{Limit: 60, Remaining: 0, Reset: time.Minute}) {
+		t.Errorf("quota %+v", d.Requests)
+	}
+	clk.Advance(999 * time.Millisecond)
+	if d, _ := e.Admit(ctx, a); d.Allowed {
+		t.Fatal("admitted before a request's worth refilled")
+	}
+	clk.Advance(time.Millisecond)
+	if d, _ := e.Admit(ctx, a); !d.Allowed {
+		t.Fatal("refused after one second refilled one request")
+	}
+	if d, _ := e.Admit(ctx, a); d.Allowed {
+		t.Fatal("one second refilled more than one request")
+	}
+	clk.Advance(30 * time.Second)
+	d, _ = e.Admit(ctx, a)
+	if !d.Allowed || d.Requests.Remaining != 29 {
+		t.Fatalf("after 30s: allowed=%v remaining=%d, want true, 29", d.Allowed, d.Requests.Remaining)
+	}
+}
+
+func TestOddLimitAdmitsExactly(t *testing.T) {
+	for _, rpm := range []int64{1, 7, 13, 99, 1000} {
+		e := newEmbedded(t, Options{Now: newClock(t0).Now})
+		a := Admission{Rates: []Rate{keyRate("k", rpm, 0)}}
+		var n int64
+		for range rpm + 5 {
+			if d, _ := e.Admit(context.Background(), a); d.Allowed {
+				n++
+			}
+		}
+		if n != rpm {
+			t.Errorf("rpm=%d admitted %d", rpm, n)
+		}
+	}
+}
+
+func TestTokensSettleCorrects(t *testing.T) {
+	clk := newClock(t0)
+	e := newEmbedded(t, Options{Now: clk.Now})
+	ctx := context.Background()
+	a := Admission{Rates: []Rate{keyRate("k", 0, 1000)}, Tokens: 600}
+	d1, _ := e.Admit(ctx, a)
+	if !d1.Allowed || d1.Tokens.Remaining != 400 {
+		t.Fatalf("first: %+v", d1)
+	}
+	d2, _ := e.Admit(ctx, a)
+	if d2.Allowed || d2.Refused.Kind != KindTokens {
+		t.Fatalf("second should be refused on tokens: %+v", d2)
+	}
+	if err := e.Settle(ctx, d1.Reservation, Actual{Tokens: 100}); err != nil {
+		t.Fatal(err)
+	}
+	d3, _ := e.Admit(ctx, a)
+	if !d3.Allowed || d3.Tokens.Remaining != 300 {
+		t.Fatalf("after settling 600 → 100: %+v", d3)
+	}
+	// Under-estimates are charged too.
+	if err := e.Settle(ctx, d3.Reservation, Actual{Tokens: 800}); err != nil {
+		t.Fatal(err)
+	}
+	// 100 + 800 settled: 100 left.
+	if d4, _ := e.Admit(ctx, Admission{Rates: a.Rates, Tokens: 101}); d4.Allowed {
+		t.Fatalf("101 tokens admitted with 100 left: %+v", d4.Tokens)
+	}
+	if d5, _ := e.Admit(ctx, Admission{Rates: a.Rates, Tokens: 100}); !d5.Allowed || d5.Tokens.Remaining != 0 {
+		t.Fatalf("100 tokens refused with 100 left: %+v", d5.Tokens)
+	}
+}
+
+func TestTooLargeRefusals(t *testing.T) {
+	e := newEmbedded(t, Options{Now: newClock(t0).Now})
+	d, _ := e.Admit(context.Background(), Admission{Rates: []Rate{keyRate("k", 10, 100)}, Tokens: 101})
+	if d.Allowed || !d.Refused.TooLarge || d.Refused.Kind != KindTokens || d.RetryAfter != 0 {
+		t.Fatalf("%+v", d)
+	}
+	d, _ = e.Admit(context.Background(), Admission{
+		Budgets: []Budget{{Scope: ScopeKey, ID: "k", Name: "ci-bot", Limit: USD(1), Period: Month}}, Cost: USD(1.5)})
+	if d.Allowed || !d.Refused.TooLarge {
+		t.Fatalf("%+v", d)
+	}
+	if got, want := d.Refused.Message(), "request's worst-case cost exceeds the budget of key ci-bot (month)"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+}
+
+func TestAllOrNothing(t *testing.T) {
+	e := newEmbedded(t, Options{Now: newClock(t0).Now})
+	ctx := context.Background()
+	rates := []Rate{keyRate("k", 10, 1000), {Scope: ScopeKeyModel, ID: KeyModelID("k", "gpt-4o"), RPM: 5}}
+	budget := Budget{Scope: ScopeProject, ID: "p", Name: "acme", Limit: USD(1), Period: Month}
+	a := Admission{Tag: "p", Rates: rates, Budgets: []Budget{budget}, Tokens: 100, Cost: USD(0.6)}
+	if d, _ := e.Admit(ctx, a); !d.Allowed {
+		t.Fatalf("first refused: %+v", d)
+	}
+	d, _ := e.Admit(ctx, a)
+	if d.Allowed || d.Refused.Kind != KindBudget {
+		t.Fatalf("second should hit the budget: %+v", d)
+	}
+	if got, want := d.Refused.Message(), "budget of project acme (month) exhausted"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	if d.Refused.Code() != "budget_exceeded" {
+		t.Errorf("code %q", d.Refused.Code())
+	}
+	if want := time.Date(2025, 4, 1, 0, 0, 0, 0, time.UTC).Sub(t0); d.RetryAfter != want {
+		t.Errorf("retry after %v, want %v (period end)", d.RetryAfter, want)
+	}
+	// The refused request reserved nothing in the rate buckets.
+	d, _ = e.Admit(ctx, Admission{Rates: rates, Tokens: 100})
+	if !d.Allowed || d.Requests.Remaining != 3 || d.Tokens.Remaining != 800 {
+		t.Fatalf("refused admission leaked into buckets: %+v %+v", d.Requests, d.Tokens)
+	}
+	if d.Requests.Limit != 5 {
+		t.Errorf("binding request bucket: %+v, want the key-model one (limit 5)", d.Requests)
+	}
+	if got := e.Spent(ScopeProject, "p", Month, t0); got != USD(0.6) {
+		t.Errorf("spent %v", got)
+	}
+}
+
+func TestSettleOnce(t *testing.T) {
+	e := newEmbedded(t, Options{Now: newClock(t0).Now})
+	ctx := context.Background()
+	b := Budget{Scope: ScopeKey, ID: "k", Limit: USD(10), Period: Day}
+	d, _ := e.Admit(ctx, Admission{Budgets: []Budget{b}, Cost: USD(1)})
+	r := d.Reservation
+	copy := r
+	for range 3 {
+		e.Settle(ctx, r, Actual{Cost: USD(0.25)})
+		e.Settle(ctx, copy, Actual{Cost: USD(0.25)})
+	}
+	if got := e.Spent(ScopeKey, "k", Day, t0); got != USD(0.25) {
+		t.Fatalf("spent %v after repeated settles, want 0.250000", got)
+	}
+	// The zero Reservation (a refused admission) settles to nothing.
+	if err := e.Settle(ctx, Reservation{}, Actual{Cost: 5}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFailedCallSettlesToZero(t *testing.T) {
+	e := newEmbedded(t, Options{Now: newClock(t0).Now})
+	ctx := context.Background()
+	a := Admission{Rates: []Rate{keyRate("k", 0, 1000)}, Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Total}},
+		Tokens: 900, Cost: USD(0.9)}
+	d, _ := e.Admit(ctx, a)
+	e.Settle(ctx, d.Reservation, Actual{})
+	if got := e.Spent(ScopeKey, "k", Total, t0); got != 0 {
+		t.Errorf("spent %v after a failed call", got)
+	}
+	if d, _ := e.Admit(ctx, a); !d.Allowed {
+		t.Errorf("tokens not returned: %+v", d.Tokens)
+	}
+}
+
+// The budget bound: settled spend never exceeds the budget plus the sum
+// of what actual costs exceeded their estimates by. With estimates that
+// are true worst cases the excess is zero.
+func TestBudgetNeverOverspent(t *testing.T) {
+	for _, over := range []Micros{0, 3000} {
+		t.Run(fmt.Sprintf("underestimate=%d", over), func(t *testing.T) {
+			e := newEmbedded(t, Options{})
+			ctx := context.Background()
+			b := Budget{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Month}
+			const est = Micros(30_000) // $0.03 worst case
+			var excess atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 200 {
+				wg.Go(func() {
+					d, err := e.Admit(ctx, Admission{Budgets: []Budget{b}, Cost: est})
+					if err != nil || !d.Allowed {
+						return
+					}
+					act := Micros(rand.Int64N(int64(est)))
+					if over > 0 && i%2 == 0 {
+						act = est + over
+						excess.Add(int64(over))
+					}
+					e.Settle(ctx, d.Reservation, Actual{Cost: act})
+				})
+			}
+			wg.Wait()
+			got := e.Spent(ScopeKey, "k", Month, time.Now())
+			if bound := USD(1) + Micros(excess.Load()); got > bound {
+				t.Fatalf("settled %v > bound %v", got, bound)
+			}
+			if got <= 0 {
+				t.Fatalf("nothing spent")
+			}
+		})
+	}
+}
+
+func TestPeriodRollover(t *testing.T) {
+	cases := []struct {
+		p         Period
+		before    time.Time
+		after     time.Time
+		stillSame time.Time
+	}{
+		{Day, time.Date(2025, 3, 14, 23, 59, 59, 0, time.UTC), time.Date(2025, 3, 15, 0, 0, 0, 0, time.UTC), time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)},
+		{Week, time.Date(2025, 3, 16, 23, 59, 59, 0, time.UTC), time.Date(2025, 3, 17, 0, 0, 0, 0, time.UTC), time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)},
+		{Month, time.Date(2025, 1, 31, 23, 59, 59, 0, time.UTC), time.Date(2025, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Month, time.Date(2024, 12, 31, 23, 0, 0, 0, time.UTC), time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2024, 12, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		t.Run(string(c.p)+c.before.Format("2006-01-02"), func(t *testing.T) {
+			clk := newClock(c.before)
+			e := newEmbedded(t, Options{Now: clk.Now})
+			ctx := context.Background()
+			a := Admission{Budgets: []Budget{{Scope: ScopeCustomer, ID: "c", Limit: USD(1), Period: c.p}}, Cost: USD(1)}
+			d, _ := e.Admit(ctx, a)
+			e.Settle(ctx, d.Reservation, Actual{Cost: USD(1)})
+			clk.Set(c.stillSame)
+			if d, _ := e.Admit(ctx, a); d.Allowed {
+				t.Fatal("admitted in the same exhausted period")
+			}
+			clk.Set(c.before)
+			if d, _ := e.Admit(ctx, a); d.Allowed {
+				t.Fatal("admitted in the same exhausted period")
+			}
+			clk.Set(c.after)
+			d, _ = e.Admit(ctx, a)
+			if !d.Allowed {
+				t.Fatalf("refused after the period rolled over: %+v", d.Refused)
+			}
+			// A settle of the old period's reservation lands there.
+			e.sweep(clk.Now())
+			if got := e.Spent(ScopeCustomer, "c", c.p, c.after); got != USD(1) {
+				t.Errorf("new period spent %v", got)
+			}
+		})
+	}
+}
+
+func TestSpanTable(t *testing.T) {
+	for _, c := range []struct {
+		p     Period
+		t     time.Time
+		start string
+		end   time.Time
+	}{
+		{Day, time.Date(2025, 3, 14, 5, 0, 0, 0, time.FixedZone("x", -8*3600)), "2025-03-14", time.Date(2025, 3, 15, 0, 0, 0, 0, time.UTC)},
+		{Week, time.Date(2025, 3, 14, 5, 0, 0, 0, time.UTC), "2025-03-10", time.Date(2025, 3, 17, 0, 0, 0, 0, time.UTC)},
+		{Week, time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC), "2025-03-10", time.Date(2025, 3, 17, 0, 0, 0, 0, time.UTC)},
+		{Week, time.Date(2025, 3, 2, 0, 0, 0, 0, time.UTC), "2025-02-24", time.Date(2025, 3, 3, 0, 0, 0, 0, time.UTC)},
+		{Month, time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), "2024-02-01", time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)},
+		{Total, time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), "", time.Time{}},
+	} {
+		s, e := c.p.Span(c.t)
+		if s != c.start || !e.Equal(c.end) {
+			t.Errorf("%s at %v: %s %v, want %s %v", c.p, c.t, s, e, c.start, c.end)
+		}
+	}
+	if got := Since(time.Date(2025, 3, 2, 0, 0, 0, 0, time.UTC)); got != "2025-02-24" {
+		t.Errorf("Since = %s", got)
+	}
+}
+
+// Admissions touching the same counters in different orders must not
+// deadlock, and the sweeper may run meanwhile.
+func TestNoDeadlockWithSweeper(t *testing.T) {
+	clk := newClock(t0)
+	e := newEmbedded(t, Options{Now: clk.Now})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				clk.Advance(time.Second)
+				e.sweep(clk.Now())
+			}
+		}
+	})
+	var admits sync.WaitGroup
+	for i := range 8 {
+		admits.Go(func() {
+			rs := []Rate{keyRate("a", 1e6, 0), keyRate("b", 1e6, 0), keyRate("c", 1e6, 0)}
+			if i%2 == 1 {
+				rs[0], rs[2] = rs[2], rs[0]
+			}
+			for range 2000 {
+				d, _ := e.Admit(ctx, Admission{Rates: rs, Budgets: []Budget{{Scope: ScopeKey, ID: "a", Limit: 1e12, Period: Day}}, Cost: 1})
+				e.Settle(ctx, d.Reservation, Actual{Cost: 1})
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { admits.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("admissions stuck: deadlock?")
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// memSpend is an in-memory SpendStore.
+type memSpend struct {
+	mu   sync.Mutex
+	m    map[BudgetKey]int64
+	fail error
+	adds int
+}
+
+func (s *memSpend) LoadSpend(_ context.Context, since string) (map[BudgetKey]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[BudgetKey]int64{}
+	for k, v := range s.m {
+		if k.Start == "" || k.Start >= since {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func (s *memSpend) AddSpend(_ context.Context, d map[BudgetKey]int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.adds++
+	if s.m == nil {
+		s.m = map[BudgetKey]int64{}
+	}
+	for k, v := range d {
+		s.m[k] += v
+	}
+	return nil
+}
+
+func TestSpendPersistedAndReloaded(t *testing.T) {
+	st := &memSpend{}
+	clk := newClock(t0)
+	ctx := context.Background()
+	e, err := NewEmbedded(ctx, Options{Now: clk.Now, Spend: st, FlushEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Month}, {Scope: ScopeProject, ID: "p", Limit: USD(5), Period: Total}}
+	for range 3 {
+		d, _ := e.Admit(ctx, Admission{Tag: "p", Budgets: b, Cost: USD(0.2)})
+		e.Settle(ctx, d.Reservation, Actual{Cost: USD(0.1)})
+	}
+	st.fail = errors.New("disk full")
+	if err := e.Flush(ctx); err == nil {
+		t.Fatal("flush to a failing store succeeded")
+	}
+	st.fail = nil
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[BudgetKey]int64{
+		{Tag: "p", Scope: ScopeKey, ID: "k", Period: Month, Start: "2025-03-01"}: 300_000,
+		{Tag: "p", Scope: ScopeProject, ID: "p", Period: Total}:                  300_000,
+	}
+	if diff := cmp.Diff(want, st.m); diff != "" {
+		t.Fatalf("persisted (-want +got):\n%s", diff)
+	}
+	e2 := newEmbedded(t, Options{Now: clk.Now, Spend: st})
+	if got := e2.Spent(ScopeKey, "k", Month, t0); got != USD(0.3) {
+		t.Errorf("after restart key spent %v", got)
+	}
+	d, _ := e2.Admit(ctx, Admission{Tag: "p", Budgets: b, Cost: USD(0.71)})
+	if d.Allowed {
+		t.Error("restart forgot the spend: 0.30 + 0.71 > 1.00 admitted")
+	}
+}
+
+func TestShareAndFallback(t *testing.T) {
+	a := Admission{Rates: []Rate{keyRate("k", 100, 5)}, Budgets: []Budget{{Limit: USD(1)}}}
+	s := Share(a, 3)
+	if s.Rates[0].RPM != 33 || s.Rates[0].TPM != 1 || s.Budgets[0].Limit != 333_333 {
+		t.Errorf("share: %+v %+v", s.Rates, s.Budgets)
+	}
+	if a.Rates[0].RPM != 100 {
+		t.Error("Share changed its argument")
+	}
+
+	down := &stubAdmitter{err: fmt.Errorf("redis: dial: %w", ErrUnavailable)}
+	ctx := context.Background()
+	closed := &Fallback{Primary: &stubAdmitter{err: down.err}, Policy: FailClosed}
+	if _, err := closed.Admit(ctx, a); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("fail closed: err %v", err)
+	}
+	local := newEmbedded(t, Options{Now: newClock(t0).Now})
+	open := &Fallback{Primary: down, Local: local, Policy: FailOpen, Replicas: 4}
+	n := 0
+	for range 40 {
+		d, err := open.Admit(ctx, Admission{Rates: []Rate{keyRate("k", 100, 0)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			n++
+			if err := open.Settle(ctx, d.Reservation, Actual{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n != 25 {
+		t.Errorf("fail open admitted %d, want this replica's share 25", n)
+	}
+	if down.calls != 1 || down.settles != 0 {
+		t.Errorf("primary called %d times, settled %d: cooldown not honoured", down.calls, down.settles)
+	}
+}
+
+type stubAdmitter struct {
+	err            error
+	calls, settles int
+}
+
+func (s *stubAdmitter) Admit(context.Context, Admission) (Decision, error) {
+	s.calls++
+	return Decision{}, s.err
+}
+func (s *stubAdmitter) Settle(context.Context, Reservation, Actual) error { s.settles++; return nil }
+
+func TestMicros(t *testing.T) {
+	for _, c := range []struct {
+		m    Micros
+		want string
+	}{{0, "0.000000"}, {1, "0.000001"}, {USD(1.5), "1.500000"}, {-2_500_000, "-2.500000"}} {
+		if got := c.m.String(); got != c.want {
+			t.Errorf("%d: %q, want %q", c.m, got, c.want)
+		}
+	}
+	if USD(0.1)+USD(0.2) != USD(0.3) {
+		t.Error("micro-dollars do not add exactly")
+	}
+}

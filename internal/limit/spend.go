@@ -1,0 +1,141 @@
+package limit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// BudgetKey names one budget counter: a scope's spend in one period.
+type BudgetKey struct {
+	Tag    string // the Admission.Tag it was spent under (Redis needs it to rebuild the counter)
+	Scope  Scope
+	ID     string
+	Period Period
+	Start  string // the period's first day, "2006-01-02"; "" for Total
+}
+
+// SpendStore is the durable record of settled spend, in micro-dollars per
+// BudgetKey: SQLite in embedded mode, PostgreSQL in cluster mode.
+type SpendStore interface {
+	// LoadSpend returns the spend of every counter whose Start is "" or
+	// not before since (a "2006-01-02" date).
+	LoadSpend(ctx context.Context, since string) (map[BudgetKey]int64, error)
+	// AddSpend adds each delta to its counter, creating missing ones, in
+	// one transaction.
+	AddSpend(ctx context.Context, deltas map[BudgetKey]int64) error
+}
+
+// DefaultFlushEvery is how often a SpendLog writes: the bulk of the
+// crash-loss window.
+const DefaultFlushEvery = 250 * time.Millisecond
+
+// SpendLog batches settled spend in memory and writes it to a SpendStore
+// from one background goroutine, every FlushEvery. Add takes a short
+// mutex; it never waits for the store.
+type SpendLog struct {
+	store SpendStore
+	every time.Duration
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending map[BudgetKey]int64
+	spare   map[BudgetKey]int64 // the map the last flush emptied, reused
+
+	flushMu sync.Mutex // one flush at a time (ticker and Close)
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// NewSpendLog starts a SpendLog writing to s every every (DefaultFlushEvery
+// when zero). Close stops it. A nil logger discards.
+func NewSpendLog(s SpendStore, every time.Duration, log *slog.Logger) *SpendLog {
+	if every <= 0 {
+		every = DefaultFlushEvery
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &SpendLog{store: s, every: every, log: log,
+		pending: map[BudgetKey]int64{}, spare: map[BudgetKey]int64{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go l.run()
+	return l
+}
+
+// Add records micros of settled spend on k.
+func (l *SpendLog) Add(k BudgetKey, micros int64) {
+	if micros == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.pending[k] += micros
+	l.mu.Unlock()
+}
+
+func (l *SpendLog) run() {
+	defer close(l.done)
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*l.every+5*time.Second)
+			if err := l.Flush(ctx); err != nil {
+				l.log.Error("spend flush failed; will retry", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Flush writes what is pending now. On failure the deltas stay pending
+// for the next flush.
+func (l *SpendLog) Flush(ctx context.Context) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	if len(l.pending) == 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	batch := l.pending
+	l.pending = l.spare
+	l.spare = nil
+	l.mu.Unlock()
+
+	err := l.store.AddSpend(ctx, batch)
+
+	l.mu.Lock()
+	if err != nil {
+		for k, v := range l.pending { // spend added meanwhile
+			batch[k] += v
+		}
+		clear(l.pending)
+		l.spare = l.pending
+		l.pending = batch
+	} else {
+		clear(batch)
+		l.spare = batch
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("spend: %w", err)
+	}
+	return nil
+}
+
+// Close stops the background flusher and writes what is pending.
+func (l *SpendLog) Close(ctx context.Context) error {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+	return l.Flush(ctx)
+}

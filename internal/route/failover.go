@@ -1,0 +1,286 @@
+package route
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
+)
+
+// Attempt is one upstream call of a request.
+type Attempt struct {
+	N          int // 1-based, counted across the request (fallbacks included)
+	Group      *Group
+	Deployment *provider.Deployment
+	// Timeouts are the group's, with Total cut to what is left of the
+	// request's budget.
+	Timeouts provider.Timeouts
+}
+
+// Result is how an attempt ended, as the caller's Try reports it.
+type Result struct {
+	Err *llm.Error // nil: the attempt answered the client
+	// Started says bytes of this attempt reached the client: whatever
+	// happens next, no other attempt may follow.
+	Started bool
+	// FirstByte is the time to the first token (streams) or to the whole
+	// answer, fed to least-latency; 0 when there is none.
+	FirstByte time.Duration
+}
+
+// Runner runs one request's attempts: it picks a deployment, calls Try,
+// and on a failure that another deployment could fix (connection error,
+// timeout before the first byte, 429, 5xx, a configured status) moves on
+// to the next one, then to the model's fallbacks. Only the last model of
+// the chain is retried round after round, with jittered exponential
+// backoff, until MaxAttempts or the request's total timeout; a wait the
+// upstream asked for with Retry-After is honoured when it fits in both
+// MaxBackoff and the budget, and otherwise the request moves on. A
+// prompt the model cannot fit goes to the context fallbacks. The client
+// leaving ends everything at once, during a backoff too.
+//
+// A Runner is built per request; its zero fields are harmless.
+type Runner struct {
+	// Table resolves fallback model names; nil means no fallbacks.
+	Table *Table
+	// Try performs one attempt under ctx (the client's context).
+	Try func(ctx context.Context, a Attempt) Result
+	// PromptTokens is the prompt's token estimate; 0 when unknown (no
+	// max_context check then, and least-tokens counts output only).
+	PromptTokens int
+	// MaxTokens is the request's max_tokens; 0 when absent, in which case
+	// DefaultOutputTokens is the output expected.
+	MaxTokens int
+	// OnAttempt, when set, sees every attempt as it ends, with what it
+	// said about the deployment (metrics, logs).
+	OnAttempt func(a Attempt, r Result, o Outcome)
+}
+
+// Report says how a request's attempts ended. Only Answered is billed:
+// the attempts before it failed before any byte reached the client.
+type Report struct {
+	Attempts int
+	Answered Attempt // the attempt that answered or started the stream; N == 0 when none did
+	Last     Attempt // the last attempt made; N == 0 when none was
+	Err      *llm.Error
+}
+
+// step is what a model's turn in the chain led to.
+type step uint8
+
+const (
+	stepDone    step = iota // the request is over
+	stepNext                // try the fallbacks
+	stepTooLong             // try the context fallbacks
+)
+
+// run is the state of one Run.
+type run struct {
+	*Runner
+	ctx      context.Context
+	clock    Clock
+	rand     func() float64
+	deadline time.Time // zero: no total timeout
+	limit    int
+	cost     int64
+	rep      Report
+	tried    []*Backend
+	// retryAt is when deployments that answered this request with a
+	// Retry-After may be called again. Other requests are not held back
+	// by it: for them a cooling deployment is merely a last choice.
+	retryAt map[*Backend]time.Time
+}
+
+// Run serves the request with g and its fallbacks.
+func (r *Runner) Run(ctx context.Context, g *Group) Report {
+	s := &run{Runner: r, ctx: ctx, clock: g.pool.clock, rand: g.pool.rand}
+	if t := g.Timeouts.Total; t > 0 {
+		s.deadline = s.clock.Now().Add(t)
+	}
+	out := r.MaxTokens
+	if out <= 0 {
+		out = DefaultOutputTokens
+	}
+	s.cost = int64(r.PromptTokens + out)
+	s.limit = g.Retry.MaxAttempts
+	if s.limit <= 0 {
+		s.limit = r.deployments(g) + 1
+	}
+	queue := []*Group{g}
+	for i := 0; i < len(queue); i++ {
+		grp := queue[i]
+		next := grp.Fallbacks
+		var st step
+		if r.PromptTokens > 0 && grp.MaxContext > 0 && r.PromptTokens+max(r.MaxTokens, 0) > grp.MaxContext {
+			s.rep.Err = contextError(grp.Name, r.PromptTokens+max(r.MaxTokens, 0), grp.MaxContext)
+			st = stepTooLong
+		} else {
+			last := i == len(queue)-1 && len(r.resolve(grp.Fallbacks, queue)) == 0
+			st = s.group(grp, last)
+		}
+		switch st {
+		case stepDone:
+			return s.rep
+		case stepTooLong:
+			next = grp.ContextFallbacks
+		}
+		queue = append(queue, r.resolve(next, queue)...)
+	}
+	if s.rep.Err == nil {
+		s.rep.Err = noDeployment(g.Name)
+	}
+	return s.rep
+}
+
+// resolve returns the named groups not already in seen.
+func (r *Runner) resolve(names []string, seen []*Group) []*Group {
+	if r.Table == nil {
+		return nil
+	}
+	var out []*Group
+	for _, n := range names {
+		if g, ok := r.Table.Lookup(n); ok && !containsGroup(seen, g) && !containsGroup(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// deployments counts the deployments of g and of every model its
+// fallbacks (of both kinds) lead to.
+func (r *Runner) deployments(g *Group) int {
+	chain := []*Group{g}
+	n := 0
+	for i := 0; i < len(chain); i++ {
+		n += len(chain[i].Members())
+		chain = append(chain, r.resolve(append(append([]string(nil), chain[i].Fallbacks...), chain[i].ContextFallbacks...), chain)...)
+	}
+	return n
+}
+
+func containsGroup(list []*Group, g *Group) bool {
+	for _, x := range list {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}
+
+// group tries g's deployments; last says nothing comes after it, so it
+// is retried in rounds and may bypass open breakers.
+func (s *run) group(g *Group, last bool) step {
+	s.tried = s.tried[:0]
+	round, roundStart := 1, s.rep.Attempts
+	for {
+		if s.rep.Attempts >= s.limit || s.expired() {
+			return stepDone
+		}
+		if s.ctx.Err() != nil {
+			s.gone()
+			return stepDone
+		}
+		lease, ok := g.Pick(s.tried, s.cost, last)
+		if !ok {
+			if !last || s.rep.Attempts == roundStart {
+				return stepNext // nothing (more) to try here
+			}
+			round++
+			roundStart = s.rep.Attempts
+			if !s.pause(g.Retry.backoff(round-1, s.rand)) {
+				return stepDone
+			}
+			s.tried = s.tried[:0]
+			continue
+		}
+		s.tried = append(s.tried, lease.Backend)
+		if wait := s.retryAt[lease.Backend].Sub(s.clock.Now()); wait > 0 {
+			if wait > g.Retry.maxWait() || !s.fits(wait) {
+				lease.Done(Neutral, 0, 0) // its Retry-After runs too long: move on
+				continue
+			}
+			if !s.pause(wait) {
+				lease.Done(Neutral, 0, 0)
+				return stepDone
+			}
+		}
+		switch s.attempt(g, lease) {
+		case fatal, clientGone:
+			return stepDone
+		case tooLong:
+			return stepTooLong
+		}
+	}
+}
+
+// attempt makes one call on lease and returns what its outcome means.
+// A nil error or a started response is reported as fatal: the request
+// is over either way.
+func (s *run) attempt(g *Group, lease *Lease) verdict {
+	s.rep.Attempts++
+	a := Attempt{N: s.rep.Attempts, Group: g, Deployment: lease.Deployment, Timeouts: s.timeouts(g)}
+	s.rep.Last = a
+	res := s.Try(s.ctx, a)
+	o := g.Retry.health(res.Err)
+	var wait time.Duration
+	if res.Err != nil && o == Failure {
+		wait = res.Err.RetryAfter
+	}
+	if wait > 0 {
+		if s.retryAt == nil {
+			s.retryAt = map[*Backend]time.Time{}
+		}
+		s.retryAt[lease.Backend] = s.clock.Now().Add(wait)
+	}
+	lease.Done(o, res.FirstByte, wait)
+	if s.OnAttempt != nil {
+		s.OnAttempt(a, res, o)
+	}
+	s.rep.Err = res.Err
+	if res.Err == nil || res.Started {
+		s.rep.Answered = a
+		return fatal
+	}
+	return g.Retry.judge(res.Err)
+}
+
+func (s *run) timeouts(g *Group) provider.Timeouts {
+	t := g.Timeouts
+	if !s.deadline.IsZero() {
+		left := s.deadline.Sub(s.clock.Now())
+		if t.Total <= 0 || left < t.Total {
+			t.Total = max(left, time.Millisecond)
+		}
+	}
+	return t
+}
+
+func (s *run) expired() bool {
+	return !s.deadline.IsZero() && !s.clock.Now().Before(s.deadline)
+}
+
+// fits reports whether waiting d leaves time for an attempt.
+func (s *run) fits(d time.Duration) bool {
+	return s.deadline.IsZero() || s.clock.Now().Add(d).Before(s.deadline)
+}
+
+// pause waits d if the budget allows; false means the request is over
+// (no time left, or the client left).
+func (s *run) pause(d time.Duration) bool {
+	if !s.fits(d) {
+		return false
+	}
+	if err := s.clock.Sleep(s.ctx, d); err != nil {
+		s.gone()
+		return false
+	}
+	return true
+}
+
+func (s *run) gone() {
+	s.rep.Err = &llm.Error{Kind: llm.KindCanceled, Status: 499, Message: "client closed the request", Cause: context.Cause(s.ctx)}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,274 @@
+package route
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gatehouse/internal/provider"
+)
+
+// Clock is the time source of a pool and of the attempt loops that run
+// on it; tests pass a fake one.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d or until ctx ends, whichever is first, and
+	// returns ctx.Err() in the second case.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// PoolOptions configure a Pool. The zero value is usable: real time,
+// breakers that never open, no exploration.
+type PoolOptions struct {
+	Breaker BreakerConfig
+	// Explore is the share of least-latency picks that go to a random
+	// deployment instead of the fastest, so a deployment that was slow
+	// (or failing) and recovered is measured again. 0 means 0.05;
+	// negative disables it.
+	Explore float64
+	// Clock is nil for real time.
+	Clock Clock
+	// Rand returns a number in [0,1); nil uses math/rand/v2. It serves
+	// weighted picks, exploration and backoff jitter.
+	Rand func() float64
+	// OnBreaker, when set, is told every breaker state change (metrics).
+	// It runs outside the pool's locks and must not block.
+	OnBreaker func(d *provider.Deployment, s BreakerState)
+}
+
+// Pool holds the live state of every deployment of one config generation:
+// circuit breakers, latency averages, in-flight tokens and load signals.
+// A deployment (provider and model) used by several models is one Backend,
+// so a breaker opened by one model's traffic protects the others too.
+//
+// Every pick takes the pool's lock for the choice and the acquisition of
+// the chosen deployment's in-flight tokens together, so two concurrent
+// picks never both see the old totals.
+type Pool struct {
+	opts    PoolOptions
+	clock   Clock
+	rand    func() float64
+	explore float64
+
+	mu       sync.Mutex // held by every pick; guards backends and scratch
+	backends map[backendKey]*Backend
+	list     []*Backend
+	signals  map[string]LoadSignal // by provider name
+	scratch  []Member
+}
+
+type backendKey struct{ provider, model string }
+
+// NewPool returns an empty pool.
+func NewPool(o PoolOptions) *Pool {
+	p := &Pool{opts: o, clock: o.Clock, rand: o.Rand, explore: o.Explore, backends: map[backendKey]*Backend{}}
+	if p.clock == nil {
+		p.clock = realClock{}
+	}
+	if p.rand == nil {
+		p.rand = rand.Float64
+	}
+	if p.explore == 0 {
+		p.explore = 0.05
+	}
+	return p
+}
+
+// Backend returns the pool's state for d's provider and model, creating
+// it on first use.
+func (p *Pool) Backend(d *provider.Deployment) *Backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := backendKey{d.Provider, d.Model}
+	if b, ok := p.backends[k]; ok {
+		return b
+	}
+	b := &Backend{Deployment: d, pool: p, signal: p.signals[d.Provider]}
+	b.br.cfg = p.opts.Breaker
+	p.backends[k] = b
+	p.list = append(p.list, b)
+	return b
+}
+
+// Backends lists every backend in creation order.
+func (p *Pool) Backends() []*Backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*Backend(nil), p.list...)
+}
+
+// Clock returns the pool's time source.
+func (p *Pool) Clock() Clock { return p.clock }
+
+// SetLoadSignal gives every backend of the named provider, present and
+// future, a load signal (a model server's own view of how busy it is).
+// Call it while building a generation, before the pool serves picks.
+func (p *Pool) SetLoadSignal(providerName string, s LoadSignal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.signals == nil {
+		p.signals = map[string]LoadSignal{}
+	}
+	p.signals[providerName] = s
+	for _, b := range p.list {
+		if b.Deployment.Provider == providerName {
+			b.signal = s
+		}
+	}
+}
+
+// SetDown marks every backend of the named provider as failing (or
+// passing) its active health check. A down backend is skipped like one
+// whose breaker is open.
+func (p *Pool) SetDown(providerName string, down bool) {
+	for _, b := range p.Backends() {
+		if b.Deployment.Provider == providerName {
+			b.down.Store(down)
+		}
+	}
+}
+
+func (p *Pool) breakerChanged(b *Backend, s BreakerState) {
+	if p.opts.OnBreaker != nil {
+		p.opts.OnBreaker(b.Deployment, s)
+	}
+}
+
+// Outcome is what one attempt says about the deployment it went to.
+type Outcome uint8
+
+const (
+	// Neutral says nothing: the client left, or the request was refused
+	// for its own content.
+	Neutral Outcome = iota
+	Success
+	Failure
+)
+
+// Backend is the live state of one deployment.
+type Backend struct {
+	Deployment *provider.Deployment
+
+	pool      *Pool
+	br        breaker
+	lat       latency
+	tokens    atomic.Int64 // in-flight tokens (prompt + expected output)
+	requests  atomic.Int64 // in-flight requests
+	coolUntil atomic.Int64 // unix nanoseconds: a Retry-After the upstream asked for
+	down      atomic.Bool  // the active health check fails
+	signal    LoadSignal   // nil when the server's own load is not read
+}
+
+// InFlightTokens is the sum of the token costs of the requests this
+// deployment is serving now.
+func (b *Backend) InFlightTokens() int64 { return b.tokens.Load() }
+
+// InFlightRequests is the number of requests this deployment is serving.
+func (b *Backend) InFlightRequests() int64 { return b.requests.Load() }
+
+// Breaker returns the breaker's state.
+func (b *Backend) Breaker() BreakerState {
+	s, _ := b.br.snapshot()
+	return s
+}
+
+// Down reports whether the active health check fails.
+func (b *Backend) Down() bool { return b.down.Load() }
+
+// Latency returns the moving average of time to first byte and whether
+// there is one.
+func (b *Backend) Latency() (time.Duration, bool) {
+	l, _, ok := b.lat.get()
+	return l, ok
+}
+
+// Load returns the deployment's own load report, if a fresh one exists.
+func (b *Backend) Load() (Load, bool) {
+	if b.signal == nil {
+		return Load{}, false
+	}
+	return b.signal.Load()
+}
+
+// usable reports whether selection may choose b without bypassing
+// anything: not down, breaker allowing, no Retry-After pending.
+func (b *Backend) usable(now time.Time) bool {
+	return !b.down.Load() && b.br.available(now) && b.coolUntil.Load() <= now.UnixNano()
+}
+
+// blockedUntil orders unusable backends for the last resort: the one
+// that failed longest ago (or whose Retry-After ends first) goes first.
+func (b *Backend) blockedUntil() int64 {
+	_, last := b.br.snapshot()
+	t := last.UnixNano()
+	if last.IsZero() {
+		t = 0
+	}
+	return max(t, b.coolUntil.Load())
+}
+
+// coolFor keeps b out of selection for d (an upstream's Retry-After).
+func (b *Backend) coolFor(now time.Time, d time.Duration) {
+	until := now.Add(d).UnixNano()
+	for {
+		cur := b.coolUntil.Load()
+		if cur >= until || b.coolUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// Lease is one attempt's hold on a deployment: its in-flight tokens and,
+// if the breaker was half-open, the probe. Done must be called exactly
+// once when the attempt is over.
+type Lease struct {
+	Backend    *Backend
+	Deployment *provider.Deployment
+
+	cost  int64
+	probe bool
+	done  atomic.Bool
+}
+
+// Done releases the lease and feeds the outcome to the breaker and, on
+// success, firstByte (time to the first token or byte) to the latency
+// average. retryAfter > 0 keeps the deployment out of selection for that
+// long.
+func (l *Lease) Done(o Outcome, firstByte, retryAfter time.Duration) {
+	if !l.done.CompareAndSwap(false, true) {
+		return
+	}
+	b := l.Backend
+	b.tokens.Add(-l.cost)
+	b.requests.Add(-1)
+	now := b.pool.clock.Now()
+	if retryAfter > 0 {
+		b.coolFor(now, retryAfter)
+	}
+	if o == Success && firstByte > 0 {
+		b.lat.add(now, firstByte)
+	}
+	if s, changed := b.br.record(now, o, l.probe); changed {
+		b.pool.breakerChanged(b, s)
+	}
+}

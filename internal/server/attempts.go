@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
+	"gatehouse/internal/route"
+)
+
+// runAttempts serves the request through g's deployments (and its
+// fallbacks) with route.Runner; try performs one attempt and answers the
+// client only when it succeeds or has started streaming, so a failure
+// before that leaves the response free for the next attempt. A request
+// no attempt answered gets the last error.
+func (x *exchange) runAttempts(g *route.Group, maxTokens int, try func(ctx context.Context, a route.Attempt) route.Result) {
+	r := route.Runner{
+		Table:        x.rt.Routes,
+		PromptTokens: x.promptTokens,
+		MaxTokens:    maxTokens,
+		Try: func(ctx context.Context, a route.Attempt) route.Result {
+			x.deployment, x.attempts = a.Deployment, a.N // for the headers of this attempt's answer
+			return try(ctx, a)
+		},
+		OnAttempt: x.attempted,
+	}
+	rep := r.Run(x.r.Context(), g)
+	x.attempts, x.billedAttempt = rep.Attempts, rep.Answered.N
+	switch {
+	case rep.Answered.N > 0:
+		x.deployment = rep.Answered.Deployment
+	case rep.Last.N > 0:
+		x.deployment = rep.Last.Deployment
+	}
+	if rep.Err != nil {
+		x.fail(rep.Err)
+	}
+}
+
+// attempted records one attempt in the metrics, and a failed one in the
+// log (the request's own line tells only how it ended).
+func (x *exchange) attempted(a route.Attempt, res route.Result, o route.Outcome) {
+	outcome := "success"
+	switch {
+	case o == route.Failure:
+		outcome = "failure"
+	case res.Err != nil && res.Err.Kind == llm.KindCanceled:
+		outcome = "canceled"
+	case res.Err != nil:
+		outcome = "rejected"
+	}
+	x.rt.Metrics.Attempt(a.Deployment.Provider, a.Deployment.Model, outcome)
+	if res.Err == nil || res.Err.Kind == llm.KindCanceled || !x.rt.LogRequests {
+		return
+	}
+	x.s.log.LogAttrs(x.r.Context(), slog.LevelWarn, "upstream attempt failed",
+		slog.String("request_id", x.id), slog.Int("attempt", a.N), slog.String("model", a.Group.Name),
+		slog.String("provider", a.Deployment.Provider), slog.String("upstream_model", a.Deployment.Model),
+		slog.Bool("started", res.Started), slog.String("error_kind", string(res.Err.Kind)), slog.String("error", res.Err.Error()))
+}
+
+// upstream performs an upstream request and returns its 2xx response, or
+// the classified failure.
+func upstream(call *provider.Call, d *provider.Deployment, req *http.Request) (*http.Response, *llm.Error) {
+	resp, err := d.Client.Do(req)
+	if err != nil {
+		return nil, call.Err(d.Provider, err)
+	}
+	call.Progress()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, d.Adapter.Error(resp, d)
+	}
+	return resp, nil
+}
+
+// countPrompt estimates the prompt's tokens when the group needs them
+// (least-tokens, a max_context) and nothing on the request path counted
+// them yet.
+func (x *exchange) countPrompt(g *route.Group, req *llm.ChatRequest) {
+	if x.promptTokens > 0 || !g.WantsPromptTokens() {
+		return
+	}
+	if p, err := req.Params(); err == nil {
+		x.promptTokens = x.s.tokens().Chat(p)
+		return
+	}
+	x.promptTokens = x.s.tokens().Count(string(req.Messages))
+}
+
+// record feeds the request's metrics.
+func (x *exchange) record() {
+	m := x.rt.Metrics
+	if m == nil {
+		return
+	}
+	model, kind := "", ""
+	if x.group != nil {
+		model = x.group.Name
+	}
+	if x.err != nil {
+		kind = string(x.err.Kind)
+	}
+	m.Request(model, x.r.URL.Path, x.status, kind, x.s.now().Sub(x.start), x.ttft)
+}

@@ -1,0 +1,500 @@
+// Package redis is the cluster-mode admission backend: a limit.Admitter
+// whose counters live in Redis, shared by every gatehouse replica, through
+// rueidis.
+//
+// Admit is one EVALSHA of one Lua script that checks and reserves every
+// rate bucket and budget of the request, or reserves none (see package
+// limit for why). Settle runs a second script off the request path, from
+// a bounded queue with retries. Settled spend is also written to a
+// limit.SpendStore (PostgreSQL in cluster mode), the durable record from
+// which Seed rebuilds budget counters Redis has lost.
+//
+// # Keys
+//
+//	<prefix>{<tag>}:rq:<scope>:<id>                   request bucket (GCRA arrival time, µs)
+//	<prefix>{<tag>}:rt:<scope>:<id>                   token bucket
+//	<prefix>{<tag>}:b:<scope>:<period>:<start>:<id>   budget counter (micro-dollars)
+//	<prefix>{<tag>}:s:<reservation>                   settled marker (10 minutes)
+//
+// The tag is limit.Admission.Tag (the project ID): every key of one
+// script call carries it, so on Redis Cluster they hash to one slot, as
+// scripts require. The ID comes last, so IDs containing ':' (model names)
+// cannot make two keys collide. Rate buckets expire once full; budget
+// counters a day after their period ends; total budgets never.
+//
+// # When a settle is lost
+//
+// The queue holds Options.SettleQueue settles; each is tried
+// Options.SettleAttempts times with backoff. A settle dropped (queue full,
+// attempts exhausted, process crash) leaves the reservation in place: the
+// budget keeps the worst-case estimate instead of the actual cost, and the
+// token buckets keep the estimate until they refill within the minute.
+// The error is on the safe side, counting more spend than happened, never
+// less, and the durable record (SpendStore) still receives the actual
+// cost, since it is written independently. A retry after a lost reply is
+// harmless: the settled marker makes the script apply once.
+//
+// Times come from the replica's clock (Options.Now): replicas must keep
+// their clocks in sync (NTP). A clock ahead by d lets through at most d's
+// worth of refill more than the limit.
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"gatehouse/internal/limit"
+)
+
+// Options configure a Limiter. The zero value is usable.
+type Options struct {
+	// Prefix starts every key ("gh:" when empty), so several gateways or
+	// test runs can share one Redis.
+	Prefix string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Timeout bounds one admission's round trip (250ms when zero); past
+	// it, Admit returns limit.ErrUnavailable and the FailurePolicy
+	// applies.
+	Timeout time.Duration
+	// SettleQueue is how many settles may wait (4096 when zero).
+	SettleQueue int
+	// SettleAttempts is how often a settle is tried (5 when zero).
+	SettleAttempts int
+	// Spend is the durable record of settled spend; nil for none.
+	Spend limit.SpendStore
+	// FlushEvery is how often settled spend is written to Spend.
+	FlushEvery time.Duration
+	// OnSettleLost, when set, is called for each settle given up on.
+	OnSettleLost func(error)
+	Log          *slog.Logger
+}
+
+// budgetGrace keeps a period's counter after the period ends, so late
+// settles still land on it.
+const budgetGrace = 24 * time.Hour
+
+// markerTTL is how long a settled marker guards against replays.
+const markerTTL = 600
+
+const window = int64(limit.Window / time.Microsecond)
+
+// Limiter is a limit.Admitter on Redis. It is safe for concurrent use.
+type Limiter struct {
+	c       rueidis.Client
+	prefix  string
+	now     func() time.Time
+	timeout time.Duration
+	log     *slog.Logger
+	onLost  func(error)
+	tries   int
+	spend   *limit.SpendLog
+	store   limit.SpendStore
+
+	admit, settle, seed script
+
+	ids    atomic.Uint64
+	idBase string
+
+	qmu    sync.RWMutex
+	closed bool
+	queue  chan settleJob
+	wg     sync.WaitGroup
+}
+
+type script struct{ src, sha string }
+
+func newScript(src string) script {
+	h := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// NewClient connects to the Redis at url (redis://, rediss://,
+// unix://), as the Limiter wants it: no client-side caching. It fails
+// when the server cannot be reached.
+func NewClient(url string) (rueidis.Client, error) {
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return c, nil
+}
+
+// New builds a Limiter on c, loads its scripts and starts its settle
+// workers. It does not fail when Redis is down (scripts are loaded on
+// first use then); Close stops it. The caller keeps ownership of c.
+func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
+	l := &Limiter{c: c, prefix: o.Prefix, now: o.Now, timeout: o.Timeout, log: o.Log, onLost: o.OnSettleLost,
+		tries: o.SettleAttempts, store: o.Spend,
+		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript)}
+	if l.prefix == "" {
+		l.prefix = "gh:"
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.timeout <= 0 {
+		l.timeout = 250 * time.Millisecond
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	if l.tries <= 0 {
+		l.tries = 5
+	}
+	n := o.SettleQueue
+	if n <= 0 {
+		n = 4096
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	l.idBase = hex.EncodeToString(b[:]) + "-"
+	for _, s := range []script{l.admit, l.settle, l.seed} {
+		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build()).ToString()
+		if err != nil {
+			l.log.Warn("redis: script load failed; will load on first use", "err", err)
+			break
+		}
+		if sha != s.sha {
+			return nil, fmt.Errorf("redis: script load returned sha %s, want %s", sha, s.sha)
+		}
+	}
+	if o.Spend != nil {
+		l.spend = limit.NewSpendLog(o.Spend, o.FlushEvery, l.log)
+	}
+	l.queue = make(chan settleJob, n)
+	for range 2 {
+		l.wg.Add(1)
+		go l.settleWorker()
+	}
+	return l, nil
+}
+
+// run calls s by SHA, and by source when Redis answers NOSCRIPT (its
+// script cache was flushed, or this cluster node never saw the script);
+// EVAL caches it again.
+func (l *Limiter) run(ctx context.Context, s *script, keys, args []string) rueidis.RedisResult {
+	r := l.c.Do(ctx, l.c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if e, ok := rueidis.IsRedisErr(r.Error()); ok && e.IsNoScript() {
+		r = l.c.Do(ctx, l.c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	return r
+}
+
+// tagOf is the hash tag of a: braces would end the tag early, so they
+// are replaced; an empty tag becomes "-" (one slot for all such requests).
+func tagOf(a *limit.Admission) string {
+	t := a.Tag
+	if t == "" {
+		return "-"
+	}
+	if strings.ContainsAny(t, "{}") {
+		t = strings.NewReplacer("{", "_", "}", "_").Replace(t)
+	}
+	return t
+}
+
+func (l *Limiter) rateKey(tag, kind string, scope limit.Scope, id string) string {
+	return l.prefix + "{" + tag + "}:" + kind + ":" + string(scope) + ":" + id
+}
+
+func (l *Limiter) budgetKey(tag string, b *limit.Budget, start string) string {
+	return l.prefix + "{" + tag + "}:b:" + string(b.Scope) + ":" + string(b.Period) + ":" + start + ":" + b.ID
+}
+
+// ref maps a script key back to the limit it counts.
+type ref struct {
+	kind  limit.Kind
+	src   int // index into Rates or Budgets
+	limit int64
+	cost  int64
+	end   time.Time
+}
+
+// Admit implements limit.Admitter in one round trip.
+func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision, error) {
+	now := l.now()
+	tag := tagOf(&a)
+	n := 2*len(a.Rates) + len(a.Budgets)
+	keys := make([]string, 0, n)
+	refs := make([]ref, 0, n)
+	args := make([]string, 3, 3+3*n)
+	args[0] = strconv.FormatInt(now.UnixMicro(), 10)
+	args[2] = strconv.FormatInt(window, 10)
+	add := func(k string, r ref) bool {
+		for _, have := range keys {
+			if have == k {
+				return false // a counter listed twice is reserved once
+			}
+		}
+		keys = append(keys, k)
+		refs = append(refs, r)
+		return true
+	}
+	for i, r := range a.Rates {
+		if r.RPM > 0 && add(l.rateKey(tag, "rq", r.Scope, r.ID), ref{kind: limit.KindRequests, src: i, limit: r.RPM, cost: 1}) {
+			args = append(args, strconv.FormatInt(r.RPM, 10), "1")
+		}
+		if r.TPM > 0 && add(l.rateKey(tag, "rt", r.Scope, r.ID), ref{kind: limit.KindTokens, src: i, limit: r.TPM, cost: a.Tokens}) {
+			args = append(args, strconv.FormatInt(r.TPM, 10), strconv.FormatInt(a.Tokens, 10))
+		}
+	}
+	nr := len(keys)
+	args[1] = strconv.Itoa(nr)
+	for i := range a.Budgets {
+		b := &a.Budgets[i]
+		start, end := b.Period.Span(now)
+		exp := int64(0)
+		if !end.IsZero() {
+			exp = end.Add(budgetGrace).UnixMilli()
+		}
+		if add(l.budgetKey(tag, b, start), ref{kind: limit.KindBudget, src: i, limit: int64(b.Limit), cost: int64(a.Cost), end: end}) {
+			args = append(args, strconv.FormatInt(int64(b.Limit), 10), strconv.FormatInt(int64(a.Cost), 10), strconv.FormatInt(exp, 10))
+		}
+	}
+	if len(keys) == 0 {
+		return limit.Decision{Allowed: true, Reservation: l.reservation(a, now)}, nil
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	out, err := l.run(cctx, &l.admit, keys, args).AsIntSlice()
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return limit.Decision{}, fmt.Errorf("redis: admit: %w", ctx.Err())
+		}
+		return limit.Decision{}, fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
+	}
+	if len(out) != 3+2*nr {
+		return limit.Decision{}, fmt.Errorf("redis: admit: %w: reply of %d values, want %d", limit.ErrUnavailable, len(out), 3+2*nr)
+	}
+
+	var d limit.Decision
+	for i := range nr {
+		q := limit.Quota{Limit: refs[i].limit, Remaining: out[3+2*i], Reset: time.Duration(out[4+2*i]) * time.Microsecond}
+		p := &d.Requests
+		if refs[i].kind == limit.KindTokens {
+			p = &d.Tokens
+		}
+		if p.Limit == 0 || q.Remaining < p.Remaining || (q.Remaining == p.Remaining && q.Limit < p.Limit) {
+			*p = q
+		}
+	}
+	if out[0] == 1 {
+		d.Allowed = true
+		d.Reservation = l.reservation(a, now)
+		return d, nil
+	}
+	idx := int(out[1]) - 1
+	if idx < 0 || idx >= len(refs) {
+		return limit.Decision{}, fmt.Errorf("redis: admit: %w: refused index %d out of range", limit.ErrUnavailable, idx)
+	}
+	r := refs[idx]
+	if r.kind == limit.KindBudget {
+		b := a.Budgets[r.src]
+		d.Refused = limit.Refusal{Scope: b.Scope, ID: b.ID, Name: b.Name, Kind: limit.KindBudget, Period: b.Period, TooLarge: r.cost > r.limit}
+		if !r.end.IsZero() {
+			d.RetryAfter = r.end.Sub(now)
+		}
+	} else {
+		rt := a.Rates[r.src]
+		d.Refused = limit.Refusal{Scope: rt.Scope, ID: rt.ID, Name: rt.Name, Kind: r.kind, TooLarge: r.cost > r.limit}
+		d.RetryAfter = time.Duration(out[2]) * time.Microsecond
+	}
+	return d, nil
+}
+
+func (l *Limiter) reservation(a limit.Admission, now time.Time) limit.Reservation {
+	return limit.NewReservation(l.idBase+strconv.FormatUint(l.ids.Add(1), 36), a, now)
+}
+
+type settleJob struct {
+	keys, args []string
+}
+
+// Settle implements limit.Admitter. It queues the correction and returns
+// at once; it fails only when the settle had to be dropped (queue full or
+// Limiter closed), which the package doc explains.
+func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Actual) error {
+	if !r.Claim() {
+		return nil
+	}
+	a := &r.Admission
+	tag := tagOf(a)
+	keys := []string{l.prefix + "{" + tag + "}:s:" + r.ID}
+	args := []string{strconv.FormatInt(l.now().UnixMicro(), 10), "", strconv.FormatInt(window, 10), strconv.Itoa(markerTTL)}
+	if dt := actual.Tokens - a.Tokens; dt != 0 {
+		for _, rt := range a.Rates {
+			k := l.rateKey(tag, "rt", rt.Scope, rt.ID)
+			if rt.TPM > 0 && !contains(keys, k) {
+				keys = append(keys, k)
+				args = append(args, strconv.FormatInt(rt.TPM, 10), strconv.FormatInt(dt, 10))
+			}
+		}
+	}
+	args[1] = strconv.Itoa(len(keys) - 1)
+	dc := strconv.FormatInt(int64(actual.Cost-a.Cost), 10)
+	for i := range a.Budgets {
+		b := &a.Budgets[i]
+		start, _ := b.Period.Span(r.At)
+		if l.spend != nil {
+			l.spend.Add(limit.BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
+		}
+		if k := l.budgetKey(tag, b, start); !contains(keys, k) {
+			keys = append(keys, k)
+			args = append(args, dc)
+		}
+	}
+	if len(keys) == 1 {
+		return nil
+	}
+	l.qmu.RLock()
+	defer l.qmu.RUnlock()
+	if l.closed {
+		return l.lost(errors.New("redis: settle after Close"))
+	}
+	select {
+	case l.queue <- settleJob{keys: keys, args: args}:
+		return nil
+	default:
+		return l.lost(errors.New("redis: settle queue full"))
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Limiter) lost(err error) error {
+	l.log.Error("settle dropped; the reservation stays counted", "err", err)
+	if l.onLost != nil {
+		l.onLost(err)
+	}
+	return err
+}
+
+func (l *Limiter) settleWorker() {
+	defer l.wg.Done()
+	for job := range l.queue {
+		var err error
+		for try := range l.tries {
+			if try > 0 {
+				time.Sleep(time.Duration(25<<try) * time.Millisecond)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err = l.run(ctx, &l.settle, job.keys, job.args).Error()
+			cancel()
+			if err == nil {
+				break
+			}
+		}
+		if err != nil {
+			l.lost(fmt.Errorf("redis: settle: %w", err))
+		}
+	}
+}
+
+// Close stops accepting settles, waits for the queued ones (until ctx
+// ends) and flushes the durable spend record. It does not close the
+// rueidis client.
+func (l *Limiter) Close(ctx context.Context) error {
+	l.qmu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.queue)
+	}
+	l.qmu.Unlock()
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("redis: close: settles still queued: %w", ctx.Err())
+	}
+	if l.spend != nil {
+		err = errors.Join(err, l.spend.Close(ctx))
+	}
+	return err
+}
+
+// Seed restores budget counters of the current periods that Redis lacks
+// (after a flush, a failover to an empty replica, a restart without
+// persistence) from the durable record, and returns how many it set.
+// Counters Redis still has are left alone. Call it at start; spend
+// reserved between the loss and the Seed is not restored.
+func (l *Limiter) Seed(ctx context.Context) (int, error) {
+	if l.store == nil {
+		return 0, nil
+	}
+	now := l.now()
+	m, err := l.store.LoadSpend(ctx, limit.Since(now))
+	if err != nil {
+		return 0, fmt.Errorf("redis: seed: %w", err)
+	}
+	byTag := map[string][2][]string{}
+	for k, v := range m {
+		start, end := k.Period.Span(now)
+		if k.Start != start || v == 0 {
+			continue // a past period
+		}
+		exp := int64(0)
+		if !end.IsZero() {
+			exp = end.Add(budgetGrace).UnixMilli()
+		}
+		tag := tagOf(&limit.Admission{Tag: k.Tag})
+		b := limit.Budget{Scope: k.Scope, ID: k.ID, Period: k.Period}
+		ka := byTag[tag]
+		ka[0] = append(ka[0], l.budgetKey(tag, &b, start))
+		ka[1] = append(ka[1], strconv.FormatInt(v, 10), strconv.FormatInt(exp, 10))
+		byTag[tag] = ka
+	}
+	total := 0
+	for _, ka := range byTag {
+		n, err := l.run(ctx, &l.seed, ka[0], ka[1]).AsInt64()
+		if err != nil {
+			return total, fmt.Errorf("redis: seed: %w", err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
+// Spent reads the counted spend (settled and reserved) of a budget in the
+// period containing t, for tests and the admin API.
+func (l *Limiter) Spent(ctx context.Context, tag string, b limit.Budget, t time.Time) (limit.Micros, error) {
+	start, _ := b.Period.Span(t)
+	k := l.budgetKey(tagOf(&limit.Admission{Tag: tag}), &b, start)
+	v, err := l.c.Do(ctx, l.c.B().Get().Key(k).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("redis: %w", err)
+	}
+	return limit.Micros(v), nil
+}
+
+var _ limit.Admitter = (*Limiter)(nil)

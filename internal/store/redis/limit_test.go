@@ -1,0 +1,575 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"gatehouse/internal/limit"
+)
+
+// testClient connects to the real Redis that `make test` starts.
+func testClient(t testing.TB) rueidis.Client {
+	t.Helper()
+	url := os.Getenv("GATEHOUSE_TEST_REDIS")
+	if url == "" {
+		t.Fatal("GATEHOUSE_TEST_REDIS is not set: these tests need the real Redis server that `make test` starts; " +
+			"to run them by hand: eval \"$(scripts/test-services start)\" and go test again")
+	}
+	c, err := NewClient(url)
+	if err != nil {
+		t.Fatalf("connect to GATEHOUSE_TEST_REDIS (is it running? scripts/test-services start): %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// testPrefix is a key prefix of this test alone; its keys are deleted
+// when the test ends.
+func testPrefix(t testing.TB, c rueidis.Client) string {
+	var b [6]byte
+	rand.Read(b[:])
+	p := "ghtest:" + hex.EncodeToString(b[:]) + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, err := c.Do(ctx, c.B().Keys().Pattern(p+"*").Build()).AsStrSlice()
+		if err == nil && len(keys) > 0 {
+			c.Do(ctx, c.B().Del().Key(keys...).Build())
+		}
+	})
+	return p
+}
+
+func newLimiter(t testing.TB, c rueidis.Client, o Options) *Limiter {
+	t.Helper()
+	l, err := New(context.Background(), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l
+}
+
+type fakeClock struct{ ns atomic.Int64 }
+
+func newClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+
+var t0 = time.Now().UTC().Truncate(time.Second)
+
+func rpmAdmission(rpm int64) limit.Admission {
+	return limit.Admission{Tag: "proj_1", Rates: []limit.Rate{
+		{Scope: limit.ScopeKey, ID: "key_1", RPM: rpm},
+		{Scope: limit.ScopeProject, ID: "proj_1", RPM: 100_000, TPM: 1e9},
+		{Scope: limit.ScopeKeyModel, ID: limit.KeyModelID("key_1", "llama3:8b"), RPM: 100_000},
+	}, Tokens: 10}
+}
+
+// admitConcurrently runs n Admit calls at once, spread over the
+// admitters, and counts those admitted.
+func admitConcurrently(t *testing.T, admitters []limit.Admitter, n int, a limit.Admission) int64 {
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			d, err := admitters[i%len(admitters)].Admit(context.Background(), a)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Allowed {
+				ok.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return ok.Load()
+}
+
+func TestExactRPM(t *testing.T) {
+	c := testClient(t)
+	clk := newClock(t0)
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c), Now: clk.Now, Timeout: 10 * time.Second})
+	if got := admitConcurrently(t, []limit.Admitter{l}, 500, rpmAdmission(100)); got != 100 {
+		t.Fatalf("admitted %d of 500 against rpm=100, want exactly 100", got)
+	}
+}
+
+// Three Limiters with their own connections stand in for three gatehouse
+// processes sharing one Redis.
+func TestExactRPMThreeReplicas(t *testing.T) {
+	clk := newClock(t0)
+	var admitters []limit.Admitter
+	var prefix string
+	for i := range 3 {
+		c := testClient(t)
+		if i == 0 {
+			prefix = testPrefix(t, c)
+		}
+		admitters = append(admitters, newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, Timeout: 10 * time.Second}))
+	}
+	if got := admitConcurrently(t, admitters, 500, rpmAdmission(100)); got != 100 {
+		t.Fatalf("three replicas admitted %d of 500 against rpm=100, want exactly 100", got)
+	}
+}
+
+func TestRefillFakeClock(t *testing.T) {
+	c := testClient(t)
+	clk := newClock(t0)
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c), Now: clk.Now})
+	ctx := context.Background()
+	a := limit.Admission{Tag: "p", Rates: []limit.Rate{{Scope: limit.ScopeKey, ID: "k", RPM: 60}}}
+	for i := range 60 {
+		if d, err := l.Admit(ctx, a); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %v %+v", i, err, d.Refused)
+		}
+	}
+	d, err := l.Admit(ctx, a)
+	if err != nil || d.Allowed || d.Refused.Kind != limit.KindRequests || d.RetryAfter != time.Second {
+		t.Fatalf("61st: %v %+v", err, d)
+	}
+	if d.Requests != (limit.Quota{Limit: 60, Remaining: 0, Reset: time.Minute}) {
+		t.Errorf("quota %+v", d.Requests)
+	}
+	clk.Advance(999 * time.Millisecond)
+	if d, _ := l.Admit(ctx, a); d.Allowed {
+		t.Fatal("admitted before a request's worth refilled")
+	}
+	clk.Advance(time.Millisecond)
+	if d, _ := l.Admit(ctx, a); !d.Allowed {
+		t.Fatal("refused after one second refilled one request")
+	}
+	if d, _ := l.Admit(ctx, a); d.Allowed {
+		t.Fatal("one second refilled more than one request")
+	}
+	clk.Advance(30 * time.Second)
+	if d, _ := l.Admit(ctx, a); !d.Allowed || d.Requests.Remaining != 29 {
+		t.Fatalf("after 30s: %+v", d)
+	}
+}
+
+func TestTokensAndSettle(t *testing.T) {
+	c := testClient(t)
+	clk := newClock(t0)
+	prefix := testPrefix(t, c)
+	l := newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now})
+	ctx := context.Background()
+	budget := limit.Budget{Scope: limit.ScopeKey, ID: "k", Name: "ci", Limit: limit.USD(1), Period: limit.Month}
+	a := limit.Admission{Tag: "p", Rates: []limit.Rate{{Scope: limit.ScopeKey, ID: "k", TPM: 1000}},
+		Budgets: []limit.Budget{budget}, Tokens: 600, Cost: limit.USD(0.3)}
+	d1, err := l.Admit(ctx, a)
+	if err != nil || !d1.Allowed || d1.Tokens.Remaining != 400 {
+		t.Fatalf("first: %v %+v", err, d1)
+	}
+	d2, _ := l.Admit(ctx, a)
+	if d2.Allowed || d2.Refused.Kind != limit.KindTokens {
+		t.Fatalf("second should be refused on tokens: %+v", d2)
+	}
+	// Settle twice: the second is a no-op.
+	for range 2 {
+		if err := l.Settle(ctx, d1.Reservation, limit.Actual{Tokens: 100, Cost: limit.USD(0.1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSettled(t, l, "p", budget, clk.Now(), limit.USD(0.1))
+	d3, _ := l.Admit(ctx, a)
+	if !d3.Allowed || d3.Tokens.Remaining != 300 {
+		t.Fatalf("after settling: %+v", d3)
+	}
+	d4, _ := l.Admit(ctx, a)
+	if d4.Allowed || d4.Refused.Kind != limit.KindTokens {
+		t.Fatalf("%+v", d4)
+	}
+	// Replaying the same settle script (a retry after a lost reply)
+	// changes nothing.
+	l.Settle(ctx, d3.Reservation, limit.Actual{})
+	waitSettled(t, l, "p", budget, clk.Now(), limit.USD(0.1))
+	job := settleJob{keys: []string{prefix + "{p}:s:" + d3.Reservation.ID, prefix + "{p}:b:key:month:" + mustStart(limit.Month, clk.Now()) + ":k"},
+		args: []string{strconv.FormatInt(clk.Now().UnixMicro(), 10), "0", strconv.FormatInt(window, 10), "600", "-600000"}}
+	if n, err := l.run(ctx, &l.settle, job.keys, job.args).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("replayed settle: %d %v, want 0 (already settled)", n, err)
+	}
+	if got, _ := l.Spent(ctx, "p", budget, clk.Now()); got != limit.USD(0.1) {
+		t.Fatalf("spent %v after replay", got)
+	}
+	// Budget refusal names the budget.
+	d5, _ := l.Admit(ctx, limit.Admission{Tag: "p", Budgets: []limit.Budget{budget}, Cost: limit.USD(0.95)})
+	if d5.Allowed || d5.Refused.Message() != "budget of key ci (month) exhausted" || d5.Refused.Code() != "budget_exceeded" {
+		t.Fatalf("%+v %q", d5, d5.Refused.Message())
+	}
+	_, end := limit.Month.Span(clk.Now())
+	if d5.RetryAfter != end.Sub(clk.Now()) {
+		t.Errorf("retry after %v", d5.RetryAfter)
+	}
+}
+
+func mustStart(p limit.Period, t time.Time) string { s, _ := p.Span(t); return s }
+
+func waitSettled(t *testing.T, l *Limiter, tag string, b limit.Budget, at time.Time, want limit.Micros) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := l.Spent(context.Background(), tag, b, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spent %v, want %v", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A $1.00 budget under 200 concurrent reserve+settle never settles above
+// $1.00: estimates are worst cases, actuals at most the estimate.
+func TestBudgetNeverOverspent(t *testing.T) {
+	c := testClient(t)
+	spend := &memSpend{}
+	l, err := New(context.Background(), c, Options{Prefix: testPrefix(t, c), Timeout: 10 * time.Second, Spend: spend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b := limit.Budget{Scope: limit.ScopeCustomer, ID: "cus_1", Limit: limit.USD(1), Period: limit.Total}
+	const est = limit.Micros(30_000)
+	var wg sync.WaitGroup
+	var settled atomic.Int64
+	for range 200 {
+		wg.Go(func() {
+			d, err := l.Admit(ctx, limit.Admission{Tag: "p", Budgets: []limit.Budget{b}, Cost: est})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !d.Allowed {
+				return
+			}
+			n, _ := rand.Int(rand.Reader, big.NewInt(int64(est)+1))
+			act := limit.Micros(n.Int64())
+			settled.Add(int64(act))
+			l.Settle(ctx, d.Reservation, limit.Actual{Cost: act})
+		})
+	}
+	wg.Wait()
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.Spent(ctx, "p", b, time.Now())
+	if got != limit.Micros(settled.Load()) || got > limit.USD(1) {
+		t.Fatalf("counter %v, settled %v, budget 1.000000", got, limit.Micros(settled.Load()))
+	}
+	if p := spend.total(); p != settled.Load() {
+		t.Errorf("durable record %d, settled %d", p, settled.Load())
+	}
+}
+
+func TestPeriodRollover(t *testing.T) {
+	c := testClient(t)
+	clk := newClock(time.Date(2031, 1, 31, 23, 59, 59, 0, time.UTC))
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c), Now: clk.Now})
+	ctx := context.Background()
+	for _, p := range []limit.Period{limit.Day, limit.Month} {
+		a := limit.Admission{Tag: "p", Budgets: []limit.Budget{{Scope: limit.ScopeKey, ID: "k" + string(p), Limit: limit.USD(1), Period: p}}, Cost: limit.USD(1)}
+		clk.Set(time.Date(2031, 1, 31, 23, 59, 59, 0, time.UTC))
+		if d, _ := l.Admit(ctx, a); !d.Allowed {
+			t.Fatal("first refused")
+		}
+		if d, _ := l.Admit(ctx, a); d.Allowed {
+			t.Fatal("second admitted in the same period")
+		}
+		clk.Set(time.Date(2031, 2, 1, 0, 0, 0, 0, time.UTC))
+		if d, _ := l.Admit(ctx, a); !d.Allowed {
+			t.Fatalf("%s: refused after rollover: %+v", p, d.Refused)
+		}
+	}
+}
+
+func TestNoScriptRecovery(t *testing.T) {
+	c := testClient(t)
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c)})
+	ctx := context.Background()
+	if err := c.Do(ctx, c.B().ScriptFlush().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.Admit(ctx, rpmAdmission(10))
+	if err != nil || !d.Allowed {
+		t.Fatalf("after SCRIPT FLUSH: %v %+v", err, d)
+	}
+	exists, err := c.Do(ctx, c.B().ScriptExists().Sha1(l.admit.sha).Build()).AsIntSlice()
+	if err != nil || len(exists) != 1 || exists[0] != 1 {
+		t.Fatalf("script not cached again after recovery: %v %v", exists, err)
+	}
+}
+
+// commandCalls reads calls per command from Redis's own INFO commandstats.
+func commandCalls(t testing.TB, c rueidis.Client) map[string]int64 {
+	t.Helper()
+	s, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for line := range strings.Lines(s) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		m[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseInt(n, 10, 64)
+	}
+	return m
+}
+
+func TestOneCommandPerAdmission(t *testing.T) {
+	c := testClient(t)
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c)})
+	ctx := context.Background()
+	a := rpmAdmission(1e6)
+	a.Budgets = []limit.Budget{
+		{Scope: limit.ScopeKey, ID: "key_1", Limit: limit.USD(1e6), Period: limit.Month},
+		{Scope: limit.ScopeProject, ID: "proj_1", Limit: limit.USD(1e6), Period: limit.Day},
+		{Scope: limit.ScopeCustomer, ID: "cus_1", Limit: limit.USD(1e6), Period: limit.Total},
+	}
+	a.Cost = 1
+	l.Admit(ctx, a) // scripts cached
+	before := commandCalls(t, c)
+	const n = 200
+	for range n {
+		if d, err := l.Admit(ctx, a); err != nil || !d.Allowed {
+			t.Fatalf("%v %+v", err, d.Refused)
+		}
+	}
+	after := commandCalls(t, c)
+	if got := after["evalsha"] - before["evalsha"]; got != n {
+		t.Errorf("%d admissions ran %d EVALSHA, want exactly one each", n, got)
+	}
+	if got := after["eval"] - before["eval"]; got != 0 {
+		t.Errorf("%d EVAL during admissions", got)
+	}
+}
+
+// proxy forwards TCP to Redis until closed, so a test can take Redis
+// away from a client.
+type proxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+func TestRedisDownPolicies(t *testing.T) {
+	url := os.Getenv("GATEHOUSE_TEST_REDIS")
+	if url == "" {
+		t.Fatal("GATEHOUSE_TEST_REDIS is not set: run under `make test` or eval \"$(scripts/test-services start)\"")
+	}
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, opt.InitAddress[0])
+	opt.InitAddress = []string{p.ln.Addr().String()}
+	opt.DisableCache = true
+	opt.DisableRetry = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, testClient(t)), Timeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	if d, err := l.Admit(ctx, rpmAdmission(100)); err != nil || !d.Allowed {
+		t.Fatalf("through the proxy: %v %+v", err, d)
+	}
+	p.close()
+	_, err = l.Admit(ctx, rpmAdmission(100))
+	if !errors.Is(err, limit.ErrUnavailable) {
+		t.Fatalf("Redis gone: err %v, want ErrUnavailable", err)
+	}
+
+	closed := &limit.Fallback{Primary: l, Policy: limit.FailClosed}
+	if _, err := closed.Admit(ctx, rpmAdmission(100)); !errors.Is(err, limit.ErrUnavailable) {
+		t.Fatalf("fail closed: %v", err)
+	}
+	local, err := limit.NewEmbedded(ctx, limit.Options{Now: newClock(t0).Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(ctx)
+	open := &limit.Fallback{Primary: l, Local: local, Policy: limit.FailOpen, Replicas: 3}
+	n := 0
+	for range 100 {
+		d, err := open.Admit(ctx, rpmAdmission(90))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			n++
+			open.Settle(ctx, d.Reservation, limit.Actual{})
+		}
+	}
+	if n != 30 {
+		t.Errorf("fail open admitted %d, want this replica's share 30", n)
+	}
+}
+
+func TestSeedRestoresLostCounters(t *testing.T) {
+	c := testClient(t)
+	clk := newClock(t0)
+	spend := &memSpend{}
+	start, _ := limit.Month.Span(t0)
+	spend.m = map[limit.BudgetKey]int64{
+		{Tag: "p", Scope: limit.ScopeKey, ID: "k", Period: limit.Month, Start: start}:        900_000,
+		{Tag: "p", Scope: limit.ScopeKey, ID: "k", Period: limit.Month, Start: "2000-01-01"}: 5,
+	}
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c), Now: clk.Now, Spend: spend})
+	ctx := context.Background()
+	n, err := l.Seed(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("seed: %d %v", n, err)
+	}
+	b := limit.Budget{Scope: limit.ScopeKey, ID: "k", Limit: limit.USD(1), Period: limit.Month}
+	if d, _ := l.Admit(ctx, limit.Admission{Tag: "p", Budgets: []limit.Budget{b}, Cost: limit.USD(0.2)}); d.Allowed {
+		t.Fatal("seeded spend ignored")
+	}
+	if n, _ := l.Seed(ctx); n != 0 {
+		t.Errorf("second seed overwrote %d live counters", n)
+	}
+}
+
+type memSpend struct {
+	mu sync.Mutex
+	m  map[limit.BudgetKey]int64
+}
+
+func (s *memSpend) LoadSpend(_ context.Context, since string) (map[limit.BudgetKey]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[limit.BudgetKey]int64{}
+	for k, v := range s.m {
+		if k.Start == "" || k.Start >= since {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func (s *memSpend) AddSpend(_ context.Context, d map[limit.BudgetKey]int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[limit.BudgetKey]int64{}
+	}
+	for k, v := range d {
+		s.m[k] += v
+	}
+	return nil
+}
+
+func (s *memSpend) total() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, v := range s.m {
+		n += v
+	}
+	return n
+}
+
+func BenchmarkRedisAdmitSettle(b *testing.B) {
+	c := testClient(b)
+	l := newLimiter(b, c, Options{Prefix: testPrefix(b, c)})
+	ctx := context.Background()
+	a := rpmAdmission(1 << 40)
+	a.Budgets = []limit.Budget{{Scope: limit.ScopeKey, ID: "key_1", Limit: 1 << 60, Period: limit.Month}}
+	a.Cost = 2000
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := l.Admit(ctx, a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Settle(ctx, d.Reservation, limit.Actual{Tokens: 5, Cost: 1000})
+	}
+}
+
+func BenchmarkRedisAdmitParallel(b *testing.B) {
+	c := testClient(b)
+	l := newLimiter(b, c, Options{Prefix: testPrefix(b, c), SettleQueue: 1 << 16})
+	ctx := context.Background()
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		a := rpmAdmission(1 << 40)
+		a.Rates[0].ID = "key_" + strconv.FormatInt(n.Add(1), 10)
+		a.Budgets = []limit.Budget{{Scope: limit.ScopeKey, ID: a.Rates[0].ID, Limit: 1 << 60, Period: limit.Month}}
+		a.Cost = 2000
+		for pb.Next() {
+			d, err := l.Admit(ctx, a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Settle(ctx, d.Reservation, limit.Actual{Tokens: 5, Cost: 1000})
+		}
+	})
+}
