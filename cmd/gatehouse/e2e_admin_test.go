@@ -259,11 +259,11 @@ func TestClusterRevocation(t *testing.T) {
 	b, _ := startProcess(t, cfg)
 	aURL, bURL := "http://"+a.addr, "http://"+b.addr
 
-	out, stderr, err := cliRun(t, aURL, "projects", "create", "team-x", "--rpm", "100", "--json")
+	_, stderr, err := cliRun(t, aURL, "projects", "create", "team-x", "--rpm", "100", "--json")
 	if err != nil {
 		t.Fatalf("projects create on A: %v\n%s", err, stderr)
 	}
-	out, stderr, err = cliRun(t, aURL, "keys", "create", "--project", "team-x", "--json")
+	out, stderr, err := cliRun(t, aURL, "keys", "create", "--project", "team-x", "--json")
 	if err != nil {
 		t.Fatalf("keys create on A: %v\n%s\n%s", err, stderr, out)
 	}
