@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -25,10 +24,11 @@ import (
 // backend is an upstream for routing tests: a mockllm behind a switch
 // that can break it (503) at will, counting what reaches it.
 type backend struct {
-	mock   *mockllm.Server
-	URL    string
-	broken atomic.Bool
-	hits   atomic.Int64
+	mock    *mockllm.Server
+	URL     string
+	broken  atomic.Bool
+	failFor atomic.Int64 // this many more requests get a 503
+	hits    atomic.Int64
 }
 
 func startBackend(t *testing.T, o mockllm.Options) *backend {
@@ -39,7 +39,7 @@ func startBackend(t *testing.T, o mockllm.Options) *backend {
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
 			b.hits.Add(1)
 		}
-		if b.broken.Load() {
+		if b.broken.Load() || (strings.HasPrefix(r.URL.Path, "/v1/") && b.failFor.Add(-1) >= 0) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, `{"error":{"message":"The engine is currently overloaded, please try again later.","type":"server_error","param":null,"code":null}}`)
@@ -162,15 +162,15 @@ func TestFailoverToNextDeployment(t *testing.T) {
 				t.Fatalf("good upstream completed %d requests", n)
 			}
 			// One request, one usage: the log line bills the attempt that answered.
-			line := gw.logLine(t, resp.Header.Get("X-Gatehouse-Request-Id"))
+			line := requestLine(t, gw, resp.Header.Get("X-Gatehouse-Request-Id"))
 			for _, want := range []string{`"attempts":2`, `"billed_attempt":2`, `"provider":"good"`, `"status":200`,
 				fmt.Sprintf(`"total_tokens":%d`, got.Usage.TotalTokens)} {
 				if !strings.Contains(line, want) {
 					t.Fatalf("log line lacks %s: %s", want, line)
 				}
 			}
-			if strings.Count(gw.Logs.String(), `"request_id":"`+resp.Header.Get("X-Gatehouse-Request-Id")+`","method"`) != 1 {
-				t.Fatal("more than one request line")
+			if strings.Count(gw.Logs.String(), `"msg":"request","request_id":"`+resp.Header.Get("X-Gatehouse-Request-Id")) != 1 {
+				t.Fatal("not exactly one request line")
 			}
 		})
 	}
@@ -224,8 +224,7 @@ func TestMidStreamFailureIsNotRetried(t *testing.T) {
 	for s.Next() {
 		chunks++
 	}
-	var apiErr *openai.Error
-	if !errors.As(s.Err(), &apiErr) || !strings.Contains(apiErr.Message, "ended unexpectedly") || chunks == 0 {
+	if s.Err() == nil || !strings.Contains(s.Err().Error(), "ended unexpectedly") || chunks == 0 {
 		t.Fatalf("after %d chunks: %v", chunks, s.Err())
 	}
 	if resp.Header.Get("X-Gatehouse-Provider") != "first" || resp.Header.Get("X-Gatehouse-Attempts") != "1" {
@@ -235,7 +234,7 @@ func TestMidStreamFailureIsNotRetried(t *testing.T) {
 	if n := second.hits.Load(); n != 0 {
 		t.Fatalf("a second attempt was made after the first byte (%d)", n)
 	}
-	line := gw.logLine(t, resp.Header.Get("X-Gatehouse-Request-Id"))
+	line := requestLine(t, gw, resp.Header.Get("X-Gatehouse-Request-Id"))
 	if !strings.Contains(line, `"attempts":1`) || !strings.Contains(line, `"billed_attempt":1`) {
 		t.Fatalf("log line %s", line)
 	}
@@ -283,6 +282,22 @@ models:
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "gatehouse_"))
 		}
 	}
+}
+
+// requestLine is the request's own log line (not its attempt lines).
+func requestLine(t *testing.T, gw *testGateway, id string) string {
+	t.Helper()
+	var line string
+	waitFor(t, 2*time.Second, "log line of "+id, func() bool {
+		for _, l := range strings.Split(gw.Logs.String(), "\n") {
+			if strings.Contains(l, `"msg":"request"`) && strings.Contains(l, `"request_id":"`+id+`"`) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	return line
 }
 
 func scrape(t *testing.T, gw *testGateway) string {
@@ -390,11 +405,7 @@ func TestRetryRecoversSingleDeployment(t *testing.T) {
     targets: [{provider: flaky, model: gpt-4o-mini}]
     retry: {max_attempts: 3, backoff: 150ms}
 `))
-	flaky.broken.Store(true)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		flaky.broken.Store(false)
-	}()
+	flaky.failFor.Store(1)
 	got, resp, err := chatWith(t, gw, "m", "eventually")
 	wantAnswer(t, got, resp, err, "flaky", "2")
 }

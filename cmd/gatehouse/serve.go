@@ -26,12 +26,13 @@ type gateway struct {
 	bare bool
 	log  *slog.Logger
 
-	srv     *server.Server
-	metrics *metrics.Metrics // the process's instruments (nil for a bare proxy), handed to every generation
-	st      *stores          // opened once per process, closed when run returns
+	srv *server.Server
+	st  *stores    // opened once per process, closed when run returns
 	mu  sync.Mutex // serialises reloads
 	gen *generation
 	bg  context.Context // generations' background work runs under it; set by run
+
+	metrics *metrics.Metrics // the process's instruments (nil for a bare proxy), handed to every generation
 }
 
 func serve(path string, bare bool) error {

@@ -42,6 +42,10 @@ func run(args []string) error {
 	models := fs.String("models", "", "comma-separated model ids for /v1/models (default: a few OpenAI ids)")
 	fs.StringVar(&o.Reply, "reply", "", "fixed reply text (default: quotes the last user message)")
 	fs.IntVar(&o.RecordLimit, "record-limit", 100, "requests kept for /mock/requests (negative disables recording)")
+	fs.DurationVar(&o.Load.PerToken, "per-token", 0, "load model: processing time per prompt and reply token on an idle server (0 = off)")
+	fs.IntVar(&o.Load.Capacity, "capacity", 4096, "load model: in-flight tokens that double the time per token")
+	fs.Float64Var(&o.Load.Jitter, "jitter", 0.2, "load model: ± share each request's work varies by (negative = none)")
+	fs.Uint64Var(&o.Load.Seed, "seed", 1, "load model: seed of the per-request jitter")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -58,6 +58,8 @@ type Config struct {
 	Cache     Cache      `yaml:"cache"`
 	Routing   Routing    `yaml:"routing"` // default routing mode of every model
 	Retry     Retry      `yaml:"retry"`   // defaults for every model; see routing.go
+	Limits    Limits     `yaml:"limits"`  // admission control; see limits.go
+	Pricing   Pricing    `yaml:"pricing"` // cost accounting; see limits.go
 	Breaker   Breaker    `yaml:"breaker"` // circuit breaker of every deployment
 
 	models    map[string]int // name → index in Models

@@ -26,7 +26,14 @@ func defaultsOnly() *Config {
 		Routing:  Routing{Mode: DefaultRoutingMode},
 		Retry:    Retry{Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
 		Breaker:  defaultBreaker(),
+		Limits:   defaultLimits(),
+		Pricing:  Pricing{DefaultMaxOutput: DefaultMaxOutputTokens, Unknown: "refuse"},
 	}
+}
+
+func defaultLimits() Limits {
+	return Limits{FailurePolicy: DefaultFailurePolicy, Replicas: DefaultReplicas, RedisTimeout: DefaultRedisTimeout,
+		Cooldown: DefaultLimitCooldown, FlushEvery: DefaultSpendFlush, SettleQueue: DefaultSettleQueue, RedisPrefix: DefaultRedisPrefix}
 }
 
 func defaultBreaker() Breaker {
@@ -110,6 +117,8 @@ func TestLoadEveryField(t *testing.T) {
 		Routing: Routing{Mode: DefaultRoutingMode},
 		Retry:   Retry{Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
 		Breaker: defaultBreaker(),
+		Limits:  defaultLimits(),
+		Pricing: Pricing{DefaultMaxOutput: DefaultMaxOutputTokens, Unknown: "refuse"},
 	}
 	got, err := Load("testdata/full.yaml")
 	if err != nil {

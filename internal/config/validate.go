@@ -132,6 +132,8 @@ func (c *checker) config(cfg *Config) {
 		c.key(fmt.Sprintf("keys[%d]", i), &cfg.Keys[i], models, secrets, names)
 	}
 	c.cache(cfg.Cache, providers)
+	c.limits(cfg.Limits)
+	c.pricing(cfg.Pricing)
 }
 
 func validPort(p string) bool {
@@ -346,6 +348,7 @@ func applyDefaults(cfg *Config, d *decoder) {
 		}
 	}
 	routingDefaults(cfg, d)
+	limitsDefaults(cfg)
 	if cfg.Cache.Exact.TTL == 0 {
 		cfg.Cache.Exact.TTL = DefaultExactCacheTTL
 	}

@@ -257,6 +257,10 @@ func (s *Server) chat(c *call, body []byte) {
 		}
 		return
 	}
+	defer s.admit(x.promptTokens + x.completionTokens())()
+	if p.perToken > 0 {
+		p.jitter = jitterFactor(s.load.Seed, body, s.load.Jitter)
+	}
 	bp := s.bufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= 64<<10 {
@@ -294,7 +298,7 @@ const (
 // apply too: half the body is sent, then it goes silent or is cut, which
 // is what a non-streamed failure looks like on the wire.
 func (c *call) complete(x *exchange, p *plan, b []byte) []byte {
-	if !c.wait(p.latency) {
+	if !c.wait(p.latency) || !c.process(p, x.promptTokens+x.completionTokens()) {
 		return b
 	}
 	b = append(b, `{"id":"`...)

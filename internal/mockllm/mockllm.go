@@ -39,6 +39,7 @@ type Options struct {
 	Models          []string      // served by GET /v1/models (default: gpt-4o-mini, gpt-4o, … text-embedding-3-large); chat accepts any model
 	Reply           string        // fixed reply text; default: a deterministic reply that quotes the last user message
 	RecordLimit     int           // received requests kept for Requests (default 100; negative disables recording)
+	Load            LoadModel     // chat completions slow down with the tokens in flight (load.go); off by default
 
 	// AWSAccessKeyID and AWSSecretKey are the key pair Bedrock requests
 	// (/model/…) must be SigV4-signed with; AWSSessionToken, when set,
@@ -130,6 +131,9 @@ type Server struct {
 	requests, completed, cancelled, errors, inFlight atomic.Int64
 	errorDraws                                       atomic.Uint64 // spreads ErrorRate evenly, see injectError
 
+	load                     LoadModel    // with defaults filled in
+	loadTokens, loadRequests atomic.Int64 // chat completions in flight and their tokens (load.go)
+
 	cancelCh chan Cancellation
 	bufs     sync.Pool // *[]byte response buffers
 
@@ -146,7 +150,7 @@ func New(o Options) *Server {
 	if o.RecordLimit == 0 {
 		o.RecordLimit = defaultRecordLimit
 	}
-	s := &Server{opts: o, models: o.Models, cancelCh: make(chan Cancellation, cancelBuffer)}
+	s := &Server{opts: o, models: o.Models, cancelCh: make(chan Cancellation, cancelBuffer), load: o.Load.withDefaults()}
 	if len(s.models) == 0 {
 		s.models = defaultModels
 	}
@@ -252,6 +256,10 @@ type call struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/mock/") {
 		s.serveControl(w, r)
+		return
+	}
+	if r.URL.Path == "/metrics" && r.Method == http.MethodGet {
+		s.serveMetrics(w)
 		return
 	}
 	c := &call{s: s, w: w, r: r, ctx: r.Context(), rc: http.NewResponseController(w), received: time.Now(), reqID: newRequestID()}

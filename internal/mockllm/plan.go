@@ -26,6 +26,10 @@ type plan struct {
 	// tool makes the reply a call to the request's tool of this name, in
 	// the dialects that emulate tool calling.
 	tool string
+	// perToken and jitter drive the load model (load.go); perToken 0
+	// leaves it off.
+	perToken time.Duration
+	jitter   float64
 }
 
 // mockKeys are the override names: the directive key and, canonicalised,
@@ -42,6 +46,7 @@ var mockKeys = []struct{ key, header string }{
 	{"stall_after", "X-Mock-Stall-After"},
 	{"fail_after", "X-Mock-Fail-After"},
 	{"tool", "X-Mock-Tool"},
+	{"per_token", "X-Mock-Per-Token"},
 }
 
 func (s *Server) basePlan() plan {
@@ -49,7 +54,7 @@ func (s *Server) basePlan() plan {
 	return plan{
 		latency: o.Latency, ttft: o.TTFT, tps: o.TokensPerSecond, chunks: o.Chunks,
 		errorStatus: o.ErrorStatus, errorRate: o.ErrorRate, retryAfter: o.RetryAfter,
-		stallAfter: -1, failAfter: -1,
+		stallAfter: -1, failAfter: -1, perToken: s.load.PerToken, jitter: 1,
 	}
 }
 
@@ -139,6 +144,8 @@ func (p *plan) set(key, v string) error {
 		p.failAfter, err = parseInt(v, 0, 1<<20)
 	case "tool":
 		p.tool = v
+	case "per_token":
+		p.perToken, err = parseDuration(v)
 	default:
 		err = fmt.Errorf("unknown key %q", key)
 	}

@@ -64,10 +64,10 @@ func (r Retry) maxWait() time.Duration {
 type verdict uint8
 
 const (
-	moveOn      verdict = iota // another deployment may answer
-	fatal                      // answer the client with this error
-	tooLong                    // the prompt does not fit: context fallbacks
-	clientGone                 // stop at once
+	moveOn     verdict = iota // another deployment may answer
+	fatal                     // answer the client with this error
+	tooLong                   // the prompt does not fit: context fallbacks
+	clientGone                // stop at once
 )
 
 func (r Retry) judge(e *llm.Error) verdict {

@@ -51,6 +51,10 @@ type Spec struct {
 	ContextFallbacks []string
 	// MaxContext is the model's context window in tokens; 0 = unknown.
 	MaxContext int
+	// Selector, when set, replaces the strategy's selector (benchmarks
+	// compare policies with it, such as a least-connections one built on
+	// Backend.InFlightRequests).
+	Selector Selector
 }
 
 // Group is one client-facing model: its deployments, how to choose among
@@ -85,7 +89,10 @@ func (p *Pool) Group(s Spec) *Group {
 		Name: s.Name, Strategy: s.Strategy, Targets: s.Targets, Weights: make([]int, len(s.Targets)),
 		Timeouts: s.Timeouts, Retry: s.Retry, Mode: s.Mode, Fallbacks: s.Fallbacks,
 		ContextFallbacks: s.ContextFallbacks, MaxContext: s.MaxContext,
-		pool: p, sel: NewSelector(s.Strategy, p.rand, p.explore),
+		pool: p, sel: s.Selector,
+	}
+	if g.sel == nil {
+		g.sel = NewSelector(s.Strategy, p.rand, p.explore)
 	}
 	if g.Mode == "" {
 		g.Mode = ModeAny

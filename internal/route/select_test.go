@@ -218,3 +218,27 @@ func TestSharedBackendAcrossGroups(t *testing.T) {
 		t.Fatalf("a breaker opened by one model's traffic did not protect the other: picked %s", got)
 	}
 }
+
+// leastRequests is what a benchmark plugs in to compare with least-tokens.
+type leastRequests struct{}
+
+func (leastRequests) Select(cands []Member, _ int64) int {
+	best := 0
+	for i, m := range cands {
+		if m.InFlightRequests() < cands[best].InFlightRequests() {
+			best = i
+		}
+	}
+	return best
+}
+
+func TestCustomSelector(t *testing.T) {
+	g := NewPool(PoolOptions{}).Group(Spec{Name: "m", Targets: targets(2), Selector: leastRequests{}})
+	first, _ := g.Pick(nil, 5000, true)
+	second, _ := g.Pick(nil, 1, true)
+	if first.Deployment == second.Deployment {
+		t.Fatal("custom selector not used")
+	}
+	first.Done(Success, 0, 0)
+	second.Done(Success, 0, 0)
+}

@@ -28,15 +28,8 @@ type exchange struct {
 
 	principal  *auth.Principal
 	model      string
-	group      *route.Group // the model's group once resolved: a metric label that is never client input
 	deployment *provider.Deployment
-	// attempts counts upstream calls; billedAttempt is the one that
-	// answered (0: none did). Usage comes from that attempt only, so
-	// settlement never bills a failed attempt or one twice.
-	attempts      int
-	billedAttempt int
-	promptTokens  int // estimate; 0 until something needs it
-	stream        bool
+	stream     bool
 	status     int
 	usage      llm.Usage
 	hasUsage   bool
@@ -44,6 +37,14 @@ type exchange struct {
 	err        *llm.Error
 	written    bool // response headers are out: errors can no longer change the status
 	dialect    dialect
+
+	group *route.Group // the model's group once resolved: a metric label that is never client input
+	// attempts counts upstream calls; billedAttempt is the one that
+	// answered (0: none did). Usage comes from that attempt only, so
+	// settlement never bills a failed attempt, nor one twice.
+	attempts      int
+	billedAttempt int
+	promptTokens  int // estimate; 0 until something needs it
 }
 
 // dialect is the API family a route speaks; it decides the shape of

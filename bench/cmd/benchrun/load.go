@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/bench/internal/proc"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
@@ -41,8 +42,8 @@ type scenario struct {
 // target is one way of reaching mockllm.
 type target struct {
 	name string
-	url  string // the chat completions URL
-	proc *proc  // the process between client and mockllm; nil when direct
+	url  string     // the chat completions URL
+	proc *proc.Proc // the process between client and mockllm; nil when direct
 }
 
 // runSpec is one cell of the matrix, as run against each target.
@@ -109,10 +110,10 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	var cpu0 time.Duration
 	var err error
 	if tg.proc != nil {
-		if err = resetPeakRSS(tg.proc.pid()); err != nil {
+		if err = resetPeakRSS(tg.proc.Pid()); err != nil {
 			return s, fmt.Errorf("reset peak RSS of %s: %w", tg.name, err)
 		}
-		if cpu0, err = cpuTime(tg.proc.pid()); err != nil {
+		if cpu0, err = cpuTime(tg.proc.Pid()); err != nil {
 			return s, err
 		}
 	}
@@ -133,14 +134,14 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	// Clock-tick rounding can make this slightly negative on a quiet machine.
 	s.other = max(0, ((machine1-machine0)-(ours1-ours0)).Seconds()/t.elapsed.Seconds())
 	if tg.proc != nil {
-		if err = tg.proc.exitedErr(); err != nil {
+		if err = tg.proc.Exited(); err != nil {
 			return s, err
 		}
-		cpu1, err := cpuTime(tg.proc.pid())
+		cpu1, err := cpuTime(tg.proc.Pid())
 		if err != nil {
 			return s, err
 		}
-		peak, err := peakRSS(tg.proc.pid())
+		peak, err := peakRSS(tg.proc.Pid())
 		if err != nil {
 			return s, err
 		}

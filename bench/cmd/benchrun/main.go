@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gatehouse/bench/internal/proc"
 )
 
 // Target names, in the order they run and are printed.
@@ -216,7 +218,7 @@ func parseFlags(args []string) (options, error) {
 // bench is the set of running processes and the targets they make up.
 type bench struct {
 	dir     string
-	procs   []*proc // in start order
+	procs   []*proc.Proc // in start order
 	targets []target
 }
 
@@ -224,7 +226,7 @@ type bench struct {
 // It is safe on a bench whose setup failed half way.
 func (b *bench) close(keep bool) {
 	for i := len(b.procs) - 1; i >= 0; i-- {
-		b.procs[i].stop()
+		b.procs[i].Stop()
 	}
 	if b.dir == "" {
 		return
@@ -250,7 +252,7 @@ func setup(ctx context.Context, o options) (*bench, error) {
 	if err != nil {
 		return b, err
 	}
-	mockAddr, err := mock.waitListening(ctx, readyTimeout)
+	mockAddr, err := mock.WaitListening(ctx, readyTimeout)
 	if err != nil {
 		return b, err
 	}
@@ -269,14 +271,14 @@ func setup(ctx context.Context, o options) (*bench, error) {
 		if err != nil {
 			return b, err
 		}
-		addr, err := p.waitListening(ctx, readyTimeout)
+		addr, err := p.WaitListening(ctx, readyTimeout)
 		if err != nil {
 			return b, err
 		}
 		b.targets = append(b.targets, target{name: plainproxy, url: chatURL(addr), proc: p})
 	}
 
-	addrs, err := freePorts(2)
+	addrs, err := proc.FreePorts(2)
 	if err != nil {
 		return b, err
 	}
@@ -298,7 +300,7 @@ func setup(ctx context.Context, o options) (*bench, error) {
 		if err != nil {
 			return b, err
 		}
-		if err := p.waitReady(ctx, "http://"+addrs[i]+"/readyz", readyTimeout); err != nil {
+		if err := p.WaitReady(ctx, "http://"+addrs[i]+"/readyz", readyTimeout); err != nil {
 			return b, err
 		}
 		b.targets = append(b.targets, target{name: name, url: chatURL(addrs[i]), proc: p})
@@ -317,8 +319,8 @@ func setup(ctx context.Context, o options) (*bench, error) {
 	return b, nil
 }
 
-func (b *bench) start(dir, name, bin string, args ...string) (*proc, error) {
-	p, err := startProc(dir, name, bin, args...)
+func (b *bench) start(dir, name, bin string, args ...string) (*proc.Proc, error) {
+	p, err := proc.Start(dir, name, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +393,7 @@ func probe(tg target, stream bool) error {
 	}
 	err = fmt.Errorf("probe %s (stream=%t): %w", tg.name, stream, err)
 	if tg.proc != nil {
-		err = fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, tg.proc.log, tg.proc.tail(20))
+		err = fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, tg.proc.Log, tg.proc.Tail(20))
 	}
 	return err
 }
@@ -404,7 +406,7 @@ func runCell(ctx context.Context, b *bench, spec runSpec, rounds int) (cell, err
 	targets := b.targets
 	m := meter{pids: []int{os.Getpid()}}
 	for _, p := range b.procs {
-		m.pids = append(m.pids, p.pid())
+		m.pids = append(m.pids, p.Pid())
 	}
 	byName := map[string][]sample{}
 	for r := range rounds {
@@ -418,7 +420,7 @@ func runCell(ctx context.Context, b *bench, spec runSpec, rounds int) (cell, err
 				spec.name, spec.concurrency, r+1, rounds, tg.name, s.rps, msf(s.p99), s.failed, s.other)
 			byName[tg.name] = append(byName[tg.name], s)
 			if tg.proc != nil {
-				waitIdle(ctx, tg.proc.pid(), 3*time.Second)
+				waitIdle(ctx, tg.proc.Pid(), 3*time.Second)
 			}
 		}
 	}

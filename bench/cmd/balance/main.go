@@ -1,0 +1,379 @@
+// Command balance is gatehouse's load-balancing benchmark: it reproduces
+// the token-aware balancing experiment of
+// ../shared/reference/token-aware-balancer.txt and goes past it. Three
+// mockllm processes run its load model (a server's time per token grows
+// with the tokens it is processing, ±20% jitter per request); one
+// gatehouse per strategy (round-robin, least-requests, least-tokens) sits
+// in front of all three; every gatehouse is sent the same seeded request
+// sequence by the same number of clients, and the report compares their
+// average and tail latency with round-robin's, one table per scenario.
+//
+// Like benchrun it runs the real binaries over loopback and must not
+// import the gatehouse module.
+//
+// Usage (from bench/):
+//
+//	go run ./cmd/balance -gatehouse ../bin/gatehouse -mockllm ../bin/mockllm
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gatehouse/bench/internal/proc"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitErrors = 1 // some request failed: the tables are not measurements
+	exitSetup  = 2 // a process did not start, a flag was wrong, or Ctrl-C
+)
+
+const (
+	readyTimeout = 15 * time.Second
+	backends     = 3
+)
+
+type options struct {
+	gatehouse, mockllm string
+	strategies         []string
+	scenarios          []scenario
+	rounds             int
+	seed               uint64
+	perToken           time.Duration
+	capacity           int
+	jitter             float64
+	loadSignal         bool
+	out                string
+	keep               bool
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "balance:", err)
+		return exitSetup
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	b, err := setup(ctx, o)
+	defer b.close(o.keep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "balance: setup:", interrupted(ctx, err))
+		return exitSetup
+	}
+
+	var doc bytes.Buffer
+	w := io.MultiWriter(os.Stdout, &doc)
+	writeHeader(w, o)
+	code := exitOK
+	for _, sc := range o.scenarios {
+		rows, err := runScenario(ctx, b, o, sc)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "balance:", interrupted(ctx, err))
+			return exitSetup
+		}
+		writeTable(w, sc, o.rounds, rows)
+		for _, r := range rows {
+			if r.failed > 0 {
+				code = exitErrors
+			}
+		}
+	}
+	if o.out != "" {
+		if err := os.WriteFile(o.out, doc.Bytes(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "balance:", err)
+			return exitSetup
+		}
+	}
+	if code == exitErrors {
+		fmt.Fprintln(os.Stderr, "balance: FAILED: some requests failed (listed under their table); those figures are not measurements")
+	}
+	return code
+}
+
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	return err
+}
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("balance", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.gatehouse, "gatehouse", "", "gatehouse binary (required)")
+	fs.StringVar(&o.mockllm, "mockllm", "", "mockllm binary (required)")
+	strategies := fs.String("strategies", "round-robin,least-requests,least-tokens", "comma-separated gatehouse strategies to compare (round-robin is the baseline)")
+	scen := fs.String("scenarios", strings.Join(scenarioOrder, ","), "comma-separated: reference, wide")
+	fs.IntVar(&o.rounds, "rounds", 3, "times each strategy runs each scenario's sequence (rounds interleave strategies)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the request sequences and of the backends' jitter")
+	fs.DurationVar(&o.perToken, "per-token", 100*time.Microsecond, "backend time per token when idle (mockllm -per-token)")
+	fs.IntVar(&o.capacity, "capacity", 8192, "in-flight tokens that double a backend's time per token (mockllm -capacity)")
+	fs.Float64Var(&o.jitter, "jitter", 0.2, "± share of each request's work (mockllm -jitter)")
+	fs.BoolVar(&o.loadSignal, "load-signal", false, "also give gatehouse each backend's /metrics as a llama.cpp load signal")
+	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs and process logs)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.gatehouse == "" || o.mockllm == "" {
+		return o, errors.New("-gatehouse and -mockllm are required")
+	}
+	if o.rounds < 1 || o.perToken <= 0 || o.capacity < 1 {
+		return o, errors.New("-rounds, -per-token and -capacity must be positive")
+	}
+	for f := range strings.SplitSeq(*strategies, ",") {
+		if f = strings.TrimSpace(f); f != "" && !slices.Contains(o.strategies, f) {
+			o.strategies = append(o.strategies, f)
+		}
+	}
+	if len(o.strategies) == 0 {
+		return o, errors.New("-strategies: none given")
+	}
+	for f := range strings.SplitSeq(*scen, ",") {
+		sc, ok := scenarios[strings.TrimSpace(f)]
+		if !ok {
+			return o, fmt.Errorf("-scenarios: unknown scenario %q", f)
+		}
+		o.scenarios = append(o.scenarios, sc)
+	}
+	for _, p := range []*string{&o.gatehouse, &o.mockllm, &o.out} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return o, err
+			}
+			*p = abs
+		}
+	}
+	return o, nil
+}
+
+// bench is the running processes.
+type bench struct {
+	dir       string
+	procs     []*proc.Proc
+	mocks     []string          // backend addresses
+	gateways  map[string]string // strategy → chat completions URL
+	gatewayOf map[string]*proc.Proc
+}
+
+func (b *bench) close(keep bool) {
+	for i := len(b.procs) - 1; i >= 0; i-- {
+		b.procs[i].Stop()
+	}
+	if b.dir == "" {
+		return
+	}
+	if keep {
+		fmt.Fprintln(os.Stderr, "balance: kept", b.dir)
+		return
+	}
+	_ = os.RemoveAll(b.dir)
+}
+
+func (b *bench) start(name, bin string, args ...string) (*proc.Proc, error) {
+	p, err := proc.Start(b.dir, name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	b.procs = append(b.procs, p)
+	return p, nil
+}
+
+// setup starts the backends and one gatehouse per strategy, and sends
+// each gatehouse one request. The returned bench is never nil.
+func setup(ctx context.Context, o options) (*bench, error) {
+	b := &bench{gateways: map[string]string{}, gatewayOf: map[string]*proc.Proc{}}
+	dir, err := os.MkdirTemp("", "gatehouse-balance-")
+	if err != nil {
+		return b, err
+	}
+	b.dir = dir
+	for i := range backends {
+		p, err := b.start(fmt.Sprintf("mockllm-%d", i+1), o.mockllm, "-listen", "127.0.0.1:0", "-record-limit", "-1",
+			"-per-token", o.perToken.String(), "-capacity", strconv.Itoa(o.capacity),
+			"-jitter", strconv.FormatFloat(o.jitter, 'g', -1, 64), "-seed", strconv.FormatUint(o.seed, 10))
+		if err != nil {
+			return b, err
+		}
+		addr, err := p.WaitListening(ctx, readyTimeout)
+		if err != nil {
+			return b, err
+		}
+		b.mocks = append(b.mocks, addr)
+	}
+	addrs, err := proc.FreePorts(len(o.strategies))
+	if err != nil {
+		return b, err
+	}
+	for i, st := range o.strategies {
+		name := "gatehouse-" + st
+		cfg := filepath.Join(dir, name+".yaml")
+		yaml := gatehouseConfig(addrs[i], filepath.Join(dir, name+".db"), st, b.mocks, o.loadSignal)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			return b, err
+		}
+		p, err := b.start(name, o.gatehouse, "serve", "--config", cfg)
+		if err != nil {
+			return b, err
+		}
+		if err := p.WaitReady(ctx, "http://"+addrs[i]+"/readyz", readyTimeout); err != nil {
+			return b, err
+		}
+		url := "http://" + addrs[i] + "/v1/chat/completions"
+		if r := send(ctx, newClient(1), url, chatBody(0, 20, 8, rand.New(rand.NewPCG(0, 0)))); r.err != "" {
+			return b, fmt.Errorf("probe %s: %s\n--- last lines of %s ---\n%s", name, r.err, p.Log, p.Tail(20))
+		}
+		b.gateways[st], b.gatewayOf[st] = url, p
+	}
+	return b, nil
+}
+
+// gatehouseConfig is one strategy's gateway: the three backends as
+// providers of one model, no caching (every request must reach a
+// backend), no request log, a key whose limits are out of reach.
+func gatehouseConfig(listen, sqlite, strategy string, mocks []string, loadSignal bool) string {
+	var p, t strings.Builder
+	for i, m := range mocks {
+		fmt.Fprintf(&p, "  - {name: b%d, type: openai-compatible, base_url: http://%s/v1, api_key: sk-mock", i+1, m)
+		if loadSignal {
+			p.WriteString(", load: {kind: llama.cpp, interval: 100ms}")
+		}
+		p.WriteString("}\n")
+		fmt.Fprintf(&t, "      - {provider: b%d, model: mock}\n", i+1)
+	}
+	return fmt.Sprintf(`# Generated by bench/cmd/balance.
+listen: %s
+storage: {sqlite: %s}
+log: {level: warn, requests: false}
+providers:
+%smodels:
+  - name: %s
+    strategy: %s
+    targets:
+%skeys:
+  - key: %s
+    project: bench
+    rpm: 100000000
+    tpm: 1000000000000
+    budget: {usd: 1000000000, period: total}
+cache:
+  exact: {enabled: false}
+  semantic: {enabled: false}
+`, listen, sqlite, p.String(), benchModel, strategy, t.String(), benchKey)
+}
+
+// runScenario runs sc's sequence through every strategy, rounds times,
+// interleaved: round r starts one strategy further along, so a drift in
+// machine load spreads over all of them.
+func runScenario(ctx context.Context, b *bench, o options, sc scenario) ([]stats, error) {
+	seq := generate(sc, o.seed)
+	tokens := 0
+	for _, r := range seq {
+		tokens += r.promptTokens
+	}
+	fmt.Fprintf(os.Stderr, "balance: %s: %d requests (%d prompt tokens), %d clients, %d round(s) × %d strategies\n",
+		sc.name, len(seq), tokens, sc.concurrency, o.rounds, len(o.strategies))
+	client := newClient(sc.concurrency)
+	defer client.CloseIdleConnections()
+	results := map[string][][]result{}
+	walls := map[string][]time.Duration{}
+	for r := range o.rounds {
+		for i := range o.strategies {
+			st := o.strategies[(i+r)%len(o.strategies)]
+			res, wall := drive(ctx, client, b.gateways[st], seq, sc.concurrency)
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if err := b.gatewayOf[st].Exited(); err != nil {
+				return nil, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, b.gatewayOf[st].Log, b.gatewayOf[st].Tail(20))
+			}
+			results[st] = append(results[st], res)
+			walls[st] = append(walls[st], wall)
+			s := summarise(st, [][]result{res}, []time.Duration{wall}, seq)
+			fmt.Fprintf(os.Stderr, "  %-9s round %d/%d  %-15s avg %6.3fs  p90 %6.3fs  %5.1fs wall  %d failed\n",
+				sc.name, r+1, o.rounds, st, s.avg.Seconds(), s.p90.Seconds(), wall.Seconds(), s.failed)
+			if err := b.waitIdle(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var rows []stats
+	for _, st := range o.strategies {
+		rows = append(rows, summarise(st, results[st], walls[st], seq))
+	}
+	return rows, nil
+}
+
+// waitIdle waits until no backend is processing anything, so one run's
+// stragglers (a request whose client gave up) do not slow the next.
+func (b *bench) waitIdle(ctx context.Context) error {
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := range b.mocks {
+		for {
+			n, err := inFlight(c, "http://"+m+"/metrics")
+			if err == nil && n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("backend %s still busy after 30s (%d in flight, %v)", m, n, err)
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// inFlight reads mockllm's chat requests in flight from its /metrics.
+func inFlight(c *http.Client, url string) (int64, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return -1, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "mockllm_chat_requests_in_flight "); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return -1, errors.New("no mockllm_chat_requests_in_flight in " + url)
+}
+
+func writeHeader(w io.Writer, o options) {
+	fmt.Fprintf(w, "# gatehouse balancing benchmark\n\n")
+	fmt.Fprintf(w, "%d mockllm backends: %s per token when idle, × (1 + in-flight tokens / %d), ±%.0f%% jitter per request (seed %d)",
+		backends, o.perToken, o.capacity, o.jitter*100, o.seed)
+	if o.loadSignal {
+		fmt.Fprint(w, "; gatehouse reads each backend's /metrics as a llama.cpp load signal")
+	}
+	fmt.Fprintf(w, ".\nOne gatehouse per strategy in front of all three; strategies: %s.\n\n", strings.Join(o.strategies, ", "))
+}

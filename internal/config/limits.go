@@ -1,0 +1,162 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Admission control and pricing defaults.
+const (
+	DefaultFailurePolicy    = "closed"
+	DefaultReplicas         = 1
+	DefaultRedisTimeout     = Duration(250 * time.Millisecond)
+	DefaultLimitCooldown    = Duration(time.Second)
+	DefaultSpendFlush       = Duration(250 * time.Millisecond)
+	DefaultSettleQueue      = 4096
+	DefaultRedisPrefix      = "gh:"
+	DefaultMaxOutputTokens  = 4096
+	maxSpendFlush           = Duration(time.Second)
+	failurePolicyClosed     = "closed"
+	failurePolicyOpen       = "open"
+	unknownPriceRefuse      = "refuse"
+	unknownPriceDefault     = "default"
+	defaultUnknownPriceRule = unknownPriceRefuse
+)
+
+func failurePolicies() []string { return []string{failurePolicyClosed, failurePolicyOpen} }
+
+// Limits configures admission control: how rate limits and budgets are
+// enforced. The limits themselves live on keys, projects and customers.
+type Limits struct {
+	// FailurePolicy says what cluster mode does while Redis cannot be
+	// reached: closed (default) answers 503; open admits requests under a
+	// local limiter that enforces each replica's share of every limit.
+	FailurePolicy string `yaml:"failure_policy"`
+	// Replicas is how many gateways share the limits, for failing open:
+	// each enforces 1/Replicas of every limit. Default 1.
+	Replicas int `yaml:"replicas"`
+	// RedisTimeout bounds one admission round trip; default 250ms.
+	RedisTimeout Duration `yaml:"redis_timeout"`
+	// Cooldown is how long the local limiter serves after a Redis failure
+	// before Redis is tried again; default 1s.
+	Cooldown Duration `yaml:"cooldown"`
+	// FlushEvery is how often settled spend is written to the database
+	// (embedded: SQLite; cluster: PostgreSQL); a crash loses at most this
+	// much spend. Default 250ms, at most 1s.
+	FlushEvery Duration `yaml:"flush_every"`
+	// SettleQueue bounds the settlements waiting for Redis (cluster mode);
+	// default 4096.
+	SettleQueue int `yaml:"settle_queue"`
+	// RedisPrefix starts every Redis key gatehouse writes; default "gh:".
+	RedisPrefix string `yaml:"redis_prefix"`
+}
+
+// Pricing configures cost accounting. Prices are USD per million tokens.
+type Pricing struct {
+	// DefaultMaxOutput is the output assumed for the cost estimate of a
+	// request without max_tokens; default 4096.
+	DefaultMaxOutput int `yaml:"default_max_output"`
+	// Unknown says what happens to a model with no known price: refuse
+	// (default) refuses it to keys, projects and customers with budgets
+	// (others are served at cost 0); default charges Default.
+	Unknown string `yaml:"unknown"`
+	// Default is the price of a model the catalog does not know, used
+	// when Unknown is "default".
+	Default *Price `yaml:"default"`
+	// Overrides replace or add catalog prices, by upstream model id.
+	Overrides map[string]Price `yaml:"overrides"`
+}
+
+// Price is one model's price in USD per million tokens.
+type Price struct {
+	Input       float64 `yaml:"input"`
+	CachedInput float64 `yaml:"cached_input"` // default: Input
+	Output      float64 `yaml:"output"`
+}
+
+func unknownPriceRules() []string { return []string{unknownPriceRefuse, unknownPriceDefault} }
+
+func (c *checker) limits(l Limits) {
+	c.enum("limits.failure_policy", l.FailurePolicy, failurePolicies(), "failure policy")
+	if l.Replicas < 0 {
+		c.errorf("limits.replicas", "must be 0 or more")
+	}
+	c.nonNegative("limits.redis_timeout", float64(l.RedisTimeout))
+	c.nonNegative("limits.cooldown", float64(l.Cooldown))
+	c.nonNegative("limits.flush_every", float64(l.FlushEvery))
+	if l.FlushEvery > maxSpendFlush {
+		c.errorf("limits.flush_every", "must be at most %s: it is how much spend a crash may lose", maxSpendFlush)
+	}
+	if l.SettleQueue < 0 {
+		c.errorf("limits.settle_queue", "must be 0 or more")
+	}
+}
+
+func (c *checker) pricing(p Pricing) {
+	if p.DefaultMaxOutput < 0 {
+		c.errorf("pricing.default_max_output", "must be 0 or more")
+	}
+	c.enum("pricing.unknown", p.Unknown, unknownPriceRules(), "unknown-price rule")
+	if p.Unknown == unknownPriceDefault && p.Default == nil {
+		c.errorf("pricing.default", "is required when pricing.unknown is default")
+	}
+	if p.Default != nil {
+		c.price("pricing.default", *p.Default)
+	}
+	models := make([]string, 0, len(p.Overrides))
+	for m := range p.Overrides {
+		models = append(models, m)
+	}
+	sort.Strings(models) // errors in a stable order
+	for _, m := range models {
+		c.price(fmt.Sprintf("pricing.overrides.%s", m), p.Overrides[m])
+	}
+}
+
+func (c *checker) price(path string, p Price) {
+	c.nonNegative(path+".input", p.Input)
+	c.nonNegative(path+".cached_input", p.CachedInput)
+	c.nonNegative(path+".output", p.Output)
+}
+
+func limitsDefaults(cfg *Config) {
+	l := &cfg.Limits
+	if l.FailurePolicy == "" {
+		l.FailurePolicy = DefaultFailurePolicy
+	}
+	if l.Replicas == 0 {
+		l.Replicas = DefaultReplicas
+	}
+	if l.RedisTimeout == 0 {
+		l.RedisTimeout = DefaultRedisTimeout
+	}
+	if l.Cooldown == 0 {
+		l.Cooldown = DefaultLimitCooldown
+	}
+	if l.FlushEvery == 0 {
+		l.FlushEvery = DefaultSpendFlush
+	}
+	if l.SettleQueue == 0 {
+		l.SettleQueue = DefaultSettleQueue
+	}
+	if l.RedisPrefix == "" {
+		l.RedisPrefix = DefaultRedisPrefix
+	}
+	p := &cfg.Pricing
+	if p.DefaultMaxOutput == 0 {
+		p.DefaultMaxOutput = DefaultMaxOutputTokens
+	}
+	if p.Unknown == "" {
+		p.Unknown = defaultUnknownPriceRule
+	}
+	for m, pr := range p.Overrides {
+		if pr.CachedInput == 0 {
+			pr.CachedInput = pr.Input
+			p.Overrides[m] = pr
+		}
+	}
+	if p.Default != nil && p.Default.CachedInput == 0 {
+		p.Default.CachedInput = p.Default.Input
+	}
+}

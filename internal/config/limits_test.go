@@ -1,0 +1,52 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLimitsAndPricingConfig(t *testing.T) {
+	cfg, err := Parse([]byte(`limits: {failure_policy: open, replicas: 3, flush_every: 100ms}
+pricing:
+  default_max_output: 1024
+  unknown: default
+  default: {input: 1, output: 2}
+  overrides:
+    my-model: {input: 0.5, cached_input: 0.1, output: 1.5}
+    other: {input: 3, output: 6}
+`), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaultLimits()
+	want.FailurePolicy, want.Replicas, want.FlushEvery = "open", 3, Duration(100e6)
+	if diff := cmp.Diff(want, cfg.Limits); diff != "" {
+		t.Errorf("limits (-want +got):\n%s", diff)
+	}
+	wantP := Pricing{DefaultMaxOutput: 1024, Unknown: "default", Default: &Price{Input: 1, CachedInput: 1, Output: 2},
+		Overrides: map[string]Price{"my-model": {Input: 0.5, CachedInput: 0.1, Output: 1.5}, "other": {Input: 3, CachedInput: 3, Output: 6}}}
+	if diff := cmp.Diff(wantP, cfg.Pricing); diff != "" {
+		t.Errorf("pricing (-want +got):\n%s", diff)
+	}
+}
+
+func TestLimitsValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []problem
+	}{
+		{"policy", "limits: {failure_policy: maybe}\n", []problem{{1, 26, "limits.failure_policy", `unknown failure policy "maybe"; want one of closed, open`}}},
+		{"flush bound", "limits: {flush_every: 5s}\n", []problem{{1, 23, "limits.flush_every", "at most 1s"}}},
+		{"replicas", "limits: {replicas: -2}\n", []problem{{1, 20, "limits.replicas", "0 or more"}}},
+		{"default price required", "pricing: {unknown: default}\n", []problem{{1, 10, "pricing.default", "required when pricing.unknown is default"}}},
+		{"negative price", "pricing:\n  overrides:\n    m: {input: -1, output: 2}\n", []problem{{3, 16, "pricing.overrides.m.input", "must not be negative"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), "t.yaml")
+			checkProblems(t, err, tt.want)
+		})
+	}
+}
