@@ -133,7 +133,7 @@ type Provider struct {
 // Model is a name clients send as "model", routed to one or more targets.
 type Model struct {
 	Name     string   `yaml:"name"`
-	Strategy string   `yaml:"strategy"` // failover (default) | round-robin | weighted | least-tokens | least-latency
+	Strategy string   `yaml:"strategy"` // failover (default) | round-robin | weighted | least-tokens | least-latency | least-requests
 	Targets  []Target `yaml:"targets"`
 	Timeouts Timeouts `yaml:"timeouts"` // zero fields inherit the top-level timeouts
 	Retry    Retry    `yaml:"retry"`    // zero fields inherit the top-level retry settings

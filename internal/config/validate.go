@@ -20,7 +20,7 @@ func presets() []string {
 }
 
 func strategies() []string {
-	return []string{"failover", "round-robin", "weighted", "least-tokens", "least-latency"}
+	return []string{"failover", "round-robin", "weighted", "least-tokens", "least-latency", "least-requests"}
 }
 
 func periods() []string   { return []string{"day", "week", "month", "total"} }

@@ -170,7 +170,7 @@ func (p *ChatParams) MarshalJSON() ([]byte, error) {
 		out.Messages[i] = encodeMessage(&p.Messages[i])
 	}
 	for _, t := range p.Tools {
-		out.Tools = append(out.Tools, tool{Type: "function", Function: fn{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+		out.Tools = append(out.Tools, tool{Type: "function", Function: fn(t)})
 	}
 	if tc := p.ToolChoice; tc != nil {
 		if tc.Mode == ToolChoiceFunction {

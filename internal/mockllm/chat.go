@@ -257,7 +257,8 @@ func (s *Server) chat(c *call, body []byte) {
 		}
 		return
 	}
-	defer s.admit(x.promptTokens + x.completionTokens())()
+	p.held = int64(x.promptTokens + x.completionTokens())
+	defer s.admit(p.held)()
 	if p.perToken > 0 {
 		p.jitter = jitterFactor(s.load.Seed, body, s.load.Jitter)
 	}

@@ -11,11 +11,12 @@ import (
 // LoadModel makes a server behave like one inference engine shared by
 // every request it is serving: a request's tokens (prompt and reply) are
 // in flight from the moment it is accepted until its answer is complete,
-// and every token takes
+// and every token of a request takes
 //
-//	PerToken × (1 + tokens in flight / Capacity)
+//	PerToken × (1 + other requests' tokens in flight / Capacity)
 //
-// so a server slows down for everyone while it works on a long prompt. The
+// so a request alone takes time in proportion to its size, and a server
+// slows down for everyone else while it works on a long prompt. The
 // slowdown is re-read as a request progresses, not fixed when it arrives:
 // a heavy request that lands later slows the ones already there, which is
 // the head-of-line blocking load balancers are judged by.
@@ -30,11 +31,11 @@ import (
 // its first chunk and each chunk's share before sending it. Latency, TTFT
 // and TokensPerSecond still apply on top.
 type LoadModel struct {
-	// PerToken is one token's processing time on an idle server; 0
-	// disables the model (override per request with per_token).
+	// PerToken is one token's processing time on an otherwise idle
+	// server; 0 disables the model (override per request with per_token).
 	PerToken time.Duration
-	// Capacity is the number of in-flight tokens that doubles the time
-	// per token; 0 means 4096.
+	// Capacity is the number of other requests' in-flight tokens that
+	// doubles the time per token; 0 means 4096.
 	Capacity int
 	// Jitter is the ± share each request's work varies by; 0 means 0.2,
 	// negative means none.
@@ -63,10 +64,10 @@ func (m LoadModel) withDefaults() LoadModel {
 	return m
 }
 
-// slowdown is the factor by which tokens take longer than on an idle
-// server when inFlight tokens are being processed.
-func slowdown(inFlight int64, capacity int) float64 {
-	return 1 + float64(max(inFlight, 0))/float64(capacity)
+// slowdown is the factor by which a request's tokens take longer than on
+// an idle server while others holds other requests' tokens.
+func slowdown(others int64, capacity int) float64 {
+	return 1 + float64(max(others, 0))/float64(capacity)
 }
 
 // jitterFactor is the request's work multiplier: a uniform draw in
@@ -104,8 +105,7 @@ func loadStep(work time.Duration, factor float64) time.Duration {
 // admit counts a request's tokens as in flight until the returned func
 // is called. Every OpenAI chat completion is counted, paced or not, so
 // /metrics is meaningful without the model too.
-func (s *Server) admit(tokens int) func() {
-	n := int64(tokens)
+func (s *Server) admit(n int64) func() {
 	s.loadTokens.Add(n)
 	s.loadRequests.Add(1)
 	return func() {
@@ -123,7 +123,7 @@ func (c *call) process(p *plan, tokens int) bool {
 	capacity := c.s.load.Capacity
 	work := time.Duration(float64(tokens) * float64(p.perToken) * p.jitter)
 	for work > 0 {
-		f := slowdown(c.s.loadTokens.Load(), capacity)
+		f := slowdown(c.s.loadTokens.Load()-p.held, capacity)
 		t0 := time.Now()
 		if !c.wait(loadStep(work, f)) {
 			return false

@@ -27,9 +27,11 @@ type plan struct {
 	// the dialects that emulate tool calling.
 	tool string
 	// perToken and jitter drive the load model (load.go); perToken 0
-	// leaves it off.
+	// leaves it off. held is the request's own tokens in flight, which
+	// do not slow it down.
 	perToken time.Duration
 	jitter   float64
+	held     int64
 }
 
 // mockKeys are the override names: the directive key and, canonicalised,

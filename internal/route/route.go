@@ -17,11 +17,12 @@ import (
 
 // Strategy names accepted in the config.
 const (
-	Failover     = "failover"
-	RoundRobin   = "round-robin"
-	Weighted     = "weighted"
-	LeastTokens  = "least-tokens"
-	LeastLatency = "least-latency"
+	Failover      = "failover"
+	RoundRobin    = "round-robin"
+	Weighted      = "weighted"
+	LeastTokens   = "least-tokens"
+	LeastLatency  = "least-latency"
+	LeastRequests = "least-requests"
 )
 
 // Routing modes: how a group treats deployments of providers marked

@@ -36,6 +36,8 @@ func NewSelector(strategy string, rnd func() float64, explore float64) Selector 
 		return &LeastTokensSelector{}
 	case LeastLatency:
 		return &leastLatency{rand: rnd, explore: explore}
+	case LeastRequests:
+		return &leastConnections{}
 	}
 	return priority{}
 }
@@ -115,6 +117,24 @@ func tokenScore(b *Backend, cost int64) float64 {
 	}
 	foreign := max(l.Running-reqs, 0) + l.Waiting
 	return (score + foreign*per) * (1 + min(max(l.KVCache, 0), 1))
+}
+
+// leastConnections is the least-requests strategy, a classic load
+// balancer's least-connections: the deployment serving the fewest
+// requests, whatever their size (what least-tokens is measured against).
+// Ties go round in turn, as for least-tokens.
+type leastConnections struct{ next atomic.Uint64 }
+
+func (s *leastConnections) Select(cands []Member, _ int64) int {
+	start := int(s.next.Add(1) % uint64(len(cands)))
+	best, fewest := 0, int64(math.MaxInt64)
+	for k := range cands {
+		i := (start + k) % len(cands)
+		if n := cands[i].InFlightRequests(); n < fewest {
+			best, fewest = i, n
+		}
+	}
+	return best
 }
 
 // leastLatency picks the deployment with the lowest moving average of

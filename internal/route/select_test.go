@@ -242,3 +242,34 @@ func TestCustomSelector(t *testing.T) {
 	first.Done(Success, 0, 0)
 	second.Done(Success, 0, 0)
 }
+
+// TestLeastRequestsCountsRequestsNotTokens: least-requests balances the
+// number of requests in flight and is blind to their size, which is what
+// least-tokens is measured against.
+func TestLeastRequestsCountsRequestsNotTokens(t *testing.T) {
+	g := NewPool(PoolOptions{}).Group(Spec{Name: "m", Strategy: LeastRequests, Targets: targets(2)})
+	big, _ := g.Pick(nil, 4000, true)
+	small, _ := g.Pick(nil, 10, true)
+	if big.Deployment == small.Deployment {
+		t.Fatal("second request joined the busy deployment")
+	}
+	// One request each: a tie, whatever the tokens; ties take turns.
+	got := map[string]int{}
+	var more []*Lease
+	for range 4 {
+		l, _ := g.Pick(nil, 10, true)
+		got[l.Deployment.Provider]++
+		more = append(more, l)
+	}
+	if got["a"] != 2 || got["b"] != 2 {
+		t.Fatalf("requests not spread by count: %v", got)
+	}
+	for _, l := range append(more, big, small) {
+		l.Done(Success, 0, 0)
+	}
+	for _, m := range g.Members() {
+		if m.InFlightRequests() != 0 {
+			t.Fatalf("%s still counts %d requests", m.Deployment.Provider, m.InFlightRequests())
+		}
+	}
+}

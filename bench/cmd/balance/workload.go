@@ -68,7 +68,7 @@ var scenarios = map[string]scenario{
 	"wide": {
 		name: "wide", requests: 240, concurrency: 32, maxTokens: 64,
 		about: "240 requests, 32 clients; prompts log-uniform: 50% 10–300 tokens, 35% 300–3,000, 15% 3,000–12,000",
-		mix:   []band{{0.50, 10, 300, true}, {0.35, 300, 3000, true}, {0.15, 3000, 12000, true}},
+		mix:   []band{{0.85, 10, 300, true}, {0.15, 2000, 16000, true}},
 	},
 }
 
