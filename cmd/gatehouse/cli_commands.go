@@ -16,6 +16,7 @@ type keysCmd struct {
 	Create keysCreateCmd `cmd:"" help:"Create a virtual key. Its secret is printed once; store it then."`
 	List   keysListCmd   `cmd:"" help:"List keys (revoked ones too)."`
 	Get    keysGetCmd    `cmd:"" help:"Show a key (never its secret)."`
+	Update keysUpdateCmd `cmd:"" help:"Change a key's settings (only the flags given)."`
 	Revoke keysRevokeCmd `cmd:"" help:"Revoke a key: it stops working at once."`
 	Rotate keysRotateCmd `cmd:"" help:"Give a key a new secret (same ID, settings and counters); prints it once."`
 }
@@ -29,39 +30,49 @@ var keyColumns = []column{
 var keyFields = []string{"id", "name", "project_id", "prefix", "status", "read_only", "rpm", "tpm", "budget",
 	"models", "labels", "expires_at", "revoked_at", "last_used_at", "created_at", "updated_at"}
 
+// keySettings are the flags of create and update.
+type keySettings struct {
+	Name    *string  `help:"A name for people."`
+	RPM     *int     `name:"rpm" help:"Requests per minute (0 = unlimited)."`
+	TPM     *int     `name:"tpm" help:"Tokens per minute (0 = unlimited)."`
+	Budget  *string  `help:"Spend cap as USD/PERIOD, e.g. 10/month (day, week, month, total); none clears it."`
+	Models  []string `sep:"," help:"Allowed models, comma-separated (default: the project's)."`
+	Expires string   `help:"Lifetime (30d, 12h) or an RFC 3339 time."`
+	Label   []string `sep:"none" help:"A label NAME=VALUE; repeat for more (replaces the labels)."`
+}
+
+func (k *keySettings) body(b settings, modelsGiven bool) (settings, error) {
+	b.str("name", k.Name)
+	b.int("rpm", k.RPM)
+	b.int("tpm", k.TPM)
+	if err := b.budget(k.Budget); err != nil {
+		return nil, err
+	}
+	b.list("models", k.Models, modelsGiven)
+	if k.Expires != "" {
+		t, err := parseExpiry(k.Expires, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		b["expires_at"] = t
+	}
+	if err := b.labels(k.Label); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 type keysCreateCmd struct {
-	adminFlags `embed:""`
-	Project    string   `required:"" help:"Project ID or name."`
-	Name       string   `help:"A name for people."`
-	RPM        *int     `name:"rpm" help:"Requests per minute (0 = unlimited)."`
-	TPM        *int     `name:"tpm" help:"Tokens per minute (0 = unlimited)."`
-	Budget     *string  `help:"Spend cap as USD/PERIOD, e.g. 10/month (day, week, month, total)."`
-	Models     []string `sep:"," help:"Allowed models, comma-separated (default: the project's)."`
-	Expires    string   `help:"Lifetime (30d, 12h) or an RFC 3339 time."`
-	Label      []string `sep:"none" help:"A label NAME=VALUE; repeat for more."`
+	adminFlags  `embed:""`
+	keySettings `embed:""`
+	Project     string `required:"" help:"Project ID or name."`
 }
 
 func (c *keysCreateCmd) Run() error { return c.run(context.Background(), os.Stdout) }
 
 func (c *keysCreateCmd) run(ctx context.Context, w io.Writer) error {
-	body := settings{"project": c.Project}
-	if c.Name != "" {
-		body["name"] = c.Name
-	}
-	body.int("rpm", c.RPM)
-	body.int("tpm", c.TPM)
-	if err := body.budget(c.Budget); err != nil {
-		return err
-	}
-	body.list("models", c.Models, len(c.Models) > 0)
-	if c.Expires != "" {
-		t, err := parseExpiry(c.Expires, time.Now())
-		if err != nil {
-			return err
-		}
-		body["expires_at"] = t
-	}
-	if err := body.labels(c.Label); err != nil {
+	body, err := c.body(settings{"project": c.Project}, len(c.Models) > 0)
+	if err != nil {
 		return err
 	}
 	raw, err := c.call(ctx, http.MethodPost, "/admin/keys", body)
@@ -69,6 +80,26 @@ func (c *keysCreateCmd) run(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	return c.showSecret(w, raw, "Created")
+}
+
+type keysUpdateCmd struct {
+	adminFlags  `embed:""`
+	keySettings `embed:""`
+	ID          string `arg:"" help:"Key ID."`
+}
+
+func (c *keysUpdateCmd) Run() error { return c.run(context.Background(), os.Stdout) }
+
+func (c *keysUpdateCmd) run(ctx context.Context, w io.Writer) error {
+	body, err := c.body(settings{}, c.Models != nil)
+	if err != nil {
+		return err
+	}
+	raw, err := c.call(ctx, http.MethodPatch, pathID("keys", c.ID), body)
+	if err != nil {
+		return err
+	}
+	return c.show(w, raw, keyFields)
 }
 
 // showSecret prints a key with the secret the API shows this once.

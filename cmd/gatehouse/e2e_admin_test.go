@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,26 @@ func TestCLIErrors(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "user-9") || !strings.Contains(buf.String(), "EXTERNAL ID") {
 		t.Fatalf("customers list:\n%s", buf.String())
+	}
+	// keys create and update, in-process: update changes only what is given.
+	buf.Reset()
+	name, keyRPM := "ci", 7
+	if err := (&keysCreateCmd{adminFlags: f, Project: "shop", keySettings: keySettings{Name: &name, RPM: &keyRPM}}).run(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	id := regexp.MustCompile(`key_[0-9a-z]+`).FindString(buf.String())
+	if id == "" {
+		t.Fatalf("keys create printed no id:\n%s", buf.String())
+	}
+	buf.Reset()
+	tpm, budget := 900, "3/day"
+	if err := (&keysUpdateCmd{adminFlags: f, ID: id, keySettings: keySettings{TPM: &tpm, Budget: &budget}}).run(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tpm", "900", "rpm", "7", "ci", "day"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Fatalf("keys update shows no %q:\n%s", want, buf.String())
+		}
 	}
 	buf.Reset()
 	none := "none"

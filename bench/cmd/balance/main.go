@@ -179,6 +179,7 @@ type bench struct {
 	mocks     []string          // backend addresses
 	gateways  map[string]string // strategy → chat completions URL
 	gatewayOf map[string]*proc.Proc
+	metrics   *http.Client // for the backends' /metrics
 }
 
 func (b *bench) close(keep bool) {
@@ -207,7 +208,7 @@ func (b *bench) start(name, bin string, args ...string) (*proc.Proc, error) {
 // setup starts the backends and one gatehouse per strategy, and sends
 // each gatehouse one request. The returned bench is never nil.
 func setup(ctx context.Context, o options) (*bench, error) {
-	b := &bench{gateways: map[string]string{}, gatewayOf: map[string]*proc.Proc{}}
+	b := &bench{gateways: map[string]string{}, gatewayOf: map[string]*proc.Proc{}, metrics: &http.Client{Timeout: time.Second}}
 	dir, err := os.MkdirTemp("", "gatehouse-balance-")
 	if err != nil {
 		return b, err
@@ -300,23 +301,21 @@ func runScenario(ctx context.Context, b *bench, o options, sc scenario) ([]stats
 		sc.name, len(seq), tokens, sc.concurrency, o.rounds, len(o.strategies))
 	client := newClient(sc.concurrency)
 	defer client.CloseIdleConnections()
-	results := map[string][][]result{}
-	walls := map[string][]time.Duration{}
+	runs := map[string][]pass{}
 	for r := range o.rounds {
 		for i := range o.strategies {
 			st := o.strategies[(i+r)%len(o.strategies)]
-			res, wall := drive(ctx, client, b.gateways[st], seq, sc.concurrency)
+			rn := drive(ctx, client, b.gateways[st], seq, sc.concurrency, b.load)
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			if err := b.gatewayOf[st].Exited(); err != nil {
 				return nil, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, b.gatewayOf[st].Log, b.gatewayOf[st].Tail(20))
 			}
-			results[st] = append(results[st], res)
-			walls[st] = append(walls[st], wall)
-			s := summarise(st, [][]result{res}, []time.Duration{wall}, seq)
-			fmt.Fprintf(os.Stderr, "  %-9s round %d/%d  %-15s avg %6.3fs  p90 %6.3fs  %5.1fs wall  %d failed\n",
-				sc.name, r+1, o.rounds, st, s.avg.Seconds(), s.p90.Seconds(), wall.Seconds(), s.failed)
+			runs[st] = append(runs[st], rn)
+			s := summarise(st, []pass{rn})
+			fmt.Fprintf(os.Stderr, "  %-9s round %d/%d  %-15s avg %6.3fs  p90 %6.3fs  %5.1fs wall  skew %.2f  %d failed\n",
+				sc.name, r+1, o.rounds, st, s.avg.Seconds(), s.p90.Seconds(), rn.wall.Seconds(), rn.skew, s.failed)
 			if err := b.waitIdle(ctx); err != nil {
 				return nil, err
 			}
@@ -324,9 +323,22 @@ func runScenario(ctx context.Context, b *bench, o options, sc scenario) ([]stats
 	}
 	var rows []stats
 	for _, st := range o.strategies {
-		rows = append(rows, summarise(st, results[st], walls[st], seq))
+		rows = append(rows, summarise(st, runs[st]))
 	}
 	return rows, nil
+}
+
+// load reads every backend's in-flight tokens; nil if one cannot be read.
+func (b *bench) load() []int64 {
+	out := make([]int64, len(b.mocks))
+	for i, m := range b.mocks {
+		n, err := gauge(b.metrics, "http://"+m+"/metrics", "mockllm_tokens_in_flight")
+		if err != nil {
+			return nil
+		}
+		out[i] = n
+	}
+	return out
 }
 
 // waitIdle waits until no backend is processing anything, so one run's
@@ -336,7 +348,7 @@ func (b *bench) waitIdle(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, m := range b.mocks {
 		for {
-			n, err := inFlight(c, "http://"+m+"/metrics")
+			n, err := gauge(c, "http://"+m+"/metrics", "mockllm_chat_requests_in_flight")
 			if err == nil && n == 0 {
 				break
 			}
@@ -352,8 +364,8 @@ func (b *bench) waitIdle(ctx context.Context) error {
 	return nil
 }
 
-// inFlight reads mockllm's chat requests in flight from its /metrics.
-func inFlight(c *http.Client, url string) (int64, error) {
+// gauge reads one gauge from a mockllm's /metrics.
+func gauge(c *http.Client, url, name string) (int64, error) {
 	resp, err := c.Get(url)
 	if err != nil {
 		return -1, err
@@ -361,11 +373,11 @@ func inFlight(c *http.Client, url string) (int64, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "mockllm_chat_requests_in_flight "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			return strconv.ParseInt(v, 10, 64)
 		}
 	}
-	return -1, errors.New("no mockllm_chat_requests_in_flight in " + url)
+	return -1, errors.New("no " + name + " in " + url)
 }
 
 func writeHeader(w io.Writer, o options) {

@@ -24,23 +24,33 @@ type stats struct {
 	avg, p50, p90, p99 time.Duration
 	rps                float64 // successful requests per second of wall time, over all rounds
 	avgSpread          float64 // (max − min) / median of the per-round averages
-	imbalance          float64 // prompt tokens of the busiest backend ÷ the mean per backend (1 = even)
+	skew               float64 // mean over rounds of pass.skew
 	errs               map[string]int
+}
+
+// pass is one strategy's pass over a sequence.
+type pass struct {
+	results []result // in sequence order
+	wall    time.Duration
+	// skew is how unevenly the backends were loaded while it ran: the
+	// busiest backend's in-flight tokens over the mean of the three,
+	// averaged over samples of their /metrics (1 = even, 3 = one backend
+	// held everything); 0 when never sampled busy.
+	skew float64
 }
 
 // summarise pools the rounds of one strategy: percentiles over every
 // successful request of every round, throughput over their summed wall
-// time. seq gives each request's prompt size, for the imbalance.
-func summarise(strategy string, rounds [][]result, walls []time.Duration, seq []request) stats {
+// time.
+func summarise(strategy string, runs []pass) stats {
 	s := stats{strategy: strategy, errs: map[string]int{}}
 	var lat []time.Duration
 	var wall time.Duration
 	var avgs []float64
-	tokens := map[string]float64{}
-	for r, res := range rounds {
+	for _, r := range runs {
 		var sum time.Duration
 		n := 0
-		for i, x := range res {
+		for _, x := range r.results {
 			s.requests++
 			if x.err != "" {
 				s.failed++
@@ -50,14 +60,12 @@ func summarise(strategy string, rounds [][]result, walls []time.Duration, seq []
 			lat = append(lat, x.latency)
 			sum += x.latency
 			n++
-			tokens[x.backend] += float64(seq[i].promptTokens)
 		}
 		if n > 0 {
 			avgs = append(avgs, float64(sum)/float64(n))
 		}
-		if r < len(walls) {
-			wall += walls[r]
-		}
+		wall += r.wall
+		s.skew += r.skew / float64(len(runs))
 	}
 	if len(lat) == 0 {
 		return s
@@ -73,7 +81,6 @@ func summarise(strategy string, rounds [][]result, walls []time.Duration, seq []
 		s.rps = float64(len(lat)) / wall.Seconds()
 	}
 	s.avgSpread = spread(avgs)
-	s.imbalance = imbalance(tokens)
 	return s
 }
 
@@ -103,23 +110,18 @@ func spread(xs []float64) float64 {
 	return (s[len(s)-1] - s[0]) / med
 }
 
-// imbalance is the largest backend's share of the tokens over an even
-// share. Backends that got nothing do not appear in the map, so a run
-// that starved one of three reads at most 1.5, not 3: it is a diagnostic,
-// not a score.
-func imbalance(byBackend map[string]float64) float64 {
-	if len(byBackend) == 0 {
-		return 0
-	}
-	total, top := 0.0, 0.0
-	for _, v := range byBackend {
+// skewOf is the busiest backend's load over the mean load; false when
+// nothing is in flight.
+func skewOf(load []int64) (float64, bool) {
+	var total, top int64
+	for _, v := range load {
 		total += v
 		top = max(top, v)
 	}
-	if total == 0 {
-		return 0
+	if total <= 0 {
+		return 0, false
 	}
-	return top / (total / float64(len(byBackend)))
+	return float64(top) * float64(len(load)) / float64(total), true
 }
 
 // change is a's relative change from b, as the report prints it.
@@ -141,7 +143,7 @@ func writeTable(w io.Writer, sc scenario, rounds int, rows []stats) {
 			base = &rows[i]
 		}
 	}
-	header := []string{"strategy", "requests", "failed", "avg s", "p50 s", "p90 s", "p99 s", "req/s", "avg vs " + baseline, "p90 vs " + baseline, "round spread", "token imbalance"}
+	header := []string{"strategy", "requests", "failed", "avg s", "p50 s", "p90 s", "p99 s", "req/s", "avg vs " + baseline, "p90 vs " + baseline, "round spread", "token skew"}
 	var cells [][]string
 	for _, r := range rows {
 		avgVs, p90Vs := "-", "-"
@@ -152,7 +154,7 @@ func writeTable(w io.Writer, sc scenario, rounds int, rows []stats) {
 			r.strategy, fmt.Sprint(r.requests), fmt.Sprint(r.failed),
 			secs(r.avg), secs(r.p50), secs(r.p90), secs(r.p99),
 			fmt.Sprintf("%.2f", r.rps), avgVs, p90Vs,
-			fmt.Sprintf("%.0f%%", r.avgSpread*100), fmt.Sprintf("%.2f", r.imbalance),
+			fmt.Sprintf("%.0f%%", r.avgSpread*100), fmt.Sprintf("%.2f", r.skew),
 		})
 	}
 	writeMarkdownTable(w, header, cells)

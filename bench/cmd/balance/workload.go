@@ -142,14 +142,14 @@ func chatBody(i, tokens, maxTokens int, rng *rand.Rand) []byte {
 // result is how one request went.
 type result struct {
 	latency time.Duration
-	backend string // x-gatehouse-provider
 	err     string // "" on success
 }
 
 // drive sends seq to url with concurrency clients in a closed loop (each
 // takes the next request of the sequence as soon as its last one is
-// answered) and returns the results in sequence order and the wall time.
-func drive(ctx context.Context, client *http.Client, url string, seq []request, concurrency int) ([]result, time.Duration) {
+// answered). sample, called every sampleEvery while it runs, returns the
+// backends' in-flight tokens (nil when unknown), for the run's skew.
+func drive(ctx context.Context, client *http.Client, url string, seq []request, concurrency int, sample func() []int64) pass {
 	out := make([]result, len(seq))
 	var next sync.Mutex
 	i := 0
@@ -163,6 +163,9 @@ func drive(ctx context.Context, client *http.Client, url string, seq []request, 
 		return i - 1
 	}
 	start := time.Now()
+	stop := make(chan struct{})
+	skew := make(chan float64, 1)
+	go func() { skew <- watch(stop, sample) }()
 	var wg sync.WaitGroup
 	for range min(concurrency, len(seq)) {
 		wg.Go(func() {
@@ -172,7 +175,33 @@ func drive(ctx context.Context, client *http.Client, url string, seq []request, 
 		})
 	}
 	wg.Wait()
-	return out, time.Since(start)
+	wall := time.Since(start)
+	close(stop)
+	return pass{results: out, wall: wall, skew: <-skew}
+}
+
+// sampleEvery is how often drive samples the backends' load.
+const sampleEvery = 25 * time.Millisecond
+
+// watch averages skewOf(sample()) until stop is closed.
+func watch(stop <-chan struct{}, sample func() []int64) float64 {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	sum, n := 0.0, 0
+	for {
+		select {
+		case <-stop:
+			if n == 0 {
+				return 0
+			}
+			return sum / float64(n)
+		case <-t.C:
+			if v, ok := skewOf(sample()); ok {
+				sum += v
+				n++
+			}
+		}
+	}
 }
 
 // send makes one request and times it to the end of its body.
@@ -190,7 +219,7 @@ func send(ctx context.Context, client *http.Client, url string, body []byte) res
 	}
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	r := result{latency: time.Since(t0), backend: resp.Header.Get("X-Gatehouse-Provider")}
+	r := result{latency: time.Since(t0)}
 	switch {
 	case err != nil:
 		r.err = err.Error()
