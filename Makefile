@@ -3,13 +3,14 @@
 #   make run    build and start the gateway in embedded mode with the demo config
 #   make test   download modules, vet, lint, and run every test with the race detector
 #   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
+#   make bench-balance  balancing benchmark: round-robin vs least-requests vs least-tokens
 
 GO          ?= go
 BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 
-.PHONY: run build test vet lint unit bench fuzz clean
+.PHONY: run build test vet lint unit bench bench-balance fuzz clean
 
 build:
 	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -44,6 +45,9 @@ unit:
 
 bench: build
 	cd bench && $(GO) run ./cmd/benchrun -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BENCHFLAGS)
+
+bench-balance: build
+	cd bench && $(GO) run ./cmd/balance -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BALANCEFLAGS)
 
 # fuzz runs each fuzz target for FUZZTIME (their seed corpora already run in make test).
 FUZZTIME ?= 30s

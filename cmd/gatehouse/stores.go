@@ -13,25 +13,30 @@ import (
 	"gatehouse/internal/admin"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/config"
+	"gatehouse/internal/limit"
 	"gatehouse/internal/store/postgres"
 	"gatehouse/internal/store/sqlite"
 )
 
 // stores are what a gatehouse process opens once and keeps across config
-// reloads: the record store of projects, keys and customers, and the key
-// cache over it that the request path reads. A bare proxy has neither.
+// reloads: the record store of projects, keys and customers, the key and
+// customer caches over it that the request path reads, and the admitter
+// whose counters must outlive any reload. A bare proxy has none of them.
 type stores struct {
-	desc  string // what was opened, for logs: never a DSN (it may hold a password)
-	conf  config.Storage
-	store auth.Store
-	keys  *auth.Keys
+	desc      string // what was opened, for logs: never a DSN (it may hold a password)
+	conf      config.Storage
+	limits    config.Limits
+	store     auth.Store
+	keys      *auth.Keys
+	customers *auth.Customers
+	limiter   *admitter
 }
 
 // openStores opens the store the config names: PostgreSQL in cluster
 // mode (storage.postgres and storage.redis both set), else the SQLite
 // file, whose directory is created if needed.
 func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error) {
-	s := &stores{conf: cfg.Storage}
+	s := &stores{conf: cfg.Storage, limits: cfg.Limits}
 	if bare {
 		s.desc = "none (bare proxy)"
 		return s, nil
@@ -39,9 +44,13 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
+	var spend limit.SpendStore
 	if cfg.Cluster() {
 		s.desc = "postgres"
-		s.store, err = postgres.Open(ctx, cfg.Storage.Postgres)
+		var pg *postgres.Store
+		if pg, err = postgres.Open(ctx, cfg.Storage.Postgres); err == nil {
+			s.store, spend = pg, pg
+		}
 	} else {
 		s.desc = "sqlite " + cfg.Storage.SQLite
 		if dir := filepath.Dir(cfg.Storage.SQLite); dir != "" {
@@ -49,27 +58,39 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 				return nil, fmt.Errorf("storage.sqlite: %w", err)
 			}
 		}
-		s.store, err = sqlite.Open(ctx, cfg.Storage.SQLite)
+		var sq *sqlite.Store
+		if sq, err = sqlite.Open(ctx, cfg.Storage.SQLite); err == nil {
+			s.store, spend = sq, sq
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open the record store (%s): %w", s.desc, err)
 	}
+	if s.limiter, err = openAdmitter(ctx, cfg, spend, log); err != nil {
+		s.store.Close()
+		return nil, err
+	}
+	s.customers = auth.NewCustomers(s.store, auth.CustomersOptions{})
 	// The cache lives until close, across reloads; the config's static
 	// keys, which reloads change, are looked up in front of it.
 	s.keys, err = auth.NewKeys(context.Background(), s.store, nil, auth.KeysOptions{Logger: log})
 	if err != nil {
+		s.customers.Close()
+		_ = s.limiter.close()
 		s.store.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// close writes the last batch of last-used times and closes the store.
+// close settles and flushes the admitter's spend (the server has drained
+// by now), writes the last batch of last-used times and closes the store.
 func (s *stores) close() error {
 	if s == nil || s.store == nil {
 		return nil
 	}
-	return errors.Join(s.keys.Close(), s.store.Close())
+	s.customers.Close()
+	return errors.Join(s.limiter.close(), s.keys.Close(), s.store.Close())
 }
 
 // warnChanged says so when a reload changes the storage section, which
@@ -77,6 +98,9 @@ func (s *stores) close() error {
 func (s *stores) warnChanged(cfg *config.Config, log *slog.Logger) {
 	if cfg.Storage != s.conf {
 		log.Warn("storage settings changed: restart gatehouse to use them; the running store stays", "store", s.desc)
+	}
+	if cfg.Limits != s.limits {
+		log.Warn("limits settings changed: restart gatehouse to use them; the running admitter stays")
 	}
 }
 

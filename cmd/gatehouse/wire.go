@@ -75,6 +75,16 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 			return nil, err
 		}
 		rt.Admin = admin
+		if st.limiter != nil {
+			prices, err := priceCatalog(cfg.Pricing)
+			if err != nil {
+				return nil, err
+			}
+			rt.Limits = &server.Limits{Admitter: st.limiter.admitter, Prices: prices}
+			if st.customers != nil {
+				rt.Limits.Customers = st.customers
+			}
+		}
 	}
 	gen.runtime = rt
 	return gen, nil
@@ -151,6 +161,9 @@ func staticKeys(keys []config.Key) *auth.Static {
 			Project: k.Project,
 			RPM:     k.RPM,
 			TPM:     k.TPM,
+		}
+		if k.Budget != nil {
+			p.Budget = &auth.Budget{USD: k.Budget.USD, Period: k.Budget.Period}
 		}
 		if len(k.Models) > 0 {
 			p.Models = make(map[string]bool, len(k.Models))

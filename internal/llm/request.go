@@ -21,6 +21,7 @@ type ChatRequest struct {
 	MaxTokens    int  // max_completion_tokens, else max_tokens; 0 when absent
 	User         string
 	Messages     []byte // raw messages array, for token estimates and translation
+	Tools        []byte // raw tools array, for token estimates; nil when absent or null
 
 	model         span
 	streamOptions span
@@ -151,6 +152,12 @@ func (r *ChatRequest) field(key string, v []byte, off int) *Error {
 	case "tools", "stop":
 		if key == "tools" && k != KindArray && k != KindNull {
 			return wrongType(key, "an array", k)
+		}
+		if key == "tools" {
+			r.Tools = nil
+			if k == KindArray {
+				r.Tools = v
+			}
 		}
 		if key == "stop" && k != KindArray && k != KindString && k != KindNull {
 			return wrongType(key, "a string or an array", k)

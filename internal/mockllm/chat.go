@@ -299,7 +299,7 @@ const (
 // apply too: half the body is sent, then it goes silent or is cut, which
 // is what a non-streamed failure looks like on the wire.
 func (c *call) complete(x *exchange, p *plan, b []byte) []byte {
-	if !c.wait(p.latency) || !c.process(p, x.promptTokens+x.completionTokens()) {
+	if !c.wait(p.latency) || !c.read(p, x.promptTokens) || !c.generate(p, x.completionTokens()) {
 		return b
 	}
 	b = append(b, `{"id":"`...)

@@ -8,18 +8,20 @@ import (
 	"time"
 )
 
-// LoadModel makes a server behave like one inference engine shared by
+// LoadModel makes a server behave like one inference engine batching
 // every request it is serving: a request's tokens (prompt and reply) are
-// in flight from the moment it is accepted until its answer is complete,
-// and every token of a request takes
+// in flight, holding the engine's memory, from the moment it is accepted
+// until its answer is complete, and every token it produces takes
 //
 //	PerToken × (1 + other requests' tokens in flight / Capacity)
 //
-// so a request alone takes time in proportion to its size, and a server
-// slows down for everyone else while it works on a long prompt. The
-// slowdown is re-read as a request progresses, not fixed when it arrives:
-// a heavy request that lands later slows the ones already there, which is
-// the head-of-line blocking load balancers are judged by.
+// while every prompt token it reads takes PromptPerToken times the same
+// factor (prefill runs in parallel, so it is much cheaper per token than
+// generation). A request alone takes time in proportion to its size; a
+// long prompt slows down everyone else on the server for as long as it is
+// there. The slowdown is re-read as a request progresses, not fixed when
+// it arrives: a heavy request that lands later slows the ones already
+// there, which is the head-of-line blocking load balancers are judged by.
 //
 // Each request's work is scaled by a jitter factor in [1-Jitter, 1+Jitter]
 // drawn from a hash of Seed and the request body, so a run is reproducible
@@ -27,13 +29,17 @@ import (
 // on servers that share a seed.
 //
 // Only OpenAI chat completions are paced by it: a non-streamed answer
-// waits for all its tokens, a stream spends the prompt's share before
-// its first chunk and each chunk's share before sending it. Latency, TTFT
+// waits for all its tokens, a stream reads the prompt before its first
+// chunk and generates each chunk before sending it. Latency, TTFT
 // and TokensPerSecond still apply on top.
 type LoadModel struct {
-	// PerToken is one token's processing time on an otherwise idle
-	// server; 0 disables the model (override per request with per_token).
+	// PerToken is the time to generate one reply token on an otherwise
+	// idle server; 0 disables the model (override per request with
+	// per_token).
 	PerToken time.Duration
+	// PromptPerToken is the time to read one prompt token on an otherwise
+	// idle server; 0 means PerToken/50, negative means free.
+	PromptPerToken time.Duration
 	// Capacity is the number of other requests' in-flight tokens that
 	// doubles the time per token; 0 means 4096.
 	Capacity int
@@ -47,6 +53,10 @@ type LoadModel struct {
 const (
 	defaultCapacity = 4096
 	defaultJitter   = 0.2
+	// defaultPrefillRatio is how much cheaper a prompt token is than a
+	// reply token by default; real engines read prompts one to two
+	// orders of magnitude faster than they generate.
+	defaultPrefillRatio = 50
 	// loadQuantum is the longest a request sleeps before it looks at the
 	// load again. Shorter follows the load more closely and costs more
 	// wake-ups: at 100 requests in flight, 20 ms is 5,000 a second.
@@ -61,6 +71,10 @@ func (m LoadModel) withDefaults() LoadModel {
 		m.Jitter = defaultJitter
 	}
 	m.Jitter = min(max(m.Jitter, 0), 1)
+	if m.PromptPerToken == 0 {
+		m.PromptPerToken = m.PerToken / defaultPrefillRatio
+	}
+	m.PromptPerToken = max(m.PromptPerToken, 0)
 	return m
 }
 
@@ -114,14 +128,28 @@ func (s *Server) admit(n int64) func() {
 	}
 }
 
-// process spends the time tokens take at the server's current load; false
-// means the client went away first.
-func (c *call) process(p *plan, tokens int) bool {
-	if p.perToken <= 0 || tokens <= 0 {
+// read spends the time the prompt takes at the server's current load,
+// and generate the time n reply tokens take; false means the client went
+// away first.
+func (c *call) read(p *plan, prompt int) bool {
+	if p.perToken <= 0 {
+		return true
+	}
+	cost := c.s.load.PromptPerToken
+	if c.s.opts.Load.PromptPerToken == 0 {
+		cost = p.perToken / defaultPrefillRatio // follows a per_token override
+	}
+	return c.process(p, prompt, cost)
+}
+
+func (c *call) generate(p *plan, n int) bool { return c.process(p, n, p.perToken) }
+
+func (c *call) process(p *plan, tokens int, perToken time.Duration) bool {
+	if perToken <= 0 || tokens <= 0 {
 		return true
 	}
 	capacity := c.s.load.Capacity
-	work := time.Duration(float64(tokens) * float64(p.perToken) * p.jitter)
+	work := time.Duration(float64(tokens) * float64(perToken) * p.jitter)
 	for work > 0 {
 		f := slowdown(c.s.loadTokens.Load()-p.held, capacity)
 		t0 := time.Now()

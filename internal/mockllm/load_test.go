@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http/httptest"
 	"strconv"
@@ -74,6 +75,12 @@ func TestLoadModelDefaults(t *testing.T) {
 	}
 	if m := (LoadModel{Jitter: -1, Capacity: 10}).withDefaults(); m.Jitter != 0 || m.Capacity != 10 {
 		t.Fatalf("negative jitter must mean none, capacity kept: %+v", m)
+	}
+	if m := (LoadModel{PerToken: 50 * time.Millisecond}).withDefaults(); m.PromptPerToken != time.Millisecond {
+		t.Fatalf("prompt tokens by default cost a fiftieth of a reply token: %+v", m)
+	}
+	if m := (LoadModel{PerToken: time.Millisecond, PromptPerToken: -1}).withDefaults(); m.PromptPerToken != 0 {
+		t.Fatalf("negative PromptPerToken must mean free: %+v", m)
 	}
 }
 
@@ -151,6 +158,7 @@ func TestLoadInFlight(t *testing.T) {
 			go func() {
 				resp, err := ts.Client().Do(req)
 				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 				}
 				errc <- err

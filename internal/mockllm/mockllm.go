@@ -252,7 +252,8 @@ type call struct {
 }
 
 // ServeHTTP routes to the emulated endpoints. Only the /v1 routes OpenAI
-// serves exist; anything else gets OpenAI's 404 "Invalid URL".
+// serves exist (besides the other dialects', /mock/ and GET /metrics, the
+// load gauges of load.go); anything else gets OpenAI's 404 "Invalid URL".
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/mock/") {
 		s.serveControl(w, r)

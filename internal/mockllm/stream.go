@@ -13,7 +13,7 @@ import (
 // reused buffer after a prefix (id, created, model …) built once per
 // request: no encoding/json and no allocation per chunk.
 func (c *call) stream(x *exchange, p *plan, b []byte) []byte {
-	if !c.wait(p.ttft) || !c.process(p, x.promptTokens) {
+	if !c.wait(p.ttft) || !c.read(p, x.promptTokens) {
 		return b
 	}
 	h := c.w.Header()
@@ -55,7 +55,7 @@ func (c *call) stream(x *exchange, p *plan, b []byte) []byte {
 		if i > 0 && p.tps > 0 && !c.wait(time.Duration(float64(hi-lo)/p.tps*float64(time.Second))) {
 			return b
 		}
-		if !c.process(p, hi-lo) {
+		if !c.generate(p, hi-lo) {
 			return b
 		}
 		b = append(b[:prefix], `{"index":0,"delta":{"content":`...)

@@ -8,6 +8,7 @@ import (
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
+	"gatehouse/internal/tokens"
 )
 
 // runAttempts serves the request through g's deployments (and its
@@ -75,18 +76,16 @@ func upstream(call *provider.Call, d *provider.Deployment, req *http.Request) (*
 	return resp, nil
 }
 
-// countPrompt estimates the prompt's tokens when the group needs them
-// (least-tokens, a max_context) and nothing on the request path counted
-// them yet.
+// countPrompt estimates the prompt's tokens when something needs them:
+// admission (the reservation) or the group (least-tokens, a
+// max_context). The estimate is tokens.EstimateChat, a single pass over
+// the raw messages: Counter's exact count costs more than the gateway
+// may add to a request (see package tokens).
 func (x *exchange) countPrompt(g *route.Group, req *llm.ChatRequest) {
-	if x.promptTokens > 0 || !g.WantsPromptTokens() {
+	if x.promptTokens > 0 || (x.rt.Limits == nil && !g.WantsPromptTokens()) {
 		return
 	}
-	if p, err := req.Params(); err == nil {
-		x.promptTokens = x.s.tokens().Chat(p)
-		return
-	}
-	x.promptTokens = x.s.tokens().Count(string(req.Messages))
+	x.promptTokens = tokens.EstimateChat(req.Messages, req.Tools)
 }
 
 // record feeds the request's metrics.

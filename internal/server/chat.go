@@ -56,6 +56,10 @@ func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 		return
 	}
 	x.countPrompt(g, req)
+	if g, ok = x.admit(g, admitRequest{prompt: x.promptTokens, maxOut: req.MaxTokens, user: req.User}); !ok {
+		return
+	}
+	defer x.settle()
 	x.runAttempts(g, req.MaxTokens, func(ctx context.Context, a route.Attempt) route.Result {
 		return x.chatAttempt(ctx, a, req, rp)
 	})
@@ -102,6 +106,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		enc = rp.encoder()
 	}
 	x.headers()
+	x.declareCostTrailer()
 	res, err := stream.Relay(x.w, st, stream.Options{
 		IncludeUsage: req.IncludeUsage,
 		OnChunk:      call.Progress,
@@ -131,6 +136,9 @@ func (x *exchange) writeJSON(body []byte) {
 	x.headers()
 	x.written = true
 	h := x.w.Header()
+	if x.adm.on {
+		h.Set(hdrCost, x.answeredCost().String())
+	}
 	h.Set("Content-Type", "application/json")
 	h["Content-Length"] = []string{itoa(len(body))}
 	x.w.WriteHeader(http.StatusOK)

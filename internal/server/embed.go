@@ -8,6 +8,7 @@ import (
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
+	"gatehouse/internal/tokens"
 )
 
 // embeddings serves POST /v1/embeddings.
@@ -35,6 +36,13 @@ func (x *exchange) serveEmbeddings() {
 	if !ok {
 		return
 	}
+	if x.rt.Limits != nil {
+		x.promptTokens = tokens.EstimateInput(req.Input)
+	}
+	if g, ok = x.admit(g, admitRequest{prompt: x.promptTokens, maxOut: -1, user: req.User}); !ok {
+		return
+	}
+	defer x.settle()
 	x.runAttempts(g, 0, func(ctx context.Context, a route.Attempt) route.Result {
 		return x.embedAttempt(ctx, a, req)
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gatehouse/internal/auth"
+	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
@@ -45,6 +46,8 @@ type exchange struct {
 	attempts      int
 	billedAttempt int
 	promptTokens  int // estimate; 0 until something needs it
+
+	adm admission // rate limits and budgets (admit.go)
 }
 
 // dialect is the API family a route speaks; it decides the shape of
@@ -158,6 +161,7 @@ func (x *exchange) headers() {
 		h.Set("X-Gatehouse-Model", d.Model)
 		h.Set("X-Gatehouse-Attempts", itoa(max(x.attempts, 1)))
 	}
+	x.limitHeaders(h)
 }
 
 // fail answers with err unless the response has already started, and
@@ -173,6 +177,11 @@ func (x *exchange) fail(err *llm.Error) {
 		return // nobody is listening
 	}
 	x.headers()
+	if x.adm.on {
+		h := x.w.Header()
+		h.Del("Trailer") // a stream that never started: nothing follows the error
+		h.Set(hdrCost, limit.Micros(0).String())
+	}
 	writeError(x.w, x.dialect, err, x.id)
 }
 
@@ -224,6 +233,15 @@ func (x *exchange) finish() {
 	}
 	if x.ttft > 0 {
 		attrs = append(attrs, slog.Float64("ttft_ms", ms(x.ttft)))
+	}
+	if a := &x.adm; a.settled {
+		attrs = append(attrs, slog.String("cost_usd", a.cost.String()), slog.Int("estimated_prompt_tokens", a.prompt))
+		if a.downgraded != "" {
+			attrs = append(attrs, slog.String("downgraded_from", a.downgraded))
+		}
+		if a.customer != nil {
+			attrs = append(attrs, slog.String("customer", a.customer.ID))
+		}
 	}
 	if x.hasUsage {
 		attrs = append(attrs,

@@ -40,6 +40,9 @@ type Runtime struct {
 	// Admin serves /admin/ (it checks the admin key itself); nil answers
 	// 404, as when the config sets no admin_key.
 	Admin http.Handler
+	// Limits is admission control (rate limits, budgets, cost); nil
+	// admits everything and sends no limit or cost headers (bare mode).
+	Limits *Limits
 	// Metrics records requests and upstream attempts and serves GET
 	// /metrics; it is the process's one set of instruments, handed to
 	// every generation. nil records nothing and /metrics answers 404.

@@ -1,7 +1,9 @@
 // Package tokens estimates how many tokens a prompt holds, offline, for
 // the uses that must know before (or without) asking a model: the
-// Anthropic-compatible count_tokens endpoint, and later rate limits and
-// budget reservations.
+// Anthropic-compatible count_tokens endpoint (Counter, exact for o200k),
+// and the reservations of rate limits and budgets (EstimateChat and
+// EstimateInput: an allocation-free approximation fast enough for every
+// request; see estimate.go).
 //
 // Counts use OpenAI's o200k_base encoding (GPT-4o and later). For models
 // of other families they are an estimate: other tokenizers split text

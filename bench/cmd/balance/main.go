@@ -57,6 +57,7 @@ type options struct {
 	rounds             int
 	seed               uint64
 	perToken           time.Duration
+	promptPerToken     time.Duration
 	capacity           int
 	jitter             float64
 	loadSignal         bool
@@ -127,8 +128,9 @@ func parseFlags(args []string) (options, error) {
 	scen := fs.String("scenarios", strings.Join(scenarioOrder, ","), "comma-separated: reference, wide")
 	fs.IntVar(&o.rounds, "rounds", 3, "times each strategy runs each scenario's sequence (rounds interleave strategies)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the request sequences and of the backends' jitter")
-	fs.DurationVar(&o.perToken, "per-token", 100*time.Microsecond, "backend time per token when idle (mockllm -per-token)")
-	fs.IntVar(&o.capacity, "capacity", 8192, "in-flight tokens that double a backend's time per token (mockllm -capacity)")
+	fs.DurationVar(&o.perToken, "per-token", 2*time.Millisecond, "backend time per reply token when idle (mockllm -per-token)")
+	fs.DurationVar(&o.promptPerToken, "prompt-per-token", 0, "backend time per prompt token when idle (mockllm -prompt-per-token; 0 = per-token/50)")
+	fs.IntVar(&o.capacity, "capacity", 4096, "other requests' in-flight tokens that double a backend's time per token (mockllm -capacity)")
 	fs.Float64Var(&o.jitter, "jitter", 0.2, "± share of each request's work (mockllm -jitter)")
 	fs.BoolVar(&o.loadSignal, "load-signal", false, "also give gatehouse each backend's /metrics as a llama.cpp load signal")
 	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
@@ -216,7 +218,7 @@ func setup(ctx context.Context, o options) (*bench, error) {
 	b.dir = dir
 	for i := range backends {
 		p, err := b.start(fmt.Sprintf("mockllm-%d", i+1), o.mockllm, "-listen", "127.0.0.1:0", "-record-limit", "-1",
-			"-per-token", o.perToken.String(), "-capacity", strconv.Itoa(o.capacity),
+			"-per-token", o.perToken.String(), "-prompt-per-token", o.promptPerToken.String(), "-capacity", strconv.Itoa(o.capacity),
 			"-jitter", strconv.FormatFloat(o.jitter, 'g', -1, 64), "-seed", strconv.FormatUint(o.seed, 10))
 		if err != nil {
 			return b, err
@@ -256,7 +258,8 @@ func setup(ctx context.Context, o options) (*bench, error) {
 
 // gatehouseConfig is one strategy's gateway: the three backends as
 // providers of one model, no caching (every request must reach a
-// backend), no request log, a key whose limits are out of reach.
+// backend), no request log, a key whose limits are out of reach and no
+// budget (the mock model has no price).
 func gatehouseConfig(listen, sqlite, strategy string, mocks []string, loadSignal bool) string {
 	var p, t strings.Builder
 	for i, m := range mocks {
@@ -281,7 +284,6 @@ providers:
     project: bench
     rpm: 100000000
     tpm: 1000000000000
-    budget: {usd: 1000000000, period: total}
 cache:
   exact: {enabled: false}
   semantic: {enabled: false}
@@ -382,8 +384,12 @@ func gauge(c *http.Client, url, name string) (int64, error) {
 
 func writeHeader(w io.Writer, o options) {
 	fmt.Fprintf(w, "# gatehouse balancing benchmark\n\n")
-	fmt.Fprintf(w, "%d mockllm backends: %s per token when idle, × (1 + in-flight tokens / %d), ±%.0f%% jitter per request (seed %d)",
-		backends, o.perToken, o.capacity, o.jitter*100, o.seed)
+	prompt := o.promptPerToken
+	if prompt == 0 {
+		prompt = o.perToken / 50
+	}
+	fmt.Fprintf(w, "%d mockllm backends: %s per reply token and %s per prompt token when idle, × (1 + other requests' in-flight tokens / %d), ±%.0f%% jitter per request (seed %d)",
+		backends, o.perToken, prompt, o.capacity, o.jitter*100, o.seed)
 	if o.loadSignal {
 		fmt.Fprint(w, "; gatehouse reads each backend's /metrics as a llama.cpp load signal")
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"gatehouse/internal/store/redis/redistest"
 	"io"
 	"math/big"
 	"net"
@@ -346,7 +347,12 @@ func commandCalls(t testing.TB, c rueidis.Client) map[string]int64 {
 }
 
 func TestOneCommandPerAdmission(t *testing.T) {
-	c := testClient(t)
+	// A private server: the shared one counts other packages' commands too.
+	c, err := NewClient(redistest.Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
 	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c)})
 	ctx := context.Background()
 	a := rpmAdmission(1e6)

@@ -1,0 +1,519 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"gatehouse/internal/store/redis/redistest"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"gatehouse/internal/config"
+	"gatehouse/internal/limit"
+	"gatehouse/internal/mockllm"
+	"gatehouse/internal/store/redis"
+	"gatehouse/internal/store/sqlite"
+)
+
+// longReply has far more than the 10 tokens the limit tests allow, so
+// every answer is cut at max_tokens and costs exactly the same.
+var longReply = strings.Repeat("word ", 60)
+
+// pricedModels are the models of the limit tests: "chat" costs $0.001 an
+// output token and nothing for input (so a request with max_tokens 10
+// costs exactly $0.01, estimate and actual alike), "cheap" a thousandth
+// of that.
+const pricedModels = `models:
+  - name: chat
+    targets: [{provider: up, model: priced-model}]
+  - name: cheap
+    targets: [{provider: up, model: cheap-model}]
+pricing:
+  overrides:
+    priced-model: {input: 0, output: 1000}
+    cheap-model: {input: 0, output: 1}
+`
+
+// limitsConfig is a config with the mock upstream, the priced models and
+// the given keys (YAML list items) and extra top-level sections.
+func limitsConfig(up *upstream, keys, extra string) string {
+	return `listen: 127.0.0.1:0
+providers:
+  - name: up
+    type: openai-compatible
+    base_url: ` + up.URL + `/v1
+    api_key: ` + upstreamKey + `
+keys:
+` + keys + pricedModels + extra
+}
+
+// clusterStorage is the storage section for cluster mode on the test
+// services, with a Redis prefix of its own so runs never share counters.
+func clusterStorage(t *testing.T) string {
+	t.Helper()
+	return clusterStorageOn(t, os.Getenv("GATEHOUSE_TEST_REDIS"))
+}
+
+// clusterStorageOn is clusterStorage with the Redis server given.
+func clusterStorageOn(t *testing.T, r string) string {
+	t.Helper()
+	p := os.Getenv("GATEHOUSE_TEST_POSTGRES")
+	if r == "" || p == "" {
+		t.Fatal(`cluster-mode tests need Redis and PostgreSQL: run eval "$(scripts/test-services start)" first (GATEHOUSE_TEST_REDIS / GATEHOUSE_TEST_POSTGRES are unset)`)
+	}
+	// A generous timeout: these tests measure exactness, and under -race
+	// 500 concurrent requests on two cores can outwait the default 250ms,
+	// which (failing closed) would answer 503.
+	return fmt.Sprintf("storage: {redis: '%s', postgres: '%s'}\nlimits: {redis_prefix: '%s', redis_timeout: 10s}\n", r, p, uniquePrefix())
+}
+
+func uniquePrefix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "ght" + hex.EncodeToString(b[:]) + ":"
+}
+
+// burstClient is an openai-go client on a transport that keeps a
+// connection per concurrent request.
+func burstClient(base, key string) openai.Client {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 0}}
+	return openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0), option.WithHTTPClient(hc))
+}
+
+// outcome is one request of a burst.
+type outcome struct {
+	status int
+	header http.Header
+	code   string
+	msg    string
+}
+
+func chatOnce(ctx context.Context, c openai.Client, model string, extra ...option.RequestOption) outcome {
+	var resp *http.Response
+	p := userMessage("hello there")
+	p.Model = model
+	p.MaxTokens = openai.Int(10)
+	_, err := c.Chat.Completions.New(ctx, p, append(extra, option.WithResponseInto(&resp))...)
+	if err == nil {
+		return outcome{status: 200, header: resp.Header}
+	}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		return outcome{status: apiErr.StatusCode, header: apiErr.Response.Header, code: apiErr.Code, msg: apiErr.Message}
+	}
+	return outcome{status: -1, msg: err.Error()}
+}
+
+// burst sends n concurrent chat requests, spread over the clients, and
+// returns their outcomes and how long the burst took.
+func burst(t *testing.T, n int, clients []openai.Client, model string) ([]outcome, time.Duration) {
+	t.Helper()
+	out := make([]outcome, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out[i] = chatOnce(context.Background(), clients[i%len(clients)], model)
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	return out, time.Since(t0)
+}
+
+// checkExactRPM asserts that a burst against a key with rpm=100 admitted
+// exactly 100 requests (plus what the bucket refilled if the burst
+// outlasted a refill interval), and that every answer carries the
+// headers the issue promises.
+func checkExactRPM(t *testing.T, out []outcome, took time.Duration) {
+	t.Helper()
+	ok, limited := 0, 0
+	for _, o := range out {
+		switch o.status {
+		case 200:
+			ok++
+			if o.header.Get("X-Ratelimit-Limit-Requests") != "100" || o.header.Get("X-Gatehouse-Cost-Usd") == "" {
+				t.Fatalf("200 without limit or cost headers: %v", o.header)
+			}
+		case 429:
+			limited++
+			if o.code != "rate_limit_exceeded" || o.header.Get("Retry-After") == "" ||
+				o.header.Get("X-Ratelimit-Remaining-Requests") != "0" || o.header.Get("X-Ratelimit-Reset-Requests") == "" {
+				t.Fatalf("429 without Retry-After / x-ratelimit headers: code %q %v", o.code, o.header)
+			}
+		default:
+			t.Fatalf("status %d: %s", o.status, o.msg)
+		}
+	}
+	// rpm=100 refills one request every 600ms: a burst slower than that
+	// may rightly admit one more per interval.
+	refill := int(took / (600 * time.Millisecond))
+	t.Logf("%d admitted, %d refused in %v", ok, limited, took.Round(time.Millisecond))
+	if ok < 100 || ok > 100+refill {
+		t.Fatalf("%d of %d admitted in %v, want exactly 100 (+%d refilled)", ok, len(out), took, refill)
+	}
+}
+
+const rpmKey = "gh-rpm-100-key"
+
+func TestLimitsExactRPMEmbedded(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, limitsConfig(up, "  - {key: "+rpmKey+", name: burst, project: qa, rpm: 100}\n", ""))
+	out, took := burst(t, 500, []openai.Client{burstClient(gw.URL, rpmKey)}, "chat")
+	checkExactRPM(t, out, took)
+}
+
+func TestLimitsExactRPMRedis(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, limitsConfig(up, "  - {key: "+rpmKey+", name: burst, project: qa, rpm: 100}\n", clusterStorage(t)))
+	out, took := burst(t, 500, []openai.Client{burstClient(gw.URL, rpmKey)}, "chat")
+	checkExactRPM(t, out, took)
+}
+
+func TestLimitsExactRPMThreeProcessesOneRedis(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	cfg := limitsConfig(up, "  - {key: "+rpmKey+", name: burst, project: qa, rpm: 100}\n", clusterStorage(t))
+	var clients []openai.Client
+	for range 3 {
+		p, _ := startProcess(t, cfg)
+		clients = append(clients, burstClient("http://"+p.addr, rpmKey))
+	}
+	out, took := burst(t, 500, clients, "chat")
+	checkExactRPM(t, out, took)
+}
+
+// stoppableGateway is startGateway with an explicit stop, for restarts.
+func stoppableGateway(t *testing.T, dir, yaml string) (*testGateway, func()) {
+	t.Helper()
+	path := filepath.Join(dir, "gatehouse.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	logs := &syncBuffer{}
+	g, err := newGateway(path, cfg, false, slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.run(ctx, ln, cfg) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("gateway exited with %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("gateway did not stop")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &testGateway{URL: "http://" + ln.Addr().String(), Path: path, Logs: logs}, stop
+}
+
+// keySpend reads a key's recorded spend from the SQLite file.
+func keySpend(t *testing.T, dbPath, keyID string) limit.Micros {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := st.LoadSpend(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for k, v := range m {
+		if k.Scope == limit.ScopeKey && k.ID == keyID {
+			sum += v
+		}
+	}
+	return limit.Micros(sum)
+}
+
+// TestLimitsBudgetUnderConcurrencyAndRestart: a $1.00 budget and requests
+// that cost exactly $0.01 each. Reservations hold the worst case (the
+// estimate equals the actual here, since input is free and every answer
+// is cut at max_tokens), so 200 concurrent requests get exactly 100
+// admitted and the settled spend is exactly $1.00: the documented bound
+// above the budget is zero when the actual cost never exceeds the
+// reservation. The spend survives a restart.
+func TestLimitsBudgetUnderConcurrencyAndRestart(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "spend.db")
+	const key = "gh-budget-key"
+	cfg := limitsConfig(up, "  - {key: "+key+", name: budgeted, project: qa, budget: {usd: 1, period: total}}\n",
+		"storage: {sqlite: "+db+"}\nlimits: {flush_every: 100ms}\n")
+	gw, stop := stoppableGateway(t, dir, cfg)
+
+	out, _ := burst(t, 200, []openai.Client{burstClient(gw.URL, key)}, "chat")
+	ok := 0
+	var refused outcome
+	for _, o := range out {
+		switch o.status {
+		case 200:
+			ok++
+			if c := o.header.Get("X-Gatehouse-Cost-Usd"); c != "0.010000" {
+				t.Fatalf("cost header %q, want 0.010000", c)
+			}
+		case 429:
+			refused = o
+		default:
+			t.Fatalf("status %d: %s", o.status, o.msg)
+		}
+	}
+	if ok != 100 {
+		t.Fatalf("%d requests admitted under a $1.00 budget at $0.01 each, want 100", ok)
+	}
+	if refused.code != "budget_exceeded" || !strings.Contains(refused.msg, "budgeted") || !strings.Contains(refused.msg, "total") {
+		t.Fatalf("refusal: code %q message %q; want budget_exceeded naming the key's total budget", refused.code, refused.msg)
+	}
+	stop() // drains, settles, flushes the spend
+	if got := keySpend(t, db, "static:budgeted"); got != limit.USD(1) {
+		t.Fatalf("settled spend %s, want exactly 1.000000", got)
+	}
+
+	// The same file after a restart: the budget is still spent.
+	gw2, _ := stoppableGateway(t, t.TempDir(), cfg)
+	o := chatOnce(context.Background(), burstClient(gw2.URL, key), "chat")
+	if o.status != 429 || o.code != "budget_exceeded" {
+		t.Fatalf("after restart: status %d code %q, want 429 budget_exceeded", o.status, o.code)
+	}
+}
+
+// TestLimitsCostHeaderAndStreamTrailer: the real cost as a header of a
+// whole answer, as a trailer of a stream, and in the stream's log line.
+func TestLimitsCostHeaderAndStreamTrailer(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, limitsConfig(up, "  - {key: "+clientKey+", name: tester, project: qa, rpm: 1000, tpm: 1000000}\n", ""))
+
+	o := chatOnce(context.Background(), gw.client(), "chat")
+	if o.status != 200 || o.header.Get("X-Gatehouse-Cost-Usd") != "0.010000" {
+		t.Fatalf("status %d cost %q", o.status, o.header.Get("X-Gatehouse-Cost-Usd"))
+	}
+	if o.header.Get("X-Ratelimit-Limit-Tokens") != "1000000" || o.header.Get("X-Ratelimit-Reset-Tokens") == "" {
+		t.Fatalf("token headers: %v", o.header)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(
+		`{"model":"chat","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"stream please"}]}`))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, declared := resp.Trailer["X-Gatehouse-Cost-Usd"]; resp.StatusCode != 200 || !declared {
+		t.Fatalf("status %d, trailers declared %v", resp.StatusCode, resp.Trailer)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("stream: %v %q", err, body)
+	}
+	if c := resp.Trailer.Get("X-Gatehouse-Cost-Usd"); c != "0.010000" {
+		t.Fatalf("stream cost trailer %q, want 0.010000", c)
+	}
+	line := gw.logLine(t, resp.Header.Get("X-Gatehouse-Request-Id"))
+	if !strings.Contains(line, `"cost_usd":"0.010000"`) {
+		t.Fatalf("log line without the cost: %s", line)
+	}
+}
+
+// TestLimitsAnthropicRefusalShape: /v1/messages refuses in Anthropic's
+// error shape, with Retry-After.
+func TestLimitsAnthropicRefusalShape(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, limitsConfig(up, "  - {key: "+clientKey+", name: tester, project: qa, rpm: 1}\n", ""))
+	send := func() (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/messages", strings.NewReader(
+			`{"model":"chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("x-api-key", clientKey)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	if resp, b := send(); resp.StatusCode != 200 || resp.Header.Get("X-Gatehouse-Cost-Usd") != "0.010000" {
+		t.Fatalf("first: %d %s %v", resp.StatusCode, b, resp.Header)
+	}
+	resp, b := send()
+	var e struct {
+		Type  string `json:"type"`
+		Error struct{ Type, Message string }
+	}
+	if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != 429 || e.Type != "error" ||
+		e.Error.Type != "rate_limit_error" || !strings.Contains(e.Error.Message, "tester") {
+		t.Fatalf("second: %d %s", resp.StatusCode, b)
+	}
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra < 1 || resp.Header.Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Fatalf("Retry-After %q, headers %v", resp.Header.Get("Retry-After"), resp.Header)
+	}
+}
+
+// adminPost calls the admin API and decodes the answer.
+func adminPost(t *testing.T, base, path, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &out) != nil {
+		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+	return out
+}
+
+// TestLimitsCustomerDowngradeAndBlock: a customer over budget is served
+// by its downgrade model (and told so), or refused when it blocks.
+func TestLimitsCustomerDowngradeAndBlock(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, limitsConfig(up, "  - {key: "+clientKey+", name: tester, project: qa}\n", "admin_key: "+testAdminKey+"\n"))
+	adminPost(t, gw.URL, "/admin/projects", `{"name":"shop"}`)
+	key := adminPost(t, gw.URL, "/admin/keys", `{"project":"shop","name":"app"}`)["key"].(string)
+	adminPost(t, gw.URL, "/admin/customers", `{"project":"shop","external_id":"alice","daily_usd":0.001,"on_exceed":"downgrade","downgrade_model":"cheap"}`)
+	adminPost(t, gw.URL, "/admin/customers", `{"project":"shop","external_id":"bob","daily_usd":0.001,"on_exceed":"block"}`)
+	c := gw.client(option.WithAPIKey(key))
+
+	o := chatOnce(context.Background(), c, "chat", option.WithHeader("X-Gatehouse-Customer", "alice"))
+	if o.status != 200 || o.header.Get("X-Gatehouse-Downgraded-From") != "chat" || o.header.Get("X-Gatehouse-Model") != "cheap-model" {
+		t.Fatalf("alice: status %d, headers %v (%s)", o.status, o.header, o.msg)
+	}
+	if got := o.header.Get("X-Gatehouse-Cost-Usd"); got != "0.000010" {
+		t.Fatalf("downgraded cost %q, want the cheap model's 0.000010", got)
+	}
+
+	// The user field names the customer too.
+	var resp *http.Response
+	p := userMessage("hi")
+	p.MaxTokens = openai.Int(10)
+	p.User = openai.String("bob")
+	_, err := c.Chat.Completions.New(context.Background(), p, option.WithResponseInto(&resp))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Code != "budget_exceeded" || !strings.Contains(apiErr.Message, "customer bob") {
+		t.Fatalf("bob: %v", err)
+	}
+
+	// A customer nobody configured has no budget of its own.
+	if o := chatOnce(context.Background(), c, "chat", option.WithHeader("X-Gatehouse-Customer", "carol")); o.status != 200 ||
+		o.header.Get("X-Gatehouse-Downgraded-From") != "" {
+		t.Fatalf("carol: %d %v", o.status, o.header)
+	}
+}
+
+// redisCommands reads INFO commandstats: calls per command.
+func redisCommands(t *testing.T, url string) map[string]int64 {
+	t.Helper()
+	c, err := redis.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+		out[name] = n
+	}
+	return out
+}
+
+// TestLimitsOneRedisCommandPerRequest measures, from Redis's own
+// statistics, the commands the admission path sends: exactly one EVALSHA
+// per admitted request. The key has only a request rate, so settlement
+// has nothing to correct and sends nothing. Commands a script runs are
+// counted by Redis too and are left out. The Redis server is this test's
+// own: the shared one counts other packages' commands too.
+func TestLimitsOneRedisCommandPerRequest(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	redisURL := redistest.Start(t)
+	gw := startGateway(t, limitsConfig(up, "  - {key: "+clientKey+", name: tester, project: qa, rpm: 10000}\n", clusterStorageOn(t, redisURL)))
+	c := gw.client()
+	if o := chatOnce(context.Background(), c, "chat"); o.status != 200 { // scripts loaded, connections up
+		t.Fatalf("warm-up: %d %s", o.status, o.msg)
+	}
+	before := redisCommands(t, redisURL)
+	const n = 50
+	for range n {
+		if o := chatOnce(context.Background(), c, "chat"); o.status != 200 {
+			t.Fatalf("status %d %s", o.status, o.msg)
+		}
+	}
+	after := redisCommands(t, redisURL)
+	var admission atomic.Int64
+	for cmd, calls := range after {
+		d := calls - before[cmd]
+		switch cmd {
+		case "info", "ping", "hello", "client|setinfo", "client|setname", "client", "cluster|slots":
+			continue // this test's own probe and the client library's connection upkeep
+		case "get", "set", "incrby", "pexpireat", "exists", "del":
+			continue // run inside the scripts: Redis counts them too, but they cost no round trip
+		case "evalsha":
+			admission.Store(d)
+		case "eval":
+			if d != 0 {
+				t.Errorf("%d EVAL (script sent again) during %d requests", d, n)
+			}
+		default:
+			if d != 0 {
+				t.Errorf("%d %s commands during %d requests", d, cmd, n)
+			}
+		}
+	}
+	if got := admission.Load(); got != n {
+		t.Fatalf("%d EVALSHA for %d requests, want exactly one each", got, n)
+	}
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"gatehouse/internal/config"
+	"gatehouse/internal/limit"
+	"gatehouse/internal/store/redis"
+	"gatehouse/internal/tokens"
+)
+
+// admitter is the process's one admission backend: it lives across
+// config reloads (its counters and unflushed spend are the state that
+// must not reset) and closes after the server has drained.
+type admitter struct {
+	admitter limit.Admitter
+	closers  []func(context.Context) error // in order
+}
+
+// openAdmitter builds the admitter the storage mode calls for.
+//
+// Embedded: in-process counters, spend persisted to the SQLite store and
+// loaded back at start. Cluster: the Redis limiter (one script call per
+// admission), spend recorded in PostgreSQL and used to re-seed counters
+// Redis lost, behind a Fallback applying limits.failure_policy while
+// Redis cannot be reached.
+func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStore, log *slog.Logger) (*admitter, error) {
+	l := cfg.Limits
+	if !cfg.Cluster() {
+		e, err := limit.NewEmbedded(ctx, limit.Options{Spend: spend, FlushEvery: l.FlushEvery.D(), Log: log})
+		if err != nil {
+			return nil, err
+		}
+		return &admitter{admitter: e, closers: []func(context.Context) error{e.Close}}, nil
+	}
+	client, err := redis.NewClient(cfg.Storage.Redis)
+	if err != nil {
+		return nil, fmt.Errorf("storage.redis: %w", err)
+	}
+	rl, err := redis.New(ctx, client, redis.Options{Prefix: l.RedisPrefix, Timeout: l.RedisTimeout.D(), SettleQueue: l.SettleQueue,
+		Spend: spend, FlushEvery: l.FlushEvery.D(), Log: log})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	if n, err := rl.Seed(ctx); err != nil {
+		log.Warn("could not restore budget counters from the spend record", "error", err.Error())
+	} else if n > 0 {
+		log.Info("restored budget counters Redis had lost", "counters", n)
+	}
+	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}}
+	fb := &limit.Fallback{Primary: rl, Policy: limit.FailurePolicy(l.FailurePolicy), Replicas: l.Replicas, Cooldown: l.Cooldown.D(),
+		OnDegraded: func(err error) {
+			log.Warn("rate limits: Redis unavailable", "policy", l.FailurePolicy, "error", err.Error())
+		}}
+	if fb.Policy == limit.FailOpen {
+		// The local limiter counts each replica's share from zero (it
+		// cannot see what the others spent) but still records what it
+		// settles in the durable spend record.
+		local, err := limit.NewEmbedded(ctx, limit.Options{Spend: recordOnly{spend}, FlushEvery: l.FlushEvery.D(), Log: log})
+		if err != nil {
+			_ = a.close()
+			return nil, err
+		}
+		fb.Local = local
+		a.closers = append(a.closers, local.Close)
+	}
+	a.admitter = fb
+	return a, nil
+}
+
+func closeClient(c rueidis.Client) func(context.Context) error {
+	return func(context.Context) error { c.Close(); return nil }
+}
+
+// close settles what is queued and writes the spend not yet flushed.
+func (a *admitter) close() error {
+	if a == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, c := range a.closers {
+		errs = append(errs, c(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// recordOnly is a SpendStore that records spend but loads none, for the
+// fail-open limiter whose budgets start from zero.
+type recordOnly struct{ limit.SpendStore }
+
+func (recordOnly) LoadSpend(context.Context, string) (map[limit.BudgetKey]int64, error) {
+	return nil, nil
+}
+
+// priceCatalog is the embedded catalog with the config's pricing applied;
+// built per config generation, so overrides change on reload.
+func priceCatalog(p config.Pricing) (*tokens.Catalog, error) {
+	o := tokens.CatalogOptions{DefaultMaxOutput: p.DefaultMaxOutput, Overrides: make(map[string]tokens.Price, len(p.Overrides))}
+	for model, pr := range p.Overrides {
+		o.Overrides[model] = tokens.PerMillion(pr.Input, pr.CachedInput, pr.Output)
+	}
+	if p.Unknown == "default" && p.Default != nil {
+		d := tokens.PerMillion(p.Default.Input, p.Default.CachedInput, p.Default.Output)
+		o.Default = &d
+	}
+	c, err := tokens.NewCatalog(o)
+	if err != nil {
+		return nil, fmt.Errorf("pricing: %w", err)
+	}
+	return c, nil
+}

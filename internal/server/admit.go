@@ -1,0 +1,383 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/limit"
+	"gatehouse/internal/llm"
+	"gatehouse/internal/route"
+	"gatehouse/internal/tokens"
+)
+
+// Limits is admission control for one config generation: the process's
+// admitter, which every generation shares (counters must outlive a
+// reload), and this generation's prices.
+type Limits struct {
+	Admitter limit.Admitter
+	Prices   *tokens.Catalog
+	// Customers resolves the customer a request names; nil leaves
+	// customer budgets out.
+	Customers CustomerLookup
+}
+
+// CustomerLookup finds a project's customer by the ID the application
+// sends; nil and no error when there is none. *auth.Customers
+// implements it, from a cache.
+type CustomerLookup interface {
+	Lookup(ctx context.Context, projectID, externalID string) (*auth.Customer, error)
+}
+
+// Response headers of admission.
+const (
+	hdrCost           = "X-Gatehouse-Cost-Usd"
+	hdrDowngradedFrom = "X-Gatehouse-Downgraded-From"
+	hdrCustomer       = "X-Gatehouse-Customer"
+)
+
+// admission is the admission state of one exchange.
+type admission struct {
+	on         bool // the request went through admission: headers and settlement are due
+	tag        string
+	prompt     int  // estimated prompt tokens
+	maxOut     int  // output cap the estimate assumes
+	budgeted   bool // some budget applies: an unknown price cannot be served
+	dec        limit.Decision
+	customer   *auth.Customer
+	downgraded string // the model the client asked for, when served by a cheaper one
+	cost       limit.Micros
+	settled    bool
+
+	rates   [2]limit.Rate
+	budgets [4]limit.Budget
+}
+
+// admitRequest is what admission needs from a parsed request.
+type admitRequest struct {
+	prompt int    // estimated prompt tokens
+	maxOut int    // the request's max_tokens (0: the configured default); -1: no output (embeddings)
+	user   string // the request's user field, a fallback customer ID
+}
+
+// admit checks and reserves the request's limits for group g. It returns
+// the group to serve, which differs from g when a customer over budget is
+// downgraded; false when the request was refused (and answered).
+func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
+	l := x.rt.Limits
+	p := x.principal
+	if l == nil || p == nil {
+		return g, true
+	}
+	a := &x.adm
+	a.on = true
+	a.prompt = r.prompt
+	a.maxOut = l.Prices.MaxOutput(r.maxOut)
+	if r.maxOut < 0 {
+		a.maxOut = 0
+	}
+	a.tag = principalTag(p)
+	if id := customerID(x.r, r.user); id != "" && p.ProjectID != "" && l.Customers != nil {
+		c, err := l.Customers.Lookup(x.r.Context(), p.ProjectID, id)
+		if err != nil {
+			x.fail(llm.AsError(err))
+			return nil, false
+		}
+		a.customer = c
+	}
+	adm := x.admission(g, true)
+	if adm == nil {
+		return nil, false
+	}
+	d, ok := x.reserve(adm)
+	if !ok {
+		return nil, false
+	}
+	if !d.Allowed && d.Refused.Scope == limit.ScopeCustomer && d.Refused.Kind == limit.KindBudget {
+		if dg := x.downgradeGroup(); dg != nil {
+			if adm = x.admission(dg, false); adm == nil {
+				return nil, false
+			}
+			if d, ok = x.reserve(adm); !ok {
+				return nil, false
+			}
+			if d.Allowed {
+				a.downgraded = x.model
+				x.model, x.group, g = dg.Name, dg, dg
+			}
+		}
+	}
+	a.dec = d
+	if !d.Allowed {
+		x.fail(refusalError(d))
+		return nil, false
+	}
+	return g, true
+}
+
+// reserve calls the admitter, answering a failure; the decision is
+// returned either way for the headers.
+func (x *exchange) reserve(adm *limit.Admission) (limit.Decision, bool) {
+	if len(adm.Rates) == 0 && len(adm.Budgets) == 0 {
+		return limit.Decision{Allowed: true}, true // nothing to count: no call
+	}
+	d, err := x.rt.Limits.Admitter.Admit(x.r.Context(), *adm)
+	if err != nil {
+		x.adm.on = false
+		if x.r.Context().Err() != nil {
+			x.fail(&llm.Error{Kind: llm.KindCanceled, Status: 499, Message: "client went away", Cause: err})
+			return d, false
+		}
+		x.fail(&llm.Error{Kind: llm.KindUnavailable, Status: http.StatusServiceUnavailable, Type: "server_error",
+			Code: "limits_unavailable", RetryAfter: time.Second, Cause: err,
+			Message: "The gateway cannot check rate limits and budgets right now; try again shortly."})
+		return d, false
+	}
+	x.adm.dec = d
+	return d, true
+}
+
+// admission builds the Admission of the request served by g. With
+// customer set, the customer's budgets are included; a downgrade leaves
+// them out (see README: the downgraded request still counts against the
+// key's and the project's rates and budgets).
+func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
+	a := &x.adm
+	p := x.principal
+	prices := x.rt.Limits.Prices
+	adm := &limit.Admission{Tag: a.tag, Rates: a.rates[:0], Budgets: a.budgets[:0]}
+	projectID := p.ProjectID
+	if projectID == "" {
+		projectID = a.tag
+	}
+	if p.RPM > 0 || p.TPM > 0 {
+		adm.Rates = append(adm.Rates, limit.Rate{Scope: limit.ScopeKey, ID: p.KeyID, Name: keyName(p), RPM: int64(p.RPM), TPM: int64(p.TPM)})
+	}
+	if pl := p.ProjectLimits; pl.RPM > 0 || pl.TPM > 0 {
+		adm.Rates = append(adm.Rates, limit.Rate{Scope: limit.ScopeProject, ID: projectID, Name: p.Project, RPM: int64(pl.RPM), TPM: int64(pl.TPM)})
+	}
+	adm.Budgets = appendBudget(adm.Budgets, limit.ScopeKey, p.KeyID, keyName(p), p.Budget)
+	adm.Budgets = appendBudget(adm.Budgets, limit.ScopeProject, projectID, p.Project, p.ProjectBudget)
+	if c := a.customer; c != nil && customer {
+		name := c.Name
+		if name == "" {
+			name = c.ExternalID
+		}
+		if c.DailyUSD != nil {
+			adm.Budgets = append(adm.Budgets, limit.Budget{Scope: limit.ScopeCustomer, ID: c.ID, Name: name, Limit: limit.USD(*c.DailyUSD), Period: limit.Day})
+		}
+		if c.MonthlyUSD != nil {
+			adm.Budgets = append(adm.Budgets, limit.Budget{Scope: limit.ScopeCustomer, ID: c.ID, Name: name, Limit: limit.USD(*c.MonthlyUSD), Period: limit.Month})
+		}
+	}
+	a.budgeted = len(adm.Budgets) > 0
+	adm.Tokens = int64(a.prompt + a.maxOut)
+	model := primaryModel(g)
+	price, err := prices.Price(model)
+	switch {
+	case err == nil:
+		adm.Cost = limit.Micros(price.Estimate(a.prompt, a.maxOut))
+	case errors.Is(err, tokens.ErrUnknownPrice) && a.budgeted:
+		x.fail(&llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "invalid_request_error",
+			Code: "model_price_unknown", Param: "model", Cause: err,
+			Message: fmt.Sprintf("The model '%s' (upstream '%s') has no known price, and this request is subject to a budget whose spend could not be counted. Ask the gateway's operator to set a price for it (pricing.overrides).", g.Name, model)})
+		return nil
+	}
+	// An unknown price without a budget is served at cost 0.
+	return adm
+}
+
+func appendBudget(bs []limit.Budget, scope limit.Scope, id, name string, b *auth.Budget) []limit.Budget {
+	if b == nil {
+		return bs
+	}
+	p, err := limit.ParsePeriod(b.Period)
+	if err != nil {
+		p = limit.Total // records are validated on write; never lose a budget over a typo
+	}
+	return append(bs, limit.Budget{Scope: scope, ID: id, Name: name, Limit: limit.USD(b.USD), Period: p})
+}
+
+// downgradeGroup is the group a customer over budget is served by
+// instead, when its record says so and the key may use it; nil otherwise.
+func (x *exchange) downgradeGroup() *route.Group {
+	c := x.adm.customer
+	if c == nil || c.OnExceed != auth.OnExceedDowngrade || c.DowngradeModel == "" || c.DowngradeModel == x.model {
+		return nil
+	}
+	g, ok := x.rt.Routes.Lookup(c.DowngradeModel)
+	if !ok || !x.principal.Allows(c.DowngradeModel) {
+		return nil
+	}
+	return g
+}
+
+// primaryModel is the upstream model of the deployment most likely to
+// serve a group: its first target in routing order. The reservation is
+// priced there; a failover to a dearer deployment settles above it (see
+// README for the bound this puts on a budget).
+func primaryModel(g *route.Group) string {
+	if g.Mode != route.ModeAny {
+		if ms := g.Members(); len(ms) > 0 {
+			return ms[0].Deployment.Model
+		}
+	}
+	if len(g.Targets) > 0 {
+		return g.Targets[0].Model
+	}
+	return g.Name
+}
+
+// principalTag is the Redis hash tag of a principal's counters: its
+// project ID, or for a static key (whose project exists only in the
+// config) a name stable per project.
+func principalTag(p *auth.Principal) string {
+	switch {
+	case p.ProjectID != "":
+		return p.ProjectID
+	case p.Project != "":
+		return "static:" + p.Project
+	}
+	return p.KeyID
+}
+
+func keyName(p *auth.Principal) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.KeyID
+}
+
+// customerID is the customer a request names: the x-gatehouse-customer
+// header, else the request's user field (Anthropic: metadata.user_id).
+func customerID(r *http.Request, user string) string {
+	if v := r.Header.Get(hdrCustomer); v != "" {
+		return v
+	}
+	return user
+}
+
+// refusalError is the 429 of a refused admission.
+func refusalError(d limit.Decision) *llm.Error {
+	r := d.Refused
+	e := &llm.Error{Kind: llm.KindRateLimit, Status: http.StatusTooManyRequests, Code: r.Code(), Message: r.Message(), RetryAfter: d.RetryAfter}
+	switch r.Kind {
+	case limit.KindBudget:
+		e.Kind, e.Type = llm.KindBudget, "insufficient_quota"
+	case limit.KindTokens:
+		e.Type = "tokens"
+	default:
+		e.Type = "requests"
+	}
+	return e
+}
+
+// limitHeaders sets the x-ratelimit-* headers of the binding buckets
+// and, on a downgrade, which model was asked for.
+func (x *exchange) limitHeaders(h http.Header) {
+	a := &x.adm
+	if !a.on {
+		return
+	}
+	quotaHeaders(h, "requests", a.dec.Requests)
+	quotaHeaders(h, "tokens", a.dec.Tokens)
+	if a.downgraded != "" {
+		h.Set(hdrDowngradedFrom, a.downgraded)
+	}
+}
+
+func quotaHeaders(h http.Header, kind string, q limit.Quota) {
+	if q.Limit <= 0 {
+		return
+	}
+	h["X-Ratelimit-Limit-"+kindTitle(kind)] = []string{strconv.FormatInt(q.Limit, 10)}
+	h["X-Ratelimit-Remaining-"+kindTitle(kind)] = []string{strconv.FormatInt(max(q.Remaining, 0), 10)}
+	h["X-Ratelimit-Reset-"+kindTitle(kind)] = []string{resetString(q.Reset)}
+}
+
+func kindTitle(kind string) string {
+	if kind == "tokens" {
+		return "Tokens"
+	}
+	return "Requests"
+}
+
+// resetString formats a reset time as OpenAI does: Go's duration syntax,
+// in whole milliseconds below a second ("20ms") and whole seconds above
+// ("1s", "6m0s"), rounded up so a client that waits that long finds the
+// bucket refilled.
+func resetString(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+	}
+	return ((d + time.Second - 1) / time.Second * time.Second).String()
+}
+
+// declareCostTrailer announces the cost as a trailer of a stream: the
+// usage is known only at its end, after the headers are gone.
+func (x *exchange) declareCostTrailer() {
+	if x.adm.on {
+		x.w.Header().Set("Trailer", hdrCost)
+	}
+}
+
+// answeredCost is the cost of what the billed attempt used: its usage at
+// the price of the model that served it. With no usage reported (or no
+// price known) for a request that was answered, the reservation stands,
+// on the side of counting too much; an unanswered request costs nothing.
+func (x *exchange) answeredCost() limit.Micros {
+	if !x.written || x.deployment == nil {
+		return 0
+	}
+	reserved := x.adm.dec.Reservation.Admission.Cost
+	if !x.hasUsage {
+		if x.status < 300 {
+			return reserved
+		}
+		return 0
+	}
+	c, err := x.rt.Limits.Prices.Cost(x.deployment.Model, x.usage)
+	if err != nil {
+		if x.adm.budgeted {
+			return reserved
+		}
+		return 0
+	}
+	return limit.Micros(c)
+}
+
+// settle replaces the reservation with what the request really used,
+// once, however the request ended (success, upstream failure, client
+// gone, panic), and puts the cost in the stream's trailer. The admitter
+// makes it cheap: in memory, or a queued Redis call.
+func (x *exchange) settle() {
+	a := &x.adm
+	if !a.on || a.settled {
+		return
+	}
+	a.settled = true
+	a.cost = x.answeredCost()
+	if x.stream && x.written {
+		x.w.Header().Set(hdrCost, a.cost.String())
+	}
+	res := a.dec.Reservation
+	if !res.Valid() {
+		return
+	}
+	actual := limit.Actual{Cost: a.cost}
+	if x.hasUsage {
+		actual.Tokens = int64(x.usage.PromptTokens + x.usage.CompletionTokens)
+	}
+	// The request's context may be gone (client hang-up); the settle must
+	// still happen, and neither admitter blocks on it.
+	if err := x.rt.Limits.Admitter.Settle(context.WithoutCancel(x.r.Context()), res, actual); err != nil {
+		x.s.log.Error("settle failed", "request_id", x.id, "err", err.Error())
+	}
+}

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/limit"
+	"gatehouse/internal/tokens"
+)
+
+func TestResetString(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                       "0s",
+		-time.Second:            "0s",
+		19*time.Millisecond + 1: "20ms",
+		time.Second:             "1s",
+		1500 * time.Millisecond: "2s",
+		6 * time.Minute:         "6m0s",
+	} {
+		if got := resetString(d); got != want {
+			t.Errorf("resetString(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestPanicSettles: a request that panics after admission still settles,
+// once, to zero: its reservation does not stay counted.
+func TestPanicSettles(t *testing.T) {
+	s, _ := newTestServer(t)
+	e, err := limit.NewEmbedded(context.Background(), limit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	prices, err := tokens.NewCatalog(tokens.CatalogOptions{Overrides: map[string]tokens.Price{"m": tokens.PerMillion(1, 1, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := *s.Runtime()
+	rt.Limits = &Limits{Admitter: e, Prices: prices}
+	rt.Auth = auth.NewStatic([]auth.StaticKey{{Secret: "k", Principal: auth.Principal{KeyID: "key1", Project: "p", RPM: 10,
+		Budget: &auth.Budget{USD: 1, Period: "total"}}}})
+	s.Swap(&rt)
+
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"model":"chat","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer k")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, req)
+	if w.Code != http.StatusInternalServerError {
+		t.Fatalf("status %d", w.Code)
+	}
+	if w.Header().Get("X-Ratelimit-Limit-Requests") != "10" || w.Header().Get(hdrCost) != "0.000000" {
+		t.Fatalf("headers %v", w.Header())
+	}
+	if got := e.Spent(limit.ScopeKey, "key1", limit.Total, time.Now()); got != 0 {
+		t.Fatalf("budget still holds %s after the panicked request", got)
+	}
+}

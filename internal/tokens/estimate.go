@@ -1,0 +1,603 @@
+package tokens
+
+// The estimator below is what the request path uses to size a
+// reservation: Counter is exact for o200k but costs tens of
+// microseconds and hundreds of allocations for a short prompt, more than
+// the whole gateway may add to a request. The estimate only decides how
+// much is held while the call runs; settlement uses the usage the
+// upstream reports, so an estimate that is off moves no money, it only
+// makes a limit refuse a little early or late while the call is in
+// flight. Counter stays for count_tokens, where clients want the count.
+//
+// It mimics o200k's pre-tokenizer in one pass over the text, with no
+// allocation: letter runs (with the space or punctuation mark before
+// them, and split at a lower-to-upper case change), digit groups of up
+// to three, punctuation runs, and whitespace runs are pieces; a piece is
+// one token unless it is long (long words and punctuation runs are
+// several) or in a script whose letters the vocabulary covers more
+// sparsely (CJK about one token a character, Cyrillic about one per
+// three letters). TestEstimateAgainstCounter holds it to EstimateBound
+// of Counter on a mixed corpus.
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// EstimateBound is the relative error TestEstimateAgainstCounter allows
+// the estimate, against Counter, on each sample of its corpus of at least
+// 120 tokens (English prose, source code, indented JSON, CSV numbers,
+// Markdown with emoji, Russian, Chinese, Japanese, Arabic); the samples
+// measure within 10%. Short texts are within a few tokens. For models of
+// other families Counter is itself an estimate (see the package doc).
+const EstimateBound = 0.15
+
+// character classes of the pre-tokenizer
+const (
+	clsNone uint8 = iota
+	clsLower
+	clsUpper // upper-case, title-case and other letters that start a piece
+	clsDigit
+	clsSpace
+	clsNewline
+	clsPunct
+)
+
+// asciiClass classifies every ASCII byte.
+var asciiClass = func() (t [128]uint8) {
+	for c := range 128 {
+		switch {
+		case c >= 'a' && c <= 'z':
+			t[c] = clsLower
+		case c >= 'A' && c <= 'Z':
+			t[c] = clsUpper
+		case c >= '0' && c <= '9':
+			t[c] = clsDigit
+		case c == '\n' || c == '\r':
+			t[c] = clsNewline
+		case c == ' ' || c == '\t' || c == '\v' || c == '\f':
+			t[c] = clsSpace
+		default:
+			t[c] = clsPunct
+		}
+	}
+	return t
+}()
+
+// Weights are in thousandths of a token.
+const (
+	milli = 1000
+	// wordFree is the letters a word piece holds in its first token;
+	// each further token covers wordPerToken letters. Common English
+	// words are single tokens; long and rare ones split into 3–5 letter
+	// pieces.
+	wordFree     = 8
+	wordPerToken = 4
+	// punctPerToken is the ASCII punctuation one token covers in a run
+	// ("});", "\":\"" are single tokens).
+	punctPerToken = 2
+	// punctPrefix is what a punctuation mark costs when it starts a word
+	// piece ("(ctx", ".Lock", "\"name"): often merged, often not.
+	punctPrefix = 500
+)
+
+// est is the state of one estimate: finished pieces in n (milli-tokens)
+// and the piece being read.
+type est struct {
+	n      int   // milli-tokens of finished pieces
+	cls    uint8 // class of the open piece: clsNone, clsLower (a word), clsDigit, clsSpace, clsPunct
+	run    int   // ASCII letters, digits or punctuation in the open piece
+	wide   int   // milli-tokens of the open piece's other characters
+	lower  bool  // the word's last letter was lower-case: an upper-case one starts a new piece
+	spaces int   // whitespace since the last newline, in an open whitespace piece
+	nl     bool  // the open whitespace piece holds a newline
+}
+
+// feed adds one character of class c; w is its weight when it is not
+// ASCII (0 for ASCII).
+func (e *est) feed(c uint8, w int) {
+	switch c {
+	case clsLower, clsUpper:
+		if e.cls == clsLower {
+			if !(e.lower && c == clsUpper) {
+				e.addLetter(c, w)
+				return
+			}
+			e.close()
+		} else {
+			if e.cls == clsPunct {
+				e.n += punctPrefix
+			}
+			e.prefix()
+		}
+		e.cls = clsLower
+		e.addLetter(c, w)
+	case clsDigit:
+		if e.cls != clsDigit {
+			e.close()
+			e.cls = clsDigit
+		}
+		if w > 0 {
+			e.wide += w
+		} else {
+			e.run++
+		}
+	case clsSpace, clsNewline:
+		if e.cls == clsPunct && c == clsNewline {
+			return // a punctuation piece takes the newlines after it
+		}
+		if e.cls != clsSpace {
+			e.close()
+			e.cls = clsSpace
+		}
+		if c == clsNewline {
+			e.nl, e.spaces = true, 0
+		} else {
+			e.spaces++
+		}
+	case clsPunct:
+		if e.cls != clsPunct {
+			if e.cls == clsSpace {
+				e.prefix()
+			} else {
+				e.close()
+			}
+			e.cls = clsPunct
+		}
+		if w > 0 {
+			e.wide += w
+		} else {
+			e.run++
+		}
+	}
+}
+
+func (e *est) addLetter(c uint8, w int) {
+	if w > 0 {
+		e.wide += w
+	} else {
+		e.run++
+	}
+	e.lower = c == clsLower
+}
+
+// prefix ends the open piece before a word or punctuation piece that
+// takes its last character (a space, or for a word a punctuation mark)
+// as its own first one.
+func (e *est) prefix() {
+	switch e.cls {
+	case clsSpace:
+		if e.nl {
+			e.n += milli
+		}
+		if e.spaces > 1 || (e.spaces == 0 && !e.nl) {
+			e.n += milli
+		}
+		e.reset()
+	case clsPunct:
+		if e.run > 0 {
+			e.run--
+		} else {
+			e.wide = max(e.wide-milli, 0)
+		}
+		if e.run > 0 || e.wide > 0 {
+			e.close()
+		} else {
+			e.reset()
+		}
+	default:
+		e.close()
+	}
+}
+
+// close ends the open piece.
+func (e *est) close() {
+	switch e.cls {
+	case clsLower:
+		t := e.wide
+		if e.run > 0 {
+			t += milli
+			if e.run > wordFree {
+				t += (e.run - wordFree + wordPerToken - 1) / wordPerToken * milli
+			}
+		}
+		e.n += max(t, milli)
+	case clsDigit:
+		e.n += (e.run+2)/3*milli + e.wide
+	case clsSpace:
+		if e.nl {
+			e.n += milli
+		}
+		if e.spaces > 0 {
+			e.n += milli
+		}
+	case clsPunct:
+		e.n += (e.run+punctPerToken-1)/punctPerToken*milli + e.wide
+	}
+	e.reset()
+}
+
+func (e *est) reset() {
+	e.cls, e.run, e.wide, e.lower, e.spaces, e.nl = clsNone, 0, 0, false, 0, false
+}
+
+// tokens ends the text and returns its estimate.
+func (e *est) tokens() int {
+	e.close()
+	return (e.n + milli/2) / milli
+}
+
+// runeClass classifies a non-ASCII character and weighs it: the share
+// of a token one such character costs in o200k, by script.
+func runeClass(r rune) (uint8, int) {
+	switch {
+	case unicode.Is(unicode.Han, r):
+		return clsLower, 900
+	case unicode.In(r, unicode.Hiragana, unicode.Katakana):
+		return clsLower, 700
+	case unicode.Is(unicode.Hangul, r):
+		return clsLower, 750
+	case unicode.Is(unicode.Cyrillic, r):
+		return letterCase(r), 330
+	case unicode.Is(unicode.Greek, r):
+		return letterCase(r), 450
+	case unicode.In(r, unicode.Arabic, unicode.Hebrew):
+		return clsLower, 400
+	case unicode.In(r, unicode.Devanagari, unicode.Bengali, unicode.Tamil, unicode.Thai):
+		return clsLower, 450
+	case unicode.IsLetter(r) || unicode.Is(unicode.Mn, r):
+		if r < 0x250 { // Latin-1 and Latin Extended: accented letters of Latin words
+			return letterCase(r), 250
+		}
+		return clsLower, 600
+	case unicode.IsDigit(r) || unicode.IsNumber(r):
+		return clsDigit, milli
+	case r == 0x85 || r == 0x2028 || r == 0x2029:
+		return clsNewline, 0
+	case unicode.IsSpace(r):
+		return clsSpace, 0
+	}
+	// Symbols and emoji: their UTF-8 bytes mostly take a token or two.
+	if r >= 0x10000 {
+		return clsPunct, 1500
+	}
+	return clsPunct, milli
+}
+
+func letterCase(r rune) uint8 {
+	if unicode.IsUpper(r) || unicode.IsTitle(r) {
+		return clsUpper
+	}
+	return clsLower
+}
+
+// text feeds s.
+func (e *est) text(s string) {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			e.feed(asciiClass[c], 0)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		cls, w := runeClass(r)
+		e.feed(cls, w)
+	}
+}
+
+// jsonString feeds the text of a raw JSON string (quotes included),
+// decoding escapes as it goes. raw has been validated by the scanner.
+func (e *est) jsonString(raw []byte) {
+	if len(raw) < 2 {
+		return
+	}
+	s := raw[1 : len(raw)-1]
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == '\\' && i+1 < len(s) {
+			i += 2
+			switch s[i-1] {
+			case 'n', 'r':
+				e.feed(clsNewline, 0)
+			case 't', 'b', 'f':
+				e.feed(clsSpace, 0)
+			case 'u':
+				r := rune(0xFFFD)
+				if i+4 <= len(s) {
+					r = hex4(s[i : i+4])
+					i += 4
+				}
+				if r < utf8.RuneSelf {
+					e.feed(asciiClass[r], 0)
+				} else if r >= 0xD800 && r < 0xDC00 { // a surrogate pair: one character outside the BMP
+					if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+						i += 6
+					}
+					e.feed(clsPunct, 1500)
+				} else {
+					cls, w := runeClass(r)
+					e.feed(cls, w)
+				}
+			default: // \" \\ \/
+				e.feed(asciiClass[s[i-1]], 0)
+			}
+			continue
+		}
+		if c < utf8.RuneSelf {
+			e.feed(asciiClass[c], 0)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		i += size
+		cls, w := runeClass(r)
+		e.feed(cls, w)
+	}
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+// EstimateText approximates Counter.Count(s).
+func EstimateText(s string) int {
+	var e est
+	e.text(s)
+	return e.tokens()
+}
+
+// stringTokens estimates a raw JSON string value.
+func stringTokens(raw []byte) int {
+	if len(raw) < 2 || raw[0] != '"' {
+		return 0
+	}
+	var e est
+	e.jsonString(raw)
+	return e.tokens()
+}
+
+// rawTokens estimates any raw JSON value as the text of its strings and
+// numbers, plus a token per two structural characters.
+func rawTokens(raw []byte) int {
+	var e est
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c == '"' {
+			j := i + 1
+			for j < len(raw) && raw[j] != '"' {
+				if raw[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(raw) {
+				j = len(raw) - 1
+			}
+			e.feed(clsPunct, 0)
+			e.jsonString(raw[i : j+1])
+			e.feed(clsPunct, 0)
+			i = j
+			continue
+		}
+		if c < utf8.RuneSelf {
+			e.feed(asciiClass[c], 0)
+		}
+	}
+	return e.tokens()
+}
+
+// EstimateChat approximates Counter.Chat from the raw "messages" and
+// "tools" arrays of an OpenAI chat request (tools may be nil), without
+// decoding them: the same allowances per message, tool call, tool and
+// image, and an estimate of every text in between. The arrays come from
+// a body the scanner validated; on anything else it still terminates.
+func EstimateChat(messages, tools []byte) int {
+	n := ReplyPriming
+	ms := walk(messages, '[')
+	for _, m, ok := ms.next(); ok; _, m, ok = ms.next() {
+		n += MessageOverhead
+		fs := walk(m, '{')
+		for k, v, ok := fs.next(); ok; k, v, ok = fs.next() {
+			switch string(k) {
+			case `"role"`, `"name"`, `"reasoning_content"`, `"refusal"`:
+				n += stringTokens(v)
+			case `"content"`:
+				n += contentTokens(v)
+			case `"tool_calls"`:
+				calls := walk(v, '[')
+				for _, tc, ok := calls.next(); ok; _, tc, ok = calls.next() {
+					n += MessageOverhead + fieldTokens(member(tc, `"function"`), `"name"`, `"arguments"`)
+				}
+			}
+		}
+	}
+	ts := walk(tools, '[')
+	for _, t, ok := ts.next(); ok; _, t, ok = ts.next() {
+		fn := member(t, `"function"`)
+		n += ToolOverhead + fieldTokens(fn, `"name"`, `"description"`) + rawTokens(member(fn, `"parameters"`))
+	}
+	return n
+}
+
+// fieldTokens estimates the string members a and b of object obj.
+func fieldTokens(obj []byte, a, b string) int {
+	n := 0
+	fs := walk(obj, '{')
+	for k, v, ok := fs.next(); ok; k, v, ok = fs.next() {
+		if string(k) == a || string(k) == b {
+			n += stringTokens(v)
+		}
+	}
+	return n
+}
+
+// member returns the raw value of key (quoted) in obj, or nil.
+func member(obj []byte, key string) []byte {
+	fs := walk(obj, '{')
+	for k, v, ok := fs.next(); ok; k, v, ok = fs.next() {
+		if string(k) == key {
+			return v
+		}
+	}
+	return nil
+}
+
+// contentTokens estimates a message's content: a string, or an array of
+// parts (text, images at their allowance, anything else by its JSON).
+func contentTokens(v []byte) int {
+	if len(v) > 0 && v[0] == '"' {
+		return stringTokens(v)
+	}
+	n := 0
+	parts := walk(v, '[')
+	for _, part, ok := parts.next(); ok; _, part, ok = parts.next() {
+		typ, text := member(part, `"type"`), member(part, `"text"`)
+		switch {
+		case string(typ) == `"image_url"` || string(typ) == `"input_image"`:
+			n += ImageTokens
+		case len(text) > 0 && text[0] == '"':
+			n += stringTokens(text)
+		default:
+			n += rawTokens(part)
+		}
+	}
+	return n
+}
+
+// EstimateInput approximates the tokens of an embeddings request's
+// "input": a string, an array of strings, or arrays of token IDs (which
+// count one each).
+func EstimateInput(input []byte) int {
+	if len(input) > 0 && input[0] == '"' {
+		return stringTokens(input)
+	}
+	n := 0
+	items := walk(input, '[')
+	for _, v, ok := items.next(); ok; _, v, ok = items.next() {
+		switch {
+		case len(v) == 0:
+		case v[0] == '"':
+			n += stringTokens(v)
+		case v[0] == '[':
+			ids := walk(v, '[')
+			for _, _, ok := ids.next(); ok; _, _, ok = ids.next() {
+				n++
+			}
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// walker iterates the elements of a raw JSON array or the members of an
+// object without callbacks (closures handed to a scanner would escape to
+// the heap) and without validating: the request parser did that.
+type walker struct {
+	b   []byte
+	i   int
+	obj bool
+}
+
+// walk starts iterating v when it opens with open ('[' or '{'); any
+// other value iterates nothing.
+func walk(v []byte, open byte) walker {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != open {
+		return walker{}
+	}
+	return walker{b: v, i: i + 1, obj: open == '{'}
+}
+
+// next returns the next member's raw key (quoted; nil in arrays) and
+// value.
+func (w *walker) next() (key, val []byte, ok bool) {
+	b := w.b
+	i := skipSpace(b, w.i)
+	if i < len(b) && b[i] == ',' {
+		i = skipSpace(b, i+1)
+	}
+	if i >= len(b) || b[i] == ']' || b[i] == '}' {
+		w.b = nil
+		return nil, nil, false
+	}
+	if w.obj {
+		e := valueEnd(b, i)
+		key = b[i:e]
+		i = skipSpace(b, e)
+		if i < len(b) && b[i] == ':' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	e := valueEnd(b, i)
+	if e <= i { // no progress: not JSON
+		w.b = nil
+		return nil, nil, false
+	}
+	w.i = e
+	return key, b[i:e], true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd is the end of the value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b)
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' && b[j] != ':' {
+		j++
+	}
+	return j
+}
+
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
