@@ -23,6 +23,9 @@ const (
 	minFullVsPlain = 0.90 // gatehouse full / plainproxy throughput
 	minFullVsBare  = 0.97 // gatehouse full / gatehouse --bare throughput
 	maxP99Added    = 1.0  // ms, gatehouse full p99 − gatehouse --bare p99
+	// maxAdmissionDrop is issue 5's bound, in percentage points of the
+	// plainproxy throughput: full with limits vs full without.
+	maxAdmissionDrop = 3.0
 )
 
 // row is one target's result in a cell.
@@ -141,6 +144,14 @@ func writeVerdicts(w io.Writer, cells []cell, rounds int) {
 			r := f.rps / p.rps
 			fmt.Fprintf(w, "- %s: gatehouse full / plainproxy throughput = %s (target ≥ %.0f%%) %s\n",
 				c.label(), pct(f.rps, p.rps), minFullVsPlain*100, met(r >= minFullVsPlain))
+		}
+		if n, ok := c.get(noLimits); ok {
+			if p, ok := c.get(plainproxy); ok {
+				judged = true
+				drop := (n.rps - f.rps) / p.rps * 100
+				fmt.Fprintf(w, "- %s: admission control costs %.1f percentage points of throughput vs plainproxy (full %s, no limits %s; target ≤ %.0f) %s\n",
+					c.label(), drop, pct(f.rps, p.rps), pct(n.rps, p.rps), maxAdmissionDrop, met(drop <= maxAdmissionDrop))
+			}
 		}
 		if b, ok := c.get(bare); ok {
 			judged = true
