@@ -1,7 +1,5 @@
 package llm
 
-import "encoding/json"
-
 // Usage is the token count of one call, in OpenAI's terms. Providers that
 // report usage differently are mapped into it by their adapter.
 type Usage struct {
@@ -12,39 +10,94 @@ type Usage struct {
 	ReasoningTokens  int // completion tokens spent on hidden reasoning
 }
 
-type wireUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-}
-
 // ParseUsage decodes an OpenAI usage object. It returns false for null or
-// anything that is not a usage object.
+// anything that is not a usage object. It runs on every response and the
+// last chunk of every stream, so it scans rather than unmarshals: no
+// allocation, and the same answers as encoding/json (a repeated key's
+// last value wins; null leaves zero; a non-integer count is an error).
 func ParseUsage(raw []byte) (Usage, bool) {
 	if KindOf(raw) != KindObject {
 		return Usage{}, false
 	}
-	var w wireUsage
-	if err := json.Unmarshal(raw, &w); err != nil {
+	var u Usage
+	ok := true
+	err := EachField(raw, func(key string, v []byte, _ int) bool {
+		switch key {
+		case "prompt_tokens":
+			ok = intValue(v, &u.PromptTokens)
+		case "completion_tokens":
+			ok = intValue(v, &u.CompletionTokens)
+		case "total_tokens":
+			ok = intValue(v, &u.TotalTokens)
+		case "prompt_tokens_details":
+			ok = detailValue(v, "cached_tokens", &u.CachedTokens)
+		case "completion_tokens_details":
+			ok = detailValue(v, "reasoning_tokens", &u.ReasoningTokens)
+		}
+		return ok
+	})
+	if err != nil || !ok {
 		return Usage{}, false
-	}
-	u := Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, TotalTokens: w.TotalTokens}
-	if w.PromptTokensDetails != nil {
-		u.CachedTokens = w.PromptTokensDetails.CachedTokens
-	}
-	if w.CompletionTokensDetails != nil {
-		u.ReasoningTokens = w.CompletionTokensDetails.ReasoningTokens
 	}
 	if u.TotalTokens == 0 {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	}
 	return u, true
+}
+
+// intValue reads an integer member into dst; null leaves it alone.
+func intValue(v []byte, dst *int) bool {
+	switch KindOf(v) {
+	case KindNull:
+		return true
+	case KindNumber:
+		n, ok := parseInt(v)
+		if ok {
+			*dst = n
+		}
+		return ok
+	}
+	return false
+}
+
+// detailValue reads one integer member of a details object.
+func detailValue(v []byte, name string, dst *int) bool {
+	switch KindOf(v) {
+	case KindNull:
+		return true
+	case KindObject:
+		ok := true
+		err := EachField(v, func(key string, fv []byte, _ int) bool {
+			if key == name {
+				ok = intValue(fv, dst)
+			}
+			return ok
+		})
+		return err == nil && ok
+	}
+	return false
+}
+
+// parseInt parses a JSON integer (no fraction or exponent) that fits an int.
+func parseInt(b []byte) (int, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // UsageOf finds the top-level "usage" member of a response or chunk body.

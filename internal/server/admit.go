@@ -294,17 +294,21 @@ func quotaHeaders(h http.Header, kind string, q limit.Quota) {
 	if q.Limit <= 0 {
 		return
 	}
-	h["X-Ratelimit-Limit-"+kindTitle(kind)] = []string{strconv.FormatInt(q.Limit, 10)}
-	h["X-Ratelimit-Remaining-"+kindTitle(kind)] = []string{strconv.FormatInt(max(q.Remaining, 0), 10)}
-	h["X-Ratelimit-Reset-"+kindTitle(kind)] = []string{resetString(q.Reset)}
+	k := &requestHeaderKeys
+	if kind == "tokens" {
+		k = &tokenHeaderKeys
+	}
+	h[k[0]] = []string{strconv.FormatInt(q.Limit, 10)}
+	h[k[1]] = []string{strconv.FormatInt(max(q.Remaining, 0), 10)}
+	h[k[2]] = []string{resetString(q.Reset)}
 }
 
-func kindTitle(kind string) string {
-	if kind == "tokens" {
-		return "Tokens"
-	}
-	return "Requests"
-}
+// The x-ratelimit header names in canonical form, built once: they are
+// set on every admitted response.
+var (
+	requestHeaderKeys = [3]string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
+	tokenHeaderKeys   = [3]string{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+)
 
 // resetString formats a reset time as OpenAI does: Go's duration syntax,
 // in whole milliseconds below a second ("20ms") and whole seconds above
