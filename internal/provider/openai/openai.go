@@ -135,6 +135,9 @@ func (s *stream) chunk(data []byte) (llm.Chunk, error) {
 	if plainChunk(data) {
 		return llm.Chunk{Data: data}, nil
 	}
+	if d, ok := nullUsageChunk(data, s.strip); ok {
+		return llm.Chunk{Data: d}, nil
+	}
 	var usageRaw, errRaw []byte
 	usageAt, emptyChoices := -1, false
 	err := llm.EachField(data, func(key string, v []byte, off int) bool {
@@ -177,6 +180,26 @@ func plainChunk(data []byte) bool {
 	d := bytes.TrimSpace(data)
 	return len(d) >= 2 && d[0] == '{' && d[len(d)-1] == '}' &&
 		!bytes.Contains(d, []byte(`"usage"`)) && !bytes.Contains(d, []byte(`"error"`))
+}
+
+// nullUsageChunk handles the other common chunk: one carrying only
+// "usage":null, as OpenAI sends on every chunk but the last when usage was
+// asked for. When strip is set the member is cut (the client did not ask
+// for it). It reports false for anything else, which takes the full scan.
+func nullUsageChunk(data []byte, strip bool) ([]byte, bool) {
+	d := bytes.TrimSpace(data)
+	if len(d) < 2 || d[0] != '{' || d[len(d)-1] != '}' || bytes.Contains(d, []byte(`"error"`)) ||
+		bytes.Count(d, []byte(`"usage"`)) != 1 {
+		return nil, false
+	}
+	i := bytes.Index(d, []byte(`,"usage":null`))
+	if i < 0 {
+		return nil, false
+	}
+	if !strip {
+		return data, true
+	}
+	return append(d[:i], d[i+len(`,"usage":null`):]...), true
 }
 
 // cutMember removes the object member whose value spans data[vs:ve],

@@ -200,3 +200,23 @@ func TestPresets(t *testing.T) {
 		t.Error("unknown preset accepted")
 	}
 }
+
+func TestNullUsageChunkFastPath(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		strip     bool
+		want      string
+		fastTaken bool
+	}{
+		{`{"id":"a","choices":[],"usage":null}`, true, `{"id":"a","choices":[]}`, true},
+		{`{"id":"a","choices":[],"usage":null}`, false, `{"id":"a","choices":[],"usage":null}`, true},
+		{`{"id":"a","choices":[], "usage": null}`, true, "", false},                    // not compact: full scan
+		{`{"id":"a","usage":null,"error":{"message":"x"}}`, true, "", false},           // errors always scanned
+		{`{"id":"a","usage":{"prompt_tokens":1},"x":{"usage":null}}`, true, "", false}, // a real usage object
+	} {
+		got, ok := nullUsageChunk([]byte(tc.in), tc.strip)
+		if ok != tc.fastTaken || (ok && string(got) != tc.want) {
+			t.Errorf("nullUsageChunk(%s, %v) = %s, %v; want %s, %v", tc.in, tc.strip, got, ok, tc.want, tc.fastTaken)
+		}
+	}
+}
