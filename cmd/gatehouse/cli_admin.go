@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -144,6 +145,14 @@ func str(name string) func(map[string]any) string {
 	return func(r map[string]any) string { return cell(r[name]) }
 }
 
+// rate shows a limit, 0 (or absent) for unlimited.
+func rate(v any) string {
+	if v == nil {
+		return "0"
+	}
+	return cell(v)
+}
+
 // cell shows a JSON value compactly; absent is "-".
 func cell(v any) string {
 	switch v := v.(type) {
@@ -173,8 +182,13 @@ func cell(v any) string {
 		}
 		parts := make([]string, 0, len(v))
 		for k, x := range v {
+			if lim, ok := x.(map[string]any); ok { // model_limits: MODEL=RPM/TPM, as the flag takes them
+				parts = append(parts, k+"="+rate(lim["rpm"])+"/"+rate(lim["tpm"]))
+				continue
+			}
 			parts = append(parts, k+"="+cell(x))
 		}
+		sort.Strings(parts)
 		return strings.Join(parts, ",")
 	}
 	return fmt.Sprint(v)

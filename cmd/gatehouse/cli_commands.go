@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -27,7 +29,7 @@ var keyColumns = []column{
 	{"MODELS", str("models")}, {"EXPIRES", str("expires_at")}, {"LAST USED", str("last_used_at")},
 }
 
-var keyFields = []string{"id", "name", "project_id", "prefix", "status", "read_only", "rpm", "tpm", "budget",
+var keyFields = []string{"id", "name", "project_id", "prefix", "status", "read_only", "rpm", "tpm", "model_limits", "budget",
 	"models", "labels", "expires_at", "revoked_at", "last_used_at", "created_at", "updated_at"}
 
 // keySettings are the flags of create and update.
@@ -39,6 +41,9 @@ type keySettings struct {
 	Models  []string `sep:"," help:"Allowed models, comma-separated (default: the project's)."`
 	Expires string   `help:"Lifetime (30d, 12h) or an RFC 3339 time."`
 	Label   []string `sep:"none" help:"A label NAME=VALUE; repeat for more (replaces the labels)."`
+	// ModelLimit is repeatable; given at all, the list replaces the
+	// key's model limits, and "none" clears them.
+	ModelLimit []string `name:"model-limit" sep:"none" help:"Rates for one model as MODEL=RPM/TPM (0 = unlimited; MODEL=RPM sets no token rate); repeat for more (replaces them); none clears."`
 }
 
 func (k *keySettings) body(b settings, modelsGiven bool) (settings, error) {
@@ -49,6 +54,13 @@ func (k *keySettings) body(b settings, modelsGiven bool) (settings, error) {
 		return nil, err
 	}
 	b.list("models", k.Models, modelsGiven)
+	if k.ModelLimit != nil {
+		ml, err := parseModelLimits(k.ModelLimit)
+		if err != nil {
+			return nil, err
+		}
+		b["model_limits"] = ml
+	}
 	if k.Expires != "" {
 		t, err := parseExpiry(k.Expires, time.Now())
 		if err != nil {
@@ -60,6 +72,38 @@ func (k *keySettings) body(b settings, modelsGiven bool) (settings, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// parseModelLimits reads --model-limit values: MODEL=RPM/TPM or
+// MODEL=RPM; a lone "none" clears (JSON null).
+func parseModelLimits(vals []string) (any, error) {
+	if len(vals) == 1 && vals[0] == "none" {
+		return nil, nil
+	}
+	out := make(map[string]map[string]int, len(vals))
+	for _, v := range vals {
+		model, rates, ok := strings.Cut(v, "=")
+		if !ok || strings.TrimSpace(model) == "" {
+			return nil, fmt.Errorf("--model-limit %q: want MODEL=RPM/TPM, e.g. gpt-4o=60/100000", v)
+		}
+		rpm, tpm, _ := strings.Cut(rates, "/")
+		lim := map[string]int{}
+		for name, s := range map[string]string{"rpm": rpm, "tpm": tpm} {
+			if s == "" {
+				continue
+			}
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("--model-limit %q: %s must be a whole number of 0 or more, not %q", v, name, s)
+			}
+			lim[name] = n
+		}
+		if _, dup := out[model]; dup {
+			return nil, fmt.Errorf("--model-limit: model %q given twice", model)
+		}
+		out[model] = lim
+	}
+	return out, nil
 }
 
 type keysCreateCmd struct {

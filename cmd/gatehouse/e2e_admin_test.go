@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -197,6 +198,37 @@ func TestCLIErrors(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Fatalf("keys update shows no %q:\n%s", want, buf.String())
 		}
+	}
+	// --model-limit, repeatable; keys get shows them as given.
+	buf.Reset()
+	if err := (&keysUpdateCmd{adminFlags: f, ID: id, keySettings: keySettings{ModelLimit: []string{"chat=3/0", "embed=1/500"}}}).run(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := (&keysGetCmd{adminFlags: f, ID: id}).run(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "chat=3/0,embed=1/500") {
+		t.Fatalf("keys get shows no model limits:\n%s", buf.String())
+	}
+	if _, err := parseModelLimits([]string{"chat=x/1"}); err == nil {
+		t.Fatal("--model-limit chat=x/1 accepted")
+	}
+	// prices set, list, delete.
+	buf.Reset()
+	cached := 0.5
+	if err := (&pricesSetCmd{adminFlags: f, Model: "gpt-4o", Input: 2, Output: 8, CachedInput: &cached}).run(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := (&pricesListCmd{adminFlags: f}).run(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "gpt-4o") || !strings.Contains(buf.String(), "store") {
+		t.Fatalf("prices list:\n%s", buf.String())
+	}
+	if err := (&pricesDeleteCmd{adminFlags: f, Model: "gpt-4o"}).run(ctx, io.Discard); err != nil {
+		t.Fatal(err)
 	}
 	buf.Reset()
 	none := "none"

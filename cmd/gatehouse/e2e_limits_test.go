@@ -517,3 +517,89 @@ func TestLimitsOneRedisCommandPerRequest(t *testing.T) {
 		t.Fatalf("%d EVALSHA for %d requests, want exactly one each", got, n)
 	}
 }
+
+// TestLimitsKeyModelRate: model_limits {chat: {rpm: 3}} admits exactly 3
+// of a burst on "chat", while the key's other model stays open — for a
+// static key of the config and for a virtual key made through the API.
+func TestLimitsKeyModelRate(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, limitsConfig(up,
+		"  - {key: "+clientKey+", name: tester, project: qa, model_limits: {chat: {rpm: 3}}}\n",
+		"admin_key: "+testAdminKey+"\n"))
+	adminPost(t, gw.URL, "/admin/projects", `{"name":"virt"}`)
+	virt := adminPost(t, gw.URL, "/admin/keys", `{"project":"virt","name":"v","model_limits":{"chat":{"rpm":3}}}`)
+
+	for name, key := range map[string]string{"static": clientKey, "virtual": virt["key"].(string)} {
+		t.Run(name, func(t *testing.T) {
+			c := burstClient(gw.URL, key)
+			out, _ := burst(t, 12, []openai.Client{c}, "chat")
+			ok, refused := 0, 0
+			for _, o := range out {
+				switch o.status {
+				case 200:
+					ok++
+				case 429:
+					refused++
+					if !strings.Contains(o.msg, "key and model") || !strings.Contains(o.msg, "/chat") {
+						t.Errorf("refusal does not name the key and model: %q", o.msg)
+					}
+				default:
+					t.Errorf("status %d: %s", o.status, o.msg)
+				}
+			}
+			if ok != 3 || refused != 9 {
+				t.Fatalf("chat: %d admitted, %d refused; want 3 and 9", ok, refused)
+			}
+			for i := 0; i < 5; i++ {
+				if o := chatOnce(context.Background(), c, "cheap"); o.status != 200 {
+					t.Fatalf("cheap request %d: %d %s", i+1, o.status, o.msg)
+				}
+			}
+		})
+	}
+}
+
+// TestLimitsPriceSetThroughAdmin: a price set with PUT /admin/prices is
+// what the very next request costs; deleting it brings back the config's.
+func TestLimitsPriceSetThroughAdmin(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, limitsConfig(up, "  - {key: "+clientKey+", name: tester, project: qa, rpm: 1000}\n",
+		"admin_key: "+testAdminKey+"\n"))
+	cost := func() string {
+		t.Helper()
+		o := chatOnce(context.Background(), gw.client(), "chat")
+		if o.status != 200 {
+			t.Fatalf("status %d: %s", o.status, o.msg)
+		}
+		return o.header.Get("X-Gatehouse-Cost-Usd")
+	}
+	if c := cost(); c != "0.010000" {
+		t.Fatalf("config price: cost %q, want 0.010000", c)
+	}
+	adminDo(t, gw.URL, http.MethodPut, "/admin/prices/priced-model", `{"input":0,"output":2000}`, 200)
+	if c := cost(); c != "0.020000" {
+		t.Fatalf("after PUT: cost %q, want 0.020000", c)
+	}
+	adminDo(t, gw.URL, http.MethodDelete, "/admin/prices/priced-model", "", 200)
+	if c := cost(); c != "0.010000" {
+		t.Fatalf("after DELETE: cost %q, want the config's 0.010000", c)
+	}
+}
+
+func adminDo(t *testing.T, base, method, path, body string, want int) {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+}

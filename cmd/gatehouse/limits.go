@@ -101,10 +101,12 @@ func (recordOnly) LoadSpend(context.Context, string) (map[limit.BudgetKey]int64,
 	return nil, nil
 }
 
-// priceCatalog is the embedded catalog with the config's pricing applied;
-// built per config generation, so overrides change on reload.
-func priceCatalog(p config.Pricing) (*tokens.Catalog, error) {
-	o := tokens.CatalogOptions{DefaultMaxOutput: p.DefaultMaxOutput, Overrides: make(map[string]tokens.Price, len(p.Overrides))}
+// priceCatalog is the embedded catalog with the config's pricing applied
+// and the store's prices (kept current by a priceSync) over both; built
+// per config generation, so the config's overrides change on reload.
+func priceCatalog(p config.Pricing, stored *tokens.Overlay) (*tokens.Catalog, error) {
+	o := tokens.CatalogOptions{DefaultMaxOutput: p.DefaultMaxOutput, Overrides: make(map[string]tokens.Price, len(p.Overrides)),
+		Store: stored}
 	for model, pr := range p.Overrides {
 		o.Overrides[model] = tokens.PerMillion(pr.Input, pr.CachedInput, pr.Output)
 	}

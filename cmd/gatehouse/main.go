@@ -22,6 +22,7 @@ type cli struct {
 	Keys      keysCmd      `cmd:"" help:"Manage virtual keys through a running gateway's admin API."`
 	Projects  projectsCmd  `cmd:"" help:"Manage projects through a running gateway's admin API."`
 	Customers customersCmd `cmd:"" help:"Manage customers through a running gateway's admin API."`
+	Prices    pricesCmd    `cmd:"" help:"Manage price overrides through a running gateway's admin API."`
 
 	Version versionCmd `cmd:"" help:"Print the version."`
 }

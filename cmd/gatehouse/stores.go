@@ -16,6 +16,7 @@ import (
 	"gatehouse/internal/limit"
 	"gatehouse/internal/store/postgres"
 	"gatehouse/internal/store/sqlite"
+	"gatehouse/internal/tokens"
 )
 
 // stores are what a gatehouse process opens once and keeps across config
@@ -30,6 +31,15 @@ type stores struct {
 	keys      *auth.Keys
 	customers *auth.Customers
 	limiter   *admitter
+	prices    *priceSync
+}
+
+// overlay is the store's prices for the catalog; nil without a store.
+func (s *stores) overlay() *tokens.Overlay {
+	if s.prices == nil {
+		return nil
+	}
+	return &s.prices.overlay
 }
 
 // openStores opens the store the config names: PostgreSQL in cluster
@@ -70,12 +80,28 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 		s.store.Close()
 		return nil, err
 	}
+	ps, ok := s.store.(tokens.PriceStore)
+	if !ok {
+		_ = s.limiter.close()
+		s.store.Close()
+		return nil, fmt.Errorf("the record store (%s) keeps no prices", s.desc)
+	}
+	every := time.Duration(0) // embedded: only this process writes, and it reloads at once
+	if cfg.Cluster() {
+		every = priceRefresh
+	}
+	if s.prices, err = startPriceSync(ctx, ps, every, log); err != nil {
+		_ = s.limiter.close()
+		s.store.Close()
+		return nil, err
+	}
 	s.customers = auth.NewCustomers(s.store, auth.CustomersOptions{})
 	// The cache lives until close, across reloads; the config's static
 	// keys, which reloads change, are looked up in front of it.
 	s.keys, err = auth.NewKeys(context.Background(), s.store, nil, auth.KeysOptions{Logger: log})
 	if err != nil {
 		s.customers.Close()
+		s.prices.stop()
 		_ = s.limiter.close()
 		s.store.Close()
 		return nil, err
@@ -90,6 +116,7 @@ func (s *stores) close() error {
 		return nil
 	}
 	s.customers.Close()
+	s.prices.stop()
 	return errors.Join(s.limiter.close(), s.keys.Close(), s.store.Close())
 }
 
@@ -142,24 +169,32 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, lo
 	static := make([]auth.Key, 0, len(cfg.Keys))
 	for _, k := range cfg.Keys {
 		rec := auth.Key{
-			ID:        staticKeyID(k),
-			ProjectID: projects[k.Project],
-			Name:      k.Name,
-			Limits:    auth.Limits{RPM: k.RPM, TPM: k.TPM},
-			Models:    k.Models,
-			CreatedAt: loaded,
-			UpdatedAt: loaded,
+			ID:          staticKeyID(k),
+			ProjectID:   projects[k.Project],
+			Name:        k.Name,
+			Limits:      auth.Limits{RPM: k.RPM, TPM: k.TPM},
+			ModelLimits: modelLimits(k.ModelLimits),
+			Models:      k.Models,
+			CreatedAt:   loaded,
+			UpdatedAt:   loaded,
 		}
 		if k.Budget != nil {
 			rec.Budget = &auth.Budget{USD: k.Budget.USD, Period: k.Budget.Period}
 		}
 		static = append(static, rec)
 	}
+	configPrices := make(map[string]tokens.StoredPrice, len(cfg.Pricing.Overrides))
+	for model, p := range cfg.Pricing.Overrides {
+		configPrices[model] = tokens.StoredPrice{Model: model, Input: p.Input, CachedInput: p.CachedInput, Output: p.Output}
+	}
 	return admin.New(admin.Options{
-		Store:    s.store,
-		AdminKey: auth.HashKey(cfg.AdminKey),
-		Static:   static,
-		Clients:  clients,
-		Log:      log,
+		Prices:        s.prices.store,
+		ConfigPrices:  configPrices,
+		PricesChanged: s.prices.load,
+		Store:         s.store,
+		AdminKey:      auth.HashKey(cfg.AdminKey),
+		Static:        static,
+		Clients:       clients,
+		Log:           log,
 	}), nil
 }

@@ -76,7 +76,7 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 		}
 		rt.Admin = admin
 		if st.limiter != nil {
-			prices, err := priceCatalog(cfg.Pricing)
+			prices, err := priceCatalog(cfg.Pricing, st.overlay())
 			if err != nil {
 				return nil, err
 			}
@@ -162,6 +162,7 @@ func staticKeys(keys []config.Key) *auth.Static {
 			RPM:     k.RPM,
 			TPM:     k.TPM,
 		}
+		p.ModelLimits = modelLimits(k.ModelLimits)
 		if k.Budget != nil {
 			p.Budget = &auth.Budget{USD: k.Budget.USD, Period: k.Budget.Period}
 		}
@@ -174,6 +175,18 @@ func staticKeys(keys []config.Key) *auth.Static {
 		list = append(list, auth.StaticKey{Secret: k.Key, Principal: p})
 	}
 	return auth.NewStatic(list)
+}
+
+// modelLimits converts a config key's rates per model; nil when none.
+func modelLimits(m map[string]config.ModelLimit) map[string]auth.Limits {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]auth.Limits, len(m))
+	for model, l := range m {
+		out[model] = auth.Limits{RPM: l.RPM, TPM: l.TPM}
+	}
+	return out
 }
 
 // staticKeyID names a config key in logs without revealing it: its name if

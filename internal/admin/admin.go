@@ -1,5 +1,5 @@
 // Package admin is gatehouse's management API under /admin/: projects,
-// virtual keys and customers, created, listed, read, changed and removed
+// virtual keys, customers and price overrides, created, listed, read, changed and removed
 // over JSON by whoever holds the admin key. docs/openapi.yaml describes it
 // and this package's tests hold the two together.
 //
@@ -9,6 +9,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
+	"gatehouse/internal/tokens"
 )
 
 // Authenticator recognises the client keys of the gateway, so a client key
@@ -38,6 +40,15 @@ type Options struct {
 	// (see EnsureProjects). They are listed with the stored keys and answer
 	// 403 to every change.
 	Static []auth.Key
+	// Prices keeps the price overrides of /admin/prices; nil answers 501
+	// there.
+	Prices tokens.PriceStore
+	// ConfigPrices are the config's pricing.overrides (USD per million
+	// tokens, by model), listed with the store's.
+	ConfigPrices map[string]tokens.StoredPrice
+	// PricesChanged is called after a price is set or deleted, before the
+	// answer, so the process serving requests reloads its prices at once.
+	PricesChanged func(context.Context) error
 	// Clients, when set, tells a client key apart from a wrong one.
 	Clients Authenticator
 	// Log receives store failures (never secrets or bodies); nil discards.
@@ -114,6 +125,10 @@ func (h *Handler) routes() []route {
 		{"PATCH", "/admin/customers/{id}", h.updateCustomer},
 		{"DELETE", "/admin/customers/{id}", h.deleteCustomer},
 
+		{"GET", "/admin/prices", h.listPrices},
+		{"PUT", "/admin/prices/{model}", h.setPrice},
+		{"DELETE", "/admin/prices/{model}", h.deletePrice},
+
 		// Usage and the request log arrive with the accounting work;
 		// until then they say so instead of looking like typos.
 		{"GET", "/admin/usage", notImplemented},
@@ -182,7 +197,7 @@ func bearer(r *http.Request) string {
 // known path (405 with Allow) or an unknown path (404).
 func routeError(r *http.Request, mux *http.ServeMux) *llm.Error {
 	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, p := mux.Handler(probe); p != "" {

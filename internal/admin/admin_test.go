@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/store/sqlite"
+	"gatehouse/internal/tokens"
 )
 
 const (
@@ -31,6 +33,8 @@ type env struct {
 	logs  *bytes.Buffer
 	spec  *apiSpec
 	calls int
+
+	priceChanges atomic.Int32 // calls of Options.PricesChanged
 }
 
 func openSQLite(t *testing.T) auth.Store {
@@ -52,13 +56,21 @@ func newEnv(t *testing.T, st auth.Store) *env {
 	static := []auth.Key{{ID: "static:cfg", Name: "cfg", ProjectID: ids["config-proj"], Limits: auth.Limits{RPM: 5}}}
 	clients := auth.NewStatic([]auth.StaticKey{{Secret: clientSecret, Principal: auth.Principal{KeyID: "static:cfg"}}})
 	logs := &bytes.Buffer{}
+	e := &env{t: t, st: st, vars: map[string]string{"cfgproj": ids["config-proj"]}, logs: logs, spec: loadSpec(t)}
+	ps, _ := st.(tokens.PriceStore)
 	h := New(Options{
 		Store: st, AdminKey: auth.HashKey(adminKey), Static: static, Clients: clients,
-		Log: slog.New(slog.NewTextHandler(logs, nil)),
+		Log:    slog.New(slog.NewTextHandler(logs, nil)),
+		Prices: ps,
+		ConfigPrices: map[string]tokens.StoredPrice{
+			"cfg-model": {Model: "cfg-model", Input: 1, Output: 2},
+			"shadowed":  {Model: "shadowed", Input: 9, Output: 9},
+		},
+		PricesChanged: func(context.Context) error { e.priceChanges.Add(1); return nil },
 	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &env{t: t, st: st, srv: srv, vars: map[string]string{"cfgproj": ids["config-proj"]}, logs: logs, spec: loadSpec(t)}
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	return e
 }
 
 var placeholder = regexp.MustCompile(`\{[a-z0-9]+\}`)

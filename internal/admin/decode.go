@@ -231,6 +231,70 @@ func setBudget(dst **auth.Budget, v json.RawMessage) error {
 	return nil
 }
 
+// setModelLimits sets rates per model: an object of model names, each
+// {"rpm": n, "tpm": n} with either member optional; null or {} clears.
+func setModelLimits(dst *map[string]auth.Limits, v json.RawMessage) error {
+	if isNull(v) {
+		*dst = nil
+		return nil
+	}
+	if len(v) == 0 || v[0] != '{' {
+		return wrongType(`an object {"MODEL": {"rpm": …, "tpm": …}}`, v)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(v, &raw); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same bad entry is always the one reported
+	out := make(map[string]auth.Limits, len(raw))
+	for _, name := range names {
+		if strings.TrimSpace(name) == "" || len(name) > 256 {
+			return errors.New("model names must be 1 to 256 characters, not blank")
+		}
+		lim, err := parseLimits(raw[name])
+		if err != nil {
+			return fmt.Errorf("%s: %w", quote(name), err)
+		}
+		out[name] = lim
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	*dst = out
+	return nil
+}
+
+// parseLimits reads {"rpm": n, "tpm": n}; a missing member is 0, unlimited.
+func parseLimits(v json.RawMessage) (auth.Limits, error) {
+	var l auth.Limits
+	if len(v) == 0 || v[0] != '{' {
+		return l, wrongType(`an object {"rpm": …, "tpm": …}`, v)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(v, &raw); err != nil {
+		return l, err
+	}
+	for name, m := range raw {
+		var dst *int
+		switch name {
+		case "rpm":
+			dst = &l.RPM
+		case "tpm":
+			dst = &l.TPM
+		default:
+			return l, fmt.Errorf("unknown field %q (model limits have rpm and tpm)", name)
+		}
+		if err := setCount(dst, m); err != nil {
+			return l, fmt.Errorf("%s %w", name, err)
+		}
+	}
+	return l, nil
+}
+
 func setList(dst *[]string, v json.RawMessage) error {
 	if isNull(v) {
 		*dst = nil

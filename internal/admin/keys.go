@@ -69,6 +69,7 @@ func keyFields(now time.Time) []field[auth.Key] {
 		{name: "rpm", set: func(k *auth.Key, v json.RawMessage) error { return setCount(&k.RPM, v) }},
 		{name: "tpm", set: func(k *auth.Key, v json.RawMessage) error { return setCount(&k.TPM, v) }},
 		{name: "budget", set: func(k *auth.Key, v json.RawMessage) error { return setBudget(&k.Budget, v) }},
+		{name: "model_limits", set: func(k *auth.Key, v json.RawMessage) error { return setModelLimits(&k.ModelLimits, v) }},
 		{name: "models", set: func(k *auth.Key, v json.RawMessage) error { return setList(&k.Models, v) }},
 		{name: "labels", set: func(k *auth.Key, v json.RawMessage) error { return setLabels(&k.Labels, v) }},
 		{name: "expires_at", set: func(k *auth.Key, v json.RawMessage) error { return setFuture(&k.ExpiresAt, v, now) }},

@@ -37,6 +37,9 @@ type Principal struct {
 	// RPM and TPM are the key's own rates; 0 means unlimited.
 	RPM int
 	TPM int
+	// ModelLimits are the key's rates per model (the name the client
+	// sends), over and above RPM and TPM; nil means none.
+	ModelLimits map[string]Limits
 	// Budget is the key's own budget; nil means none.
 	Budget *Budget
 	// ProjectLimits and ProjectBudget apply to all the project's keys

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -523,6 +524,9 @@ func newPrincipal(k *Key, p *Project) *Principal {
 		RPM:       k.RPM,
 		TPM:       k.TPM,
 		Budget:    k.Budget,
+	}
+	if len(k.ModelLimits) > 0 {
+		pr.ModelLimits = maps.Clone(k.ModelLimits)
 	}
 	if k.ExpiresAt != nil {
 		pr.ExpiresAt = *k.ExpiresAt

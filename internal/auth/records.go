@@ -58,15 +58,18 @@ type Key struct {
 	ProjectID string `json:"project_id"`
 	Name      string `json:"name"`
 	Limits
-	Budget     *Budget           `json:"budget,omitempty"`
-	Models     []string          `json:"models,omitempty"` // allowed models; empty = the project's
-	Labels     map[string]string `json:"labels,omitempty"`
-	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
-	RevokedAt  *time.Time        `json:"revoked_at,omitempty"`
-	ReadOnly   bool              `json:"read_only"` // a static key from the config file
-	CreatedAt  time.Time         `json:"created_at"`
-	UpdatedAt  time.Time         `json:"updated_at"`
-	LastUsedAt *time.Time        `json:"last_used_at,omitempty"`
+	// ModelLimits are rates per model this key calls, by the model name
+	// clients send; they apply on top of the key's own rates.
+	ModelLimits map[string]Limits `json:"model_limits,omitempty"`
+	Budget      *Budget           `json:"budget,omitempty"`
+	Models      []string          `json:"models,omitempty"` // allowed models; empty = the project's
+	Labels      map[string]string `json:"labels,omitempty"`
+	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
+	RevokedAt   *time.Time        `json:"revoked_at,omitempty"`
+	ReadOnly    bool              `json:"read_only"` // a static key from the config file
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+	LastUsedAt  *time.Time        `json:"last_used_at,omitempty"`
 }
 
 // Active reports whether the key may be used at now.

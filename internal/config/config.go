@@ -168,6 +168,15 @@ type Key struct {
 	TPM     int      `yaml:"tpm"` // tokens per minute; 0 = unlimited
 	Budget  *Budget  `yaml:"budget"`
 	Models  []string `yaml:"models"` // allowed models; empty = all
+	// ModelLimits are rates per model, by models[].name, on top of RPM
+	// and TPM: model_limits: {chat: {rpm: 3, tpm: 10000}}.
+	ModelLimits map[string]ModelLimit `yaml:"model_limits"`
+}
+
+// ModelLimit is a key's rate for one model; 0 means unlimited.
+type ModelLimit struct {
+	RPM int `yaml:"rpm"`
+	TPM int `yaml:"tpm"`
 }
 
 // Budget caps spend over a period.

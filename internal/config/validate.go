@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -284,6 +285,20 @@ func (c *checker) key(path string, k *Key, models, secrets, names map[string]str
 		if _, ok := models[m]; !ok {
 			c.errorf(fmt.Sprintf("%s.models[%d]", path, i), "unknown model %q; it must be one of models[].name", m)
 		}
+	}
+	limited := make([]string, 0, len(k.ModelLimits))
+	for m := range k.ModelLimits {
+		limited = append(limited, m)
+	}
+	sort.Strings(limited) // errors in a stable order
+	for _, m := range limited {
+		mp := path + ".model_limits." + m
+		if _, ok := models[m]; !ok {
+			c.errorf(mp, "unknown model %q; it must be one of models[].name", m)
+		}
+		l := k.ModelLimits[m]
+		c.nonNegative(mp+".rpm", float64(l.RPM))
+		c.nonNegative(mp+".tpm", float64(l.TPM))
 	}
 }
 

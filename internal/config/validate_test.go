@@ -123,6 +123,16 @@ func TestValidation(t *testing.T) {
 		{"period required", "keys:\n  - key: k\n    budget:\n      usd: 1\n", []problem{{4, 7, "keys[0].budget.period", "is required"}}},
 		{"key names unknown model", p1 + "models: [{name: m, targets: [{provider: p, model: x}]}]\nkeys:\n  - key: k\n    models: [m, n]\n",
 			[]problem{{5, 17, "keys[0].models[1]", `unknown model "n"`}}},
+		{"model limits", p1 + "models: [{name: m, targets: [{provider: p, model: x}]}]\nkeys:\n  - key: k\n    model_limits:\n      m: {rpm: -1, tpm: 5}\n      n: {rpm: 1}\n",
+			[]problem{
+				{6, 16, "keys[0].model_limits.m.rpm", "must not be negative"},
+				{7, 10, "keys[0].model_limits.n", `unknown model "n"`},
+			}},
+		{"model limits shape", "keys:\n  - key: k\n    model_limits:\n      m: {rps: 1}\n", []problem{
+			{4, 10, "keys[0].model_limits.m", `unknown model "m"`},
+			{4, 11, "keys[0].model_limits.m.rps", `unknown field "rps"`},
+		}},
+		{"model limits not a map", "keys:\n  - key: k\n    model_limits: [m]\n", []problem{{3, 19, "keys[0].model_limits", ""}}},
 
 		// Cache.
 		{"negative ttl", "cache:\n  exact: {enabled: true, ttl: -1m}\n", []problem{{2, 31, "cache.exact.ttl", "must not be negative"}}},

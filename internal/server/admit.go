@@ -53,7 +53,7 @@ type admission struct {
 	cost       limit.Micros
 	settled    bool
 
-	rates   [2]limit.Rate
+	rates   [3]limit.Rate
 	budgets [4]limit.Budget
 }
 
@@ -156,6 +156,10 @@ func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	}
 	if p.RPM > 0 || p.TPM > 0 {
 		adm.Rates = append(adm.Rates, limit.Rate{Scope: limit.ScopeKey, ID: p.KeyID, Name: keyName(p), RPM: int64(p.RPM), TPM: int64(p.TPM)})
+	}
+	if ml, ok := p.ModelLimits[g.Name]; ok && (ml.RPM > 0 || ml.TPM > 0) {
+		adm.Rates = append(adm.Rates, limit.Rate{Scope: limit.ScopeKeyModel, ID: limit.KeyModelID(p.KeyID, g.Name),
+			Name: keyName(p) + "/" + g.Name, RPM: int64(ml.RPM), TPM: int64(ml.TPM)})
 	}
 	if pl := p.ProjectLimits; pl.RPM > 0 || pl.TPM > 0 {
 		adm.Rates = append(adm.Rates, limit.Rate{Scope: limit.ScopeProject, ID: projectID, Name: p.Project, RPM: int64(pl.RPM), TPM: int64(pl.TPM)})

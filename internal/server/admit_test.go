@@ -62,3 +62,40 @@ func TestPanicSettles(t *testing.T) {
 		t.Fatalf("budget still holds %s after the panicked request", got)
 	}
 }
+
+// TestKeyModelRate: a key's rate for one model is its own bucket, keyed
+// by the key and the model the client names; the refusal names both.
+func TestKeyModelRate(t *testing.T) {
+	s, _ := newTestServer(t) // its one model, "chat", panics once admitted
+	e, err := limit.NewEmbedded(context.Background(), limit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	prices, err := tokens.NewCatalog(tokens.CatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := *s.Runtime()
+	rt.Limits = &Limits{Admitter: e, Prices: prices}
+	rt.Auth = auth.NewStatic([]auth.StaticKey{{Secret: "k", Principal: auth.Principal{KeyID: "key1", Name: "bot", Project: "p",
+		ModelLimits: map[string]auth.Limits{"chat": {RPM: 2}, "other": {RPM: 1}}}}})
+	s.Swap(&rt)
+
+	for i, want := range []int{500, 500, 429} {
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+			strings.NewReader(`{"model":"chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer k")
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		if w.Code != want {
+			t.Fatalf("request %d: status %d, want %d: %s", i+1, w.Code, want, w.Body)
+		}
+		if got := w.Header().Get("X-Ratelimit-Limit-Requests"); got != "2" {
+			t.Errorf("request %d: x-ratelimit-limit-requests %q, want 2", i+1, got)
+		}
+		if want == 429 && !strings.Contains(w.Body.String(), "requests-per-minute limit of key and model bot/chat reached") {
+			t.Errorf("refusal does not name the key and model: %s", w.Body)
+		}
+	}
+}

@@ -52,6 +52,27 @@ func ParseMap(s string) (map[string]string, error) {
 	return v, nil
 }
 
+// JSONModelLimits encodes a key's rates per model for storage.
+func JSONModelLimits(v map[string]auth.Limits) string {
+	if len(v) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(v) // cannot fail for a map of plain structs
+	return string(b)
+}
+
+// ParseModelLimits decodes stored rates per model; empty becomes nil.
+func ParseModelLimits(s string) (map[string]auth.Limits, error) {
+	var v map[string]auth.Limits
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, err
+	}
+	if len(v) == 0 {
+		return nil, nil
+	}
+	return v, nil
+}
+
 // NormProject, NormKey and NormCustomer bring a record about to be
 // written to what reading it back will return (empty lists and maps as
 // nil, times as the stores keep them), so a caller's record equals the
@@ -72,6 +93,9 @@ func NormKey(k *auth.Key) {
 	}
 	if len(k.Labels) == 0 {
 		k.Labels = nil
+	}
+	if len(k.ModelLimits) == 0 {
+		k.ModelLimits = nil
 	}
 	k.ExpiresAt = TimePtr(k.ExpiresAt)
 	k.RevokedAt = TimePtr(k.RevokedAt)

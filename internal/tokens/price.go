@@ -85,6 +85,9 @@ type CatalogOptions struct {
 	// Overrides replace or add prices by model ID (normalised like
 	// lookups, so "openai/gpt-4o" overrides "gpt-4o").
 	Overrides map[string]Price
+	// Store, when set, overrides Overrides and the embedded prices; it
+	// may change while the catalog is in use (see Overlay).
+	Store *Overlay
 	// Default prices models the catalog does not know; nil makes them
 	// an *UnknownPriceError.
 	Default *Price
@@ -99,6 +102,7 @@ type Catalog struct {
 	asOf     string
 	base     map[string]Price
 	over     map[string]Price
+	store    *Overlay
 	def      *Price
 	maxOut   int
 	resolved sync.Map // raw model ID → resolution, bounded by maxResolved
@@ -107,8 +111,9 @@ type Catalog struct {
 }
 
 type resolution struct {
-	p  Price
-	ok bool
+	p   Price
+	ok  bool
+	gen uint64 // the store overlay's generation it was resolved under
 }
 
 const maxResolved = 4096
@@ -128,7 +133,7 @@ func NewCatalog(o CatalogOptions) (*Catalog, error) {
 	if err := json.Unmarshal(catalogJSON, &f); err != nil {
 		return nil, fmt.Errorf("price catalog: %w", err)
 	}
-	c := &Catalog{asOf: f.AsOf, base: make(map[string]Price, len(f.Models)), over: map[string]Price{}, def: o.Default, maxOut: o.DefaultMaxOutput}
+	c := &Catalog{asOf: f.AsOf, base: make(map[string]Price, len(f.Models)), over: map[string]Price{}, store: o.Store, def: o.Default, maxOut: o.DefaultMaxOutput}
 	for id, m := range f.Models {
 		c.base[id] = PerMillion(m.Input, m.Cached, m.Output)
 	}
@@ -154,16 +159,25 @@ func (c *Catalog) AsOf() string { return c.asOf }
 // segments until a known ID remains, so dated snapshots
 // ("gpt-4o-2024-08-06", "claude-3-5-sonnet-20241022") and aliases
 // ("mistral-large-latest") find their family's price. Overrides win at
-// every step.
+// every step: the store's first, then the config's.
 func (c *Catalog) Lookup(model string) (Price, bool) {
-	if r, ok := c.resolved.Load(model); ok {
-		res := r.(resolution)
-		return res.p, res.ok
+	st := c.store.state()
+	r, cached := c.resolved.Load(model)
+	if cached {
+		if res := r.(resolution); res.gen == st.gen {
+			return res.p, res.ok
+		}
 	}
-	p, ok := c.lookup(normalise(model))
+	p, ok := c.lookup(st.prices, normalise(model))
+	res := resolution{p, ok, st.gen}
+	if cached {
+		// Resolved under older store prices: replace, the count stays.
+		c.resolved.Store(model, res)
+		return p, ok
+	}
 	c.nresMu.Lock()
 	if c.nres < maxResolved {
-		if _, loaded := c.resolved.LoadOrStore(model, resolution{p, ok}); !loaded {
+		if _, loaded := c.resolved.LoadOrStore(model, res); !loaded {
 			c.nres++
 		}
 	}
@@ -171,8 +185,11 @@ func (c *Catalog) Lookup(model string) (Price, bool) {
 	return p, ok
 }
 
-func (c *Catalog) lookup(id string) (Price, bool) {
+func (c *Catalog) lookup(stored map[string]Price, id string) (Price, bool) {
 	for {
+		if p, ok := stored[id]; ok {
+			return p, true
+		}
 		if p, ok := c.over[id]; ok {
 			return p, true
 		}

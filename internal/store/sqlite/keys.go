@@ -11,7 +11,7 @@ import (
 )
 
 const keyCols = `k.id, k.hash, k.prefix, k.project_id, k.name, k.rpm, k.tpm, k.budget_usd, k.budget_period, k.models, k.labels,
-	k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at`
+	k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at, k.model_limits`
 
 const keyByHashSQL = `SELECT ` + keyCols + `, ` + projectColsP + ` FROM keys k JOIN projects p ON p.id = k.project_id WHERE k.hash = ?`
 
@@ -26,12 +26,13 @@ type keyDest struct {
 	usd                              sql.NullFloat64
 	period                           sql.NullString
 	models, labels, created, updated string
+	modelLimits                      string
 	expires, revoked, lastUsed       sql.NullString
 }
 
 func (d *keyDest) ptrs() []any {
 	return []any{&d.k.ID, &d.hash, &d.k.Prefix, &d.k.ProjectID, &d.k.Name, &d.k.RPM, &d.k.TPM, &d.usd, &d.period,
-		&d.models, &d.labels, &d.expires, &d.revoked, &d.k.ReadOnly, &d.created, &d.updated, &d.lastUsed}
+		&d.models, &d.labels, &d.expires, &d.revoked, &d.k.ReadOnly, &d.created, &d.updated, &d.lastUsed, &d.modelLimits}
 }
 
 func (d *keyDest) key() (*auth.Key, error) {
@@ -41,7 +42,7 @@ func (d *keyDest) key() (*auth.Key, error) {
 	}
 	k.Hash = auth.Hash(d.hash)
 	k.Budget = scanBudget(d.usd, d.period)
-	var errs [7]error
+	var errs [8]error
 	k.Models, errs[0] = store.ParseList(d.models)
 	k.Labels, errs[1] = store.ParseMap(d.labels)
 	k.CreatedAt, errs[2] = parseTime(d.created)
@@ -49,6 +50,7 @@ func (d *keyDest) key() (*auth.Key, error) {
 	k.ExpiresAt, errs[4] = parseTimePtr(d.expires)
 	k.RevokedAt, errs[5] = parseTimePtr(d.revoked)
 	k.LastUsedAt, errs[6] = parseTimePtr(d.lastUsed)
+	k.ModelLimits, errs[7] = store.ParseModelLimits(d.modelLimits)
 	if err := firstErr(errs[:]...); err != nil {
 		return nil, fmt.Errorf("key %s: corrupt row: %w", k.ID, err)
 	}
@@ -114,10 +116,11 @@ func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 	store.NormKey(k)
 	usd, period := budgetArgs(k.Budget)
 	_, err := s.w.ExecContext(ctx, `INSERT INTO keys (id, hash, prefix, project_id, name, rpm, tpm, budget_usd, budget_period,
-		models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		id, k.Hash[:], k.Prefix, k.ProjectID, k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models), store.JSONMap(k.Labels),
-		fmtTimePtr(k.ExpiresAt), fmtTimePtr(k.RevokedAt), k.ReadOnly, fmtTime(now), fmtTime(now), fmtTimePtr(k.LastUsedAt))
+		fmtTimePtr(k.ExpiresAt), fmtTimePtr(k.RevokedAt), k.ReadOnly, fmtTime(now), fmtTime(now), fmtTimePtr(k.LastUsedAt),
+		store.JSONModelLimits(k.ModelLimits))
 	if err != nil {
 		return classify(err, fmt.Sprintf("key %q in project %q", k.Name, k.ProjectID))
 	}
@@ -142,9 +145,9 @@ func (s *Store) UpdateKey(ctx context.Context, k *auth.Key) error {
 	var got *auth.Key
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE keys SET name=?, rpm=?, tpm=?, budget_usd=?, budget_period=?, models=?, labels=?,
-			expires_at=?, updated_at=? WHERE id=?`,
+			expires_at=?, model_limits=?, updated_at=? WHERE id=?`,
 			k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models), store.JSONMap(k.Labels), fmtTimePtr(k.ExpiresAt),
-			fmtTime(store.Now()), k.ID)
+			store.JSONModelLimits(k.ModelLimits), fmtTime(store.Now()), k.ID)
 		if err != nil {
 			return classify(err, fmt.Sprintf("key %q", k.ID))
 		}

@@ -20,7 +20,8 @@ func testKeys(t *testing.T, s auth.Store) {
 		Limits: auth.Limits{RPM: 60, TPM: 1000},
 		Budget: &auth.Budget{USD: 10, Period: auth.PeriodDay},
 		Models: []string{"gpt-4o-mini"}, Labels: map[string]string{"owner": "ci"},
-		ExpiresAt: &exp,
+		ModelLimits: map[string]auth.Limits{"gpt-4o-mini": {RPM: 3}, "big/model:v1": {RPM: 1, TPM: 900}},
+		ExpiresAt:   &exp,
 	}
 	if err := s.CreateKey(ctx, k); err != nil {
 		t.Fatal(err)
@@ -56,6 +57,7 @@ func testKeys(t *testing.T, s auth.Store) {
 	time.Sleep(2 * time.Millisecond)
 	orig := k.Hash
 	k.Name, k.RPM, k.Budget, k.Models, k.Labels, k.ExpiresAt = "ci-2", 120, nil, nil, nil, nil
+	k.ModelLimits = map[string]auth.Limits{"gpt-4o": {TPM: 500}}
 	k.Hash, k.ProjectID = hashOf("sneaky"), "proj_other"
 	if err := s.UpdateKey(ctx, k); err != nil {
 		t.Fatal(err)
@@ -73,6 +75,15 @@ func testKeys(t *testing.T, s auth.Store) {
 	diff(t, "updated key", k, got)
 	if got.Name != "ci-2" || got.RPM != 120 || got.ExpiresAt != nil || got.Budget != nil {
 		t.Errorf("update not applied: %+v", got)
+	}
+	diff(t, "updated model limits", map[string]auth.Limits{"gpt-4o": {TPM: 500}}, got.ModelLimits)
+	// An empty map clears them and reads back as nil.
+	k.ModelLimits = map[string]auth.Limits{}
+	if err := s.UpdateKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.Key(ctx, k.ID); err != nil || got.ModelLimits != nil {
+		t.Errorf("cleared model limits read back as %v, %v", got.ModelLimits, err)
 	}
 	wantErr(t, "UpdateKey(unknown)", s.UpdateKey(ctx, &auth.Key{ID: "key_nope"}), auth.ErrNotFound)
 

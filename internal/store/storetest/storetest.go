@@ -64,6 +64,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		{"KeyChanges", testKeyChanges},
 		{"KeyChangesEnd", testKeyChangesEnd},
 		{"ContextCancelled", testContextCancelled},
+		{"Prices", testPrices},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
