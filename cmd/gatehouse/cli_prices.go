@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,18 +33,11 @@ type pricesListCmd struct {
 func (c *pricesListCmd) Run() error { return c.run(context.Background(), os.Stdout) }
 
 func (c *pricesListCmd) run(ctx context.Context, w io.Writer) error {
-	// Not paginated: the API lists every override at once.
-	raw, err := c.call(ctx, http.MethodGet, "/admin/prices", nil)
+	rows, err := c.listAll(ctx, "/admin/prices", url.Values{})
 	if err != nil {
 		return err
 	}
-	var page struct {
-		Data []map[string]any `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &page); err != nil {
-		return fmt.Errorf("unexpected answer from /admin/prices: %w", err)
-	}
-	return c.showList(w, page.Data, priceColumns)
+	return c.showList(w, rows, priceColumns)
 }
 
 type pricesSetCmd struct {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -61,11 +60,12 @@ func (h *Handler) priceStore() (tokens.PriceStore, error) {
 }
 
 // listPrices lists every override in effect: the store's, then the
-// config's that no store price shadows, by model.
+// config's that no store price shadows, by model, a page at a time
+// (limit and after, like every list).
 func (h *Handler) listPrices(r *http.Request) (int, any, error) {
-	if q := r.URL.Query(); len(q) > 0 {
-		names := slices.Sorted(maps.Keys(q))
-		return 0, nil, llm.BadRequest(names[0], "unknown_parameter", "%s: unknown query parameter (this list takes none).", names[0])
+	pg, err := page(r)
+	if err != nil {
+		return 0, nil, err
 	}
 	ps, err := h.priceStore()
 	if err != nil {
@@ -88,7 +88,22 @@ func (h *Handler) listPrices(r *http.Request) (int, any, error) {
 		}
 	}
 	slices.SortFunc(views, func(a, b priceView) int { return strings.Compare(a.Model, b.Model) })
-	return http.StatusOK, list[priceView]{Object: "list", Data: views}, nil
+	// Pages are cut by model id, the list's order: after names the last
+	// model of the previous page.
+	start, _ := slices.BinarySearchFunc(views, pg.After, func(v priceView, after string) int {
+		if v.Model <= after {
+			return -1
+		}
+		return 1
+	})
+	if pg.After == "" {
+		start = 0
+	}
+	views = views[start:]
+	if len(views) > pg.Limit+1 {
+		views = views[:pg.Limit+1]
+	}
+	return http.StatusOK, newList(views, pg.Limit, func(v *priceView) string { return v.Model }), nil
 }
 
 // priceModel is the model the path names.

@@ -82,7 +82,19 @@ func pricesScenario(e *env) {
 		{name: "negative", method: "PUT", path: "/admin/prices/x", body: `{"input":-1,"output":1}`, status: 400, param: "input"},
 		{name: "string price", method: "PUT", path: "/admin/prices/x", body: `{"input":"1","output":1}`, status: 400, param: "input"},
 		{name: "unknown field", method: "PUT", path: "/admin/prices/x", body: `{"input":1,"output":1,"per":"token"}`, status: 400, param: "per"},
-		{name: "query parameter", method: "GET", path: "/admin/prices?limit=2", status: 400, param: "limit"},
+		{name: "first page", method: "GET", path: "/admin/prices?limit=2", status: 200,
+			check: func(t *testing.T, b map[string]any) {
+				listModels("cfg-model=config", "gpt-4o=store")(t, b)
+				wantField(t, b, "has_more", true)
+				wantField(t, b, "next_after", "gpt-4o")
+			}},
+		{name: "next page", method: "GET", path: "/admin/prices?limit=2&after=gpt-4o", status: 200,
+			check: func(t *testing.T, b map[string]any) {
+				listModels("shadowed=store")(t, b)
+				wantField(t, b, "has_more", false)
+			}},
+		{name: "bad limit", method: "GET", path: "/admin/prices?limit=0", status: 400, param: "limit"},
+		{name: "unknown query parameter", method: "GET", path: "/admin/prices?project=x", status: 400, param: "project"},
 		{name: "delete", method: "DELETE", path: "/admin/prices/shadowed", status: 200},
 		{name: "delete again", method: "DELETE", path: "/admin/prices/shadowed", status: 404, code: "price_not_found"},
 		{name: "config override back", method: "GET", path: "/admin/prices", status: 200,
