@@ -90,20 +90,10 @@ func (h *Handler) createCustomer(r *http.Request) (int, any, error) {
 }
 
 func (h *Handler) listCustomers(r *http.Request) (int, any, error) {
-	pg, err := page(r, "project")
+	pg, limit, projectID, err := h.projectPage(r)
 	if err != nil {
 		return 0, nil, err
 	}
-	projectID := ""
-	if ref := r.URL.Query().Get("project"); ref != "" {
-		p, err := h.project(r.Context(), ref, "project")
-		if err != nil {
-			return 0, nil, err
-		}
-		projectID = p.ID
-	}
-	limit := pg.Limit
-	pg.Limit++
 	cs, err := h.o.Store.Customers(r.Context(), projectID, pg)
 	if err != nil {
 		return 0, nil, err

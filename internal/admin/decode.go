@@ -413,6 +413,25 @@ func page(r *http.Request, filters ...string) (auth.Page, error) {
 	return pg, nil
 }
 
+// projectPage reads the query of a list filtered by ?project= (an ID or
+// a name): the page to fetch (one more than asked, to tell whether there
+// is more), the page size asked for, and the project's ID ("" for all).
+func (h *Handler) projectPage(r *http.Request) (pg auth.Page, limit int, projectID string, err error) {
+	if pg, err = page(r, "project"); err != nil {
+		return pg, 0, "", err
+	}
+	if ref := r.URL.Query().Get("project"); ref != "" {
+		p, err := h.project(r.Context(), ref, "project")
+		if err != nil {
+			return pg, 0, "", err
+		}
+		projectID = p.ID
+	}
+	limit = pg.Limit
+	pg.Limit++
+	return pg, limit, projectID, nil
+}
+
 // list is the body of every list response. Records come in ID order,
 // which is creation order; pass next_after as after to get the next page.
 type list[T any] struct {

@@ -127,20 +127,10 @@ func (h *Handler) createKey(r *http.Request) (int, any, error) {
 }
 
 func (h *Handler) listKeys(r *http.Request) (int, any, error) {
-	pg, err := page(r, "project")
+	pg, limit, projectID, err := h.projectPage(r)
 	if err != nil {
 		return 0, nil, err
 	}
-	projectID := ""
-	if ref := r.URL.Query().Get("project"); ref != "" {
-		p, err := h.project(r.Context(), ref, "project")
-		if err != nil {
-			return 0, nil, err
-		}
-		projectID = p.ID
-	}
-	limit := pg.Limit
-	pg.Limit++
 	keys, err := h.o.Store.Keys(r.Context(), projectID, pg)
 	if err != nil {
 		return 0, nil, err
