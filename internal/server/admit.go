@@ -302,9 +302,19 @@ func quotaHeaders(h http.Header, kind string, q limit.Quota) {
 	if kind == "tokens" {
 		k = &tokenHeaderKeys
 	}
-	h[k[0]] = []string{strconv.FormatInt(q.Limit, 10)}
-	h[k[1]] = []string{strconv.FormatInt(max(q.Remaining, 0), 10)}
-	h[k[2]] = []string{resetString(q.Reset)}
+	// Every admitted response carries these: the three values share one
+	// string and one slice instead of six allocations.
+	var buf [64]byte
+	b := strconv.AppendInt(buf[:0], q.Limit, 10)
+	n1 := len(b)
+	b = strconv.AppendInt(b, max(q.Remaining, 0), 10)
+	n2 := len(b)
+	b = appendReset(b, q.Reset)
+	all := string(b)
+	vals := []string{all[:n1], all[n1:n2], all[n2:]}
+	h[k[0]] = vals[0:1:1]
+	h[k[1]] = vals[1:2:2]
+	h[k[2]] = vals[2:3:3]
 }
 
 // The x-ratelimit header names in canonical form, built once: they are
@@ -318,14 +328,30 @@ var (
 // in whole milliseconds below a second ("20ms") and whole seconds above
 // ("1s", "6m0s"), rounded up so a client that waits that long finds the
 // bucket refilled.
-func resetString(d time.Duration) string {
+func resetString(d time.Duration) string { return string(appendReset(nil, d)) }
+
+// appendReset appends resetString(d) without allocating: the same text
+// time.Duration.String gives for the rounded value.
+func appendReset(b []byte, d time.Duration) []byte {
 	switch {
 	case d <= 0:
-		return "0s"
+		return append(b, "0s"...)
 	case d < time.Second:
-		return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+		ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+		if ms >= 1000 {
+			return append(b, "1s"...)
+		}
+		return append(strconv.AppendInt(b, ms, 10), "ms"...)
 	}
-	return ((d + time.Second - 1) / time.Second * time.Second).String()
+	secs := int64((d + time.Second - 1) / time.Second)
+	h, m, sec := secs/3600, secs/60%60, secs%60
+	if h > 0 {
+		b = append(strconv.AppendInt(b, h, 10), 'h')
+	}
+	if h > 0 || m > 0 {
+		b = append(strconv.AppendInt(b, m, 10), 'm')
+	}
+	return append(strconv.AppendInt(b, sec, 10), 's')
 }
 
 // declareCostTrailer announces the cost as a trailer of a stream: the

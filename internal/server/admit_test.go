@@ -99,3 +99,21 @@ func TestKeyModelRate(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendResetMatchesDurationString(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, 0, 1, time.Millisecond, 999 * time.Millisecond, 999*time.Millisecond + 1,
+		time.Second, time.Second + 1, 59 * time.Second, time.Minute, 6 * time.Minute, 61 * time.Minute, 25*time.Hour + 3*time.Second} {
+		var want string
+		switch {
+		case d <= 0:
+			want = "0s"
+		case d < time.Second:
+			want = ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+		default:
+			want = ((d + time.Second - 1) / time.Second * time.Second).String()
+		}
+		if got := resetString(d); got != want {
+			t.Errorf("resetString(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
