@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"gatehouse/internal/store/postgres/pgtest"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -17,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -271,34 +268,7 @@ func clusterDSN(t *testing.T) (pg, redis string) {
 		t.Fatal("GATEHOUSE_TEST_POSTGRES and GATEHOUSE_TEST_REDIS must be set: this test needs the PostgreSQL and Redis " +
 			"servers that `make test` starts; by hand: eval \"$(scripts/test-services start)\" and run go test again")
 	}
-	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "gh_e2e_" + hex.EncodeToString(b[:])
-	c, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to GATEHOUSE_TEST_POSTGRES: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), redis
+	return pgtest.DSN(t, "gh_e2e_"), redis
 }
 
 // TestClusterRevocation runs two gatehouse processes on one PostgreSQL

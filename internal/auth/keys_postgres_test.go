@@ -2,14 +2,9 @@ package auth_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
+	"gatehouse/internal/store/postgres/pgtest"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/store/postgres"
@@ -17,45 +12,7 @@ import (
 
 // postgresDSN returns a DSN for a new schema of the test database, dropped
 // when the test ends.
-func postgresDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("GATEHOUSE_TEST_POSTGRES")
-	if base == "" {
-		t.Fatal("GATEHOUSE_TEST_POSTGRES is not set: this test needs the real PostgreSQL server that `make test` starts; " +
-			"to run it by hand: eval \"$(scripts/test-services start)\" and go test again")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "gh_auth_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to GATEHOUSE_TEST_POSTGRES (is it running? scripts/test-services start): %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("GATEHOUSE_TEST_POSTGRES must be a postgres:// URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func postgresDSN(t *testing.T) string { return pgtest.DSN(t, "gh_auth_") }
 
 func openPostgres(t *testing.T, dsn string) *postgres.Store {
 	t.Helper()

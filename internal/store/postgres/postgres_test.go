@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/url"
+	"gatehouse/internal/store/postgres/pgtest"
 	"os"
 	"strings"
 	"sync"
@@ -21,45 +21,7 @@ import (
 // testDSN returns a DSN for a new, empty schema of the test database,
 // dropped when the test ends, so tests and runs never see each other's
 // rows (or, since the NOTIFY channel is per schema, each other's changes).
-func testDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("GATEHOUSE_TEST_POSTGRES")
-	if base == "" {
-		t.Fatal("GATEHOUSE_TEST_POSTGRES is not set: these tests need the real PostgreSQL server that `make test` starts; " +
-			"to run them by hand: eval \"$(scripts/test-services start)\" and go test again")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "gh_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to GATEHOUSE_TEST_POSTGRES (is it running? scripts/test-services start): %v", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("GATEHOUSE_TEST_POSTGRES must be a postgres:// URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func testDSN(t *testing.T) string { return pgtest.DSN(t, "gh_test_") }
 
 func openTest(t *testing.T, dsn string) *Store {
 	t.Helper()
