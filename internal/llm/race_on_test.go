@@ -2,7 +2,7 @@
 
 package llm
 
-// raceEnabled lets single-goroutine tests that scan many megabytes skip
-// under the race detector, which makes them 40 times slower and has
-// nothing to check there.
+// raceEnabled lets single-goroutine tests that scan many megabytes use
+// smaller inputs under the race detector, which makes them 40 times
+// slower and has nothing more to check in them.
 const raceEnabled = true

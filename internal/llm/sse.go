@@ -29,6 +29,7 @@ var ErrEventTooLarge = errors.New("sse: event too large")
 // arrives.
 type Reader struct {
 	br      *bufio.Reader
+	max     int // largest event or line accepted: maxEventSize
 	line    []byte
 	data    []byte
 	name    string
@@ -43,7 +44,7 @@ var bom = []byte("\xef\xbb\xbf")
 
 // NewReader returns a Reader reading from r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 4<<10)} // longer lines are assembled in r.line
+	return &Reader{br: bufio.NewReaderSize(r, 4<<10), max: maxEventSize} // longer lines are assembled in r.line
 }
 
 // Next returns the next event. At the end of input it returns io.EOF (an
@@ -89,7 +90,7 @@ func (r *Reader) Next() (Event, error) {
 			if r.hasData {
 				r.data = append(r.data, '\n')
 			}
-			if len(r.data)+len(value) > maxEventSize {
+			if len(r.data)+len(value) > r.max {
 				return Event{}, ErrEventTooLarge
 			}
 			r.data = append(r.data, value...)
@@ -147,7 +148,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
 			// Checked here too, so the limit does not depend on how the
 			// line was split across reads.
-			if len(r.line)+i > maxEventSize {
+			if len(r.line)+i > r.max {
 				return nil, ErrEventTooLarge
 			}
 			r.line = append(r.line, buf[:i]...)
@@ -155,7 +156,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			_, _ = r.br.Discard(i + 1)
 			return r.line, nil
 		}
-		if len(r.line)+len(buf) > maxEventSize {
+		if len(r.line)+len(buf) > r.max {
 			return nil, ErrEventTooLarge
 		}
 		r.line = append(r.line, buf...)
