@@ -142,20 +142,7 @@ func (c *call) streamToolCall(x *exchange, p *plan, tc *oaiToolCall, b []byte) [
 	if !c.wait(p.ttft) {
 		return b
 	}
-	h := c.w.Header()
-	h["Content-Type"] = hdrEventStream
-	h["Cache-Control"] = hdrNoCache
-	c.setCommonHeaders(h)
-	c.w.WriteHeader(http.StatusOK)
-
-	b = append(b, `data: {"id":"`...)
-	b = appendCompletionID(b)
-	b = append(b, `","object":"chat.completion.chunk","created":`...)
-	b = appendInt(b, time.Now().Unix())
-	b = append(b, `,"model":`...)
-	b = appendString(b, x.model)
-	b = append(b, `,"service_tier":"`+serviceTier+`","system_fingerprint":"`+systemFingerprint+`","choices":[`...)
-	prefix := len(b)
+	b, prefix := c.startChunks(x, b)
 
 	first := *tc
 	first.args = ""

@@ -16,20 +16,7 @@ func (c *call) stream(x *exchange, p *plan, b []byte) []byte {
 	if !c.wait(p.ttft) || !c.read(p, x.promptTokens) {
 		return b
 	}
-	h := c.w.Header()
-	h["Content-Type"] = hdrEventStream
-	h["Cache-Control"] = hdrNoCache
-	c.setCommonHeaders(h)
-	c.w.WriteHeader(http.StatusOK)
-
-	b = append(b, `data: {"id":"`...)
-	b = appendCompletionID(b)
-	b = append(b, `","object":"chat.completion.chunk","created":`...)
-	b = appendInt(b, time.Now().Unix())
-	b = append(b, `,"model":`...)
-	b = appendString(b, x.model)
-	b = append(b, `,"service_tier":"`+serviceTier+`","system_fingerprint":"`+systemFingerprint+`","choices":[`...)
-	prefix := len(b)
+	b, prefix := c.startChunks(x, b)
 
 	b = append(b, `{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]`...)
 	if !c.write(endChunk(b, x)) {
@@ -95,4 +82,24 @@ func endChunk(b []byte, x *exchange) []byte {
 		b = append(b, `,"usage":null`...)
 	}
 	return append(b, "}\n\n"...)
+}
+
+// startChunks sends the headers of an OpenAI stream and appends to b the
+// part every chunk of this reply shares (data: {"id":…,"choices":[),
+// returning its length: chunks are built by appending after it.
+func (c *call) startChunks(x *exchange, b []byte) ([]byte, int) {
+	h := c.w.Header()
+	h["Content-Type"] = hdrEventStream
+	h["Cache-Control"] = hdrNoCache
+	c.setCommonHeaders(h)
+	c.w.WriteHeader(http.StatusOK)
+
+	b = append(b, `data: {"id":"`...)
+	b = appendCompletionID(b)
+	b = append(b, `","object":"chat.completion.chunk","created":`...)
+	b = appendInt(b, time.Now().Unix())
+	b = append(b, `,"model":`...)
+	b = appendString(b, x.model)
+	b = append(b, `,"service_tier":"`+serviceTier+`","system_fingerprint":"`+systemFingerprint+`","choices":[`...)
+	return b, len(b)
 }
