@@ -22,13 +22,17 @@ import (
 
 // syncBuffer collects log output written from many goroutines.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	discard bool // benchmarks: encode every line, keep none
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.discard {
+		return len(p), nil
+	}
 	return b.buf.Write(p)
 }
 
@@ -46,7 +50,7 @@ type upstream struct {
 
 const upstreamKey = "sk-upstream-secret"
 
-func startUpstream(t *testing.T, o mockllm.Options) *upstream {
+func startUpstream(t testing.TB, o mockllm.Options) *upstream {
 	t.Helper()
 	o.APIKey = upstreamKey
 	m := mockllm.New(o)
@@ -85,7 +89,7 @@ models:
 ` + extra
 }
 
-func startGateway(t *testing.T, yaml string) *testGateway {
+func startGateway(t testing.TB, yaml string) *testGateway {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gatehouse.yaml")
@@ -98,7 +102,12 @@ func startGateway(t *testing.T, yaml string) *testGateway {
 		t.Fatalf("config: %v", err)
 	}
 	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	level := slog.LevelDebug
+	if _, ok := t.(*testing.B); ok {
+		// As in production: info lines (one per request), none kept.
+		logs.discard, level = true, slog.LevelInfo
+	}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
 	g, err := newGateway(path, cfg, false, log)
 	if err != nil {
 		t.Fatal(err)

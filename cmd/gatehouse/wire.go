@@ -70,7 +70,8 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 			rt.Auth = clientAuth{static: static, keys: st.keys}
 		}
 		rt.LogRequests = cfg.Log.Requests == nil || *cfg.Log.Requests
-		admin, err := st.adminHandler(cfg, rt.Auth, log)
+		served := func(model string) bool { _, ok := table.Lookup(model); return ok }
+		admin, err := st.adminHandler(cfg, rt.Auth, served, log)
 		if err != nil {
 			return nil, err
 		}

@@ -51,6 +51,12 @@ type Options struct {
 	PricesChanged func(context.Context) error
 	// Clients, when set, tells a client key apart from a wrong one.
 	Clients Authenticator
+	// Served, when set, says whether the gateway serves a model name
+	// (configured or discovered). A key's or project's models and a key's
+	// model_limits naming a model it does not serve are refused, as the
+	// config check refuses them: a limit on a misspelt model would
+	// silently limit nothing.
+	Served func(model string) bool
 	// Log receives store failures (never secrets or bodies); nil discards.
 	Log *slog.Logger
 	// Now is the clock for expiry and revocation; nil means time.Now.

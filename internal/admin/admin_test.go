@@ -67,6 +67,7 @@ func newEnv(t *testing.T, st auth.Store) *env {
 			"shadowed":  {Model: "shadowed", Input: 9, Output: 9},
 		},
 		PricesChanged: func(context.Context) error { e.priceChanges.Add(1); return nil },
+		Served:        func(m string) bool { return m == "chat" || m == "embed" || m == "gpt-4o" },
 	})
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)

@@ -107,6 +107,9 @@ func (h *Handler) createKey(r *http.Request) (int, any, error) {
 	if err := apply(keyFields(h.o.Now()), obj, &k, true); err != nil {
 		return 0, nil, err
 	}
+	if err := h.checkKeyModels(obj, &k); err != nil {
+		return 0, nil, err
+	}
 	p, err := h.project(r.Context(), ref, "project")
 	if err != nil {
 		return 0, nil, err
@@ -203,6 +206,9 @@ func (h *Handler) updateKey(r *http.Request) (int, any, error) {
 	if err := apply(keyFields(h.o.Now()), obj, k, false); err != nil {
 		return 0, nil, err
 	}
+	if err := h.checkKeyModels(obj, k); err != nil {
+		return 0, nil, err
+	}
 	if err := h.o.Store.UpdateKey(r.Context(), k); err != nil {
 		if errors.Is(err, auth.ErrNotFound) {
 			return 0, nil, notFoundError("key", k.ID)
@@ -256,4 +262,40 @@ func (h *Handler) rotateKey(r *http.Request) (int, any, error) {
 	v := h.view(k)
 	v.Secret = secret
 	return http.StatusOK, v, nil
+}
+
+// checkKeyModels refuses models and model_limits, when this request sets
+// them, that name a model the gateway does not serve. Only the members
+// sent are checked: a key whose limits name a model since removed from
+// the config can still be renamed.
+func (h *Handler) checkKeyModels(obj map[string]json.RawMessage, k *auth.Key) error {
+	if _, ok := obj["models"]; ok {
+		if err := h.checkServed("models", k.Models); err != nil {
+			return err
+		}
+	}
+	if _, ok := obj["model_limits"]; ok {
+		names := make([]string, 0, len(k.ModelLimits))
+		for m := range k.ModelLimits {
+			names = append(names, m)
+		}
+		slices.Sort(names) // the same bad entry is always the one reported
+		return h.checkServed("model_limits", names)
+	}
+	return nil
+}
+
+// checkServed is the 400 for the first of models the gateway does not
+// serve.
+func (h *Handler) checkServed(param string, models []string) error {
+	if h.o.Served == nil {
+		return nil
+	}
+	for _, m := range models {
+		if !h.o.Served(m) {
+			return llm.BadRequest(param, "unknown_model",
+				"%s: the gateway serves no model %s (GET /v1/models lists those it serves).", param, quote(m))
+		}
+	}
+	return nil
 }

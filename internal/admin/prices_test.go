@@ -40,6 +40,16 @@ func modelLimitsScenario(e *env) {
 			status: 400, param: "model_limits"},
 		{name: "fraction", method: "PATCH", path: "/admin/keys/{mlkey}", body: `{"model_limits":{"chat":{"rpm":1.5}}}`,
 			status: 400, param: "model_limits"},
+		{name: "unserved model", method: "PATCH", path: "/admin/keys/{mlkey}", body: `{"model_limits":{"chat":{"rpm":1},"gpt-4":{"rpm":1}}}`,
+			status: 400, param: "model_limits", code: "unknown_model", msg: `no model "gpt-4"`},
+		{name: "unserved model on create", method: "POST", path: "/admin/keys", body: `{"project":"ml","model_limits":{"chta":{"rpm":1}}}`,
+			status: 400, param: "model_limits", code: "unknown_model", msg: `"chta"`},
+		{name: "unserved model in the allow-list", method: "PATCH", path: "/admin/keys/{mlkey}", body: `{"models":["chat","gpt4o"]}`,
+			status: 400, param: "models", code: "unknown_model", msg: `"gpt4o"`},
+		{name: "unserved model in a project's allow-list", method: "POST", path: "/admin/projects", body: `{"name":"ml2","models":["nope"]}`,
+			status: 400, param: "models", code: "unknown_model"},
+		{name: "other members pass while the limits name a model no longer served", method: "PATCH", path: "/admin/keys/{mlkey}",
+			body: `{"name":"renamed"}`, status: 200},
 	})
 }
 

@@ -64,6 +64,11 @@ func (h *Handler) createProject(r *http.Request) (int, any, error) {
 	if err := apply(projectFields, obj, &p, true); err != nil {
 		return 0, nil, err
 	}
+	if _, ok := obj["models"]; ok {
+		if err := h.checkServed("models", p.Models); err != nil {
+			return 0, nil, err
+		}
+	}
 	if err := h.o.Store.CreateProject(r.Context(), &p); err != nil {
 		if errors.Is(err, auth.ErrConflict) {
 			return 0, nil, conflictError("name", "duplicate_name", "name: a project named "+quote(p.Name)+" already exists.")
@@ -129,6 +134,11 @@ func (h *Handler) updateProject(r *http.Request) (int, any, error) {
 	}
 	if err := apply(projectFields, obj, p, false); err != nil {
 		return 0, nil, err
+	}
+	if _, ok := obj["models"]; ok {
+		if err := h.checkServed("models", p.Models); err != nil {
+			return 0, nil, err
+		}
 	}
 	if err := h.o.Store.UpdateProject(r.Context(), p); err != nil {
 		switch {

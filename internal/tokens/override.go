@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -44,15 +45,12 @@ type Overlay struct {
 
 type overlayState struct {
 	gen    uint64 // bumped by every Set; catalogs drop what they resolved under an older one
-	prices map[string]Price
+	prices priceIndex
 }
 
 // Set replaces every price of the overlay, keyed by upstream model id.
 func (o *Overlay) Set(prices map[string]Price) {
-	m := make(map[string]Price, len(prices))
-	for id, p := range prices {
-		m[normalise(id)] = p
-	}
+	m := newPriceIndex(prices)
 	for {
 		old := o.cur.Load()
 		next := &overlayState{prices: m, gen: 1}
@@ -75,4 +73,51 @@ func (o *Overlay) state() *overlayState {
 		return st
 	}
 	return emptyOverlay
+}
+
+// priceIndex finds the prices set by model id (the store's or the
+// config's) in two steps: the id exactly as written (case aside), so
+// "openai/gpt-4o" on an OpenRouter deployment and "gpt-4o" on OpenAI can
+// have different prices; then by normalised id, where two spellings of
+// one model ("openai/gpt-4o" and "gpt-4o") may collide. A collision goes
+// to the spelling that is already normalised (the generic price), and
+// between two others to the alphabetically first: never to map order.
+type priceIndex struct {
+	exact map[string]Price // by lower-cased id
+	norm  map[string]Price // by normalise(id)
+}
+
+func newPriceIndex(prices map[string]Price) priceIndex {
+	x := priceIndex{exact: make(map[string]Price, len(prices)), norm: make(map[string]Price, len(prices))}
+	winner := make(map[string]string, len(prices)) // normalised id → the id whose price it holds
+	for id, p := range prices {
+		lower := strings.ToLower(strings.TrimSpace(id))
+		x.exact[lower] = p
+		n := normalise(id)
+		if w, ok := winner[n]; ok && !normalisedBeats(lower, w, n) {
+			continue
+		}
+		winner[n] = lower
+		x.norm[n] = p
+	}
+	return x
+}
+
+// normalisedBeats says whether id a takes normalised id n from b.
+func normalisedBeats(a, b, n string) bool {
+	if (a == n) != (b == n) {
+		return a == n
+	}
+	return a < b
+}
+
+// find looks model up exactly (lower-cased) or, with exact false, by its
+// normalised id.
+func (x priceIndex) find(id string, exact bool) (Price, bool) {
+	m := x.norm
+	if exact {
+		m = x.exact
+	}
+	p, ok := m[id]
+	return p, ok
 }

@@ -29,3 +29,50 @@ func TestOverlayPrecedence(t *testing.T) {
 		t.Fatalf("a stored price for a model the catalog lacks: %+v %v", p, ok)
 	}
 }
+
+// TestCollidingSpellings: two stored ids of one model ("openai/gpt-4o"
+// for a router, "gpt-4o" for OpenAI) each price the deployment that spells
+// the model that way, and a third spelling gets the generic one — every
+// time, whatever the map order.
+func TestCollidingSpellings(t *testing.T) {
+	generic, routed, other := PerMillion(1, 0, 1), PerMillion(2, 0, 2), PerMillion(3, 0, 3)
+	for i := 0; i < 50; i++ { // map iteration order varies run to run
+		var o Overlay
+		c, err := NewCatalog(CatalogOptions{Store: &o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Set(map[string]Price{"openai/gpt-4o": routed, "gpt-4o": generic, "azure/GPT-4o": other})
+		for model, want := range map[string]Price{
+			"openai/gpt-4o":            routed,
+			"OpenAI/GPT-4o":            routed,
+			"gpt-4o":                   generic,
+			"azure/gpt-4o":             other,
+			"gpt-4o-2024-08-06":        generic,
+			"openai/gpt-4o-2024-08-06": generic, // no exact entry: by family, the generic price
+		} {
+			if p, _ := c.Lookup(model); p != want {
+				t.Fatalf("%s: got %+v, want %+v", model, p, want)
+			}
+		}
+		// Without the generic spelling, the alphabetically first wins.
+		o.Set(map[string]Price{"openai/gpt-4o": routed, "azure/gpt-4o": other})
+		if p, _ := c.Lookup("gpt-4o-mini-x"); p == routed || p == other {
+			t.Fatalf("gpt-4o-mini-x took a gpt-4o override: %+v", p)
+		}
+		if p, _ := c.Lookup("gpt-4o"); p != other {
+			t.Fatalf("gpt-4o with two router spellings: got %+v, want azure's (alphabetically first)", p)
+		}
+	}
+	// The config's overrides follow the same rule.
+	c, err := NewCatalog(CatalogOptions{Overrides: map[string]Price{"openai/gpt-4o": routed, "gpt-4o": generic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.Lookup("openai/gpt-4o"); p != routed {
+		t.Fatalf("config exact spelling: %+v", p)
+	}
+	if p, _ := c.Lookup("gpt-4o-2024-11-20"); p != generic {
+		t.Fatalf("config family: %+v", p)
+	}
+}

@@ -101,7 +101,7 @@ type CatalogOptions struct {
 type Catalog struct {
 	asOf     string
 	base     map[string]Price
-	over     map[string]Price
+	over     priceIndex
 	store    *Overlay
 	def      *Price
 	maxOut   int
@@ -133,7 +133,7 @@ func NewCatalog(o CatalogOptions) (*Catalog, error) {
 	if err := json.Unmarshal(catalogJSON, &f); err != nil {
 		return nil, fmt.Errorf("price catalog: %w", err)
 	}
-	c := &Catalog{asOf: f.AsOf, base: make(map[string]Price, len(f.Models)), over: map[string]Price{}, store: o.Store, def: o.Default, maxOut: o.DefaultMaxOutput}
+	c := &Catalog{asOf: f.AsOf, base: make(map[string]Price, len(f.Models)), over: newPriceIndex(o.Overrides), store: o.Store, def: o.Default, maxOut: o.DefaultMaxOutput}
 	for id, m := range f.Models {
 		c.base[id] = PerMillion(m.Input, m.Cached, m.Output)
 	}
@@ -141,7 +141,6 @@ func NewCatalog(o CatalogOptions) (*Catalog, error) {
 		if p.Input < 0 || p.CachedInput < 0 || p.Output < 0 {
 			return nil, fmt.Errorf("price override %q: negative price", id)
 		}
-		c.over[normalise(id)] = p
 	}
 	if c.maxOut <= 0 {
 		c.maxOut = DefaultMaxOutput
@@ -159,7 +158,9 @@ func (c *Catalog) AsOf() string { return c.asOf }
 // segments until a known ID remains, so dated snapshots
 // ("gpt-4o-2024-08-06", "claude-3-5-sonnet-20241022") and aliases
 // ("mistral-large-latest") find their family's price. Overrides win at
-// every step: the store's first, then the config's.
+// every step: the store's first, then the config's; and an override set
+// for the model ID exactly as the deployment spells it wins over all
+// (see priceIndex).
 func (c *Catalog) Lookup(model string) (Price, bool) {
 	st := c.store.state()
 	r, cached := c.resolved.Load(model)
@@ -168,7 +169,7 @@ func (c *Catalog) Lookup(model string) (Price, bool) {
 			return res.p, res.ok
 		}
 	}
-	p, ok := c.lookup(st.prices, normalise(model))
+	p, ok := c.lookup(st.prices, model)
 	res := resolution{p, ok, st.gen}
 	if cached {
 		// Resolved under older store prices: replace, the count stays.
@@ -185,12 +186,20 @@ func (c *Catalog) Lookup(model string) (Price, bool) {
 	return p, ok
 }
 
-func (c *Catalog) lookup(stored map[string]Price, id string) (Price, bool) {
+func (c *Catalog) lookup(stored priceIndex, model string) (Price, bool) {
+	exact := strings.ToLower(strings.TrimSpace(model))
+	if p, ok := stored.find(exact, true); ok {
+		return p, true
+	}
+	if p, ok := c.over.find(exact, true); ok {
+		return p, true
+	}
+	id := normalise(model)
 	for {
-		if p, ok := stored[id]; ok {
+		if p, ok := stored.find(id, false); ok {
 			return p, true
 		}
-		if p, ok := c.over[id]; ok {
+		if p, ok := c.over.find(id, false); ok {
 			return p, true
 		}
 		if p, ok := c.base[id]; ok {
