@@ -603,3 +603,48 @@ func adminDo(t *testing.T, base, method, path, body string, want int) {
 		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
 	}
 }
+
+// TestClusterPriceRefresh: a price set through one replica's admin API is
+// used by that replica's next request and by another replica's within the
+// documented refresh period (priceRefresh, 5 s), with no restart or reload.
+func TestClusterPriceRefresh(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	cfg := limitsConfig(up, "  - {key: "+clientKey+", name: tester, project: qa, rpm: 100000}\n",
+		"admin_key: "+testAdminKey+"\n"+clusterStorage(t))
+	a, _ := startProcess(t, cfg)
+	b, _ := startProcess(t, cfg)
+	aURL, bURL := "http://"+a.addr, "http://"+b.addr
+	cost := func(base string) string {
+		t.Helper()
+		o := chatOnce(context.Background(), burstClient(base, clientKey), "chat")
+		if o.status != 200 {
+			t.Fatalf("%s: status %d: %s", base, o.status, o.msg)
+		}
+		return o.header.Get("X-Gatehouse-Cost-Usd")
+	}
+	for _, base := range []string{aURL, bURL} {
+		if c := cost(base); c != "0.010000" {
+			t.Fatalf("%s before: cost %q, want the config's 0.010000", base, c)
+		}
+	}
+	adminDo(t, aURL, http.MethodPut, "/admin/prices/priced-model", `{"input":0,"output":3000}`, 200)
+	set := time.Now()
+	if c := cost(aURL); c != "0.030000" {
+		t.Fatalf("the replica that took the write: cost %q, want 0.030000 at once", c)
+	}
+	for cost(bURL) != "0.030000" {
+		if time.Since(set) > priceRefresh+2*time.Second {
+			t.Fatalf("the other replica still charges the old price %s after the write (refresh period %s)", time.Since(set).Round(time.Millisecond), priceRefresh)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the other replica used the new price %s after the write", time.Since(set).Round(time.Millisecond))
+	adminDo(t, bURL, http.MethodDelete, "/admin/prices/priced-model", "", 200)
+	del := time.Now()
+	for cost(aURL) != "0.010000" {
+		if time.Since(del) > priceRefresh+2*time.Second {
+			t.Fatalf("a deleted price still used by the other replica after %s", time.Since(del).Round(time.Millisecond))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

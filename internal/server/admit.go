@@ -287,42 +287,57 @@ func (x *exchange) limitHeaders(h http.Header) {
 	if !a.on {
 		return
 	}
-	quotaHeaders(h, "requests", a.dec.Requests)
-	quotaHeaders(h, "tokens", a.dec.Tokens)
+	quotaHeaders(h, a.dec.Requests, a.dec.Tokens)
 	if a.downgraded != "" {
 		h.Set(hdrDowngradedFrom, a.downgraded)
 	}
 }
 
-func quotaHeaders(h http.Header, kind string, q limit.Quota) {
-	if q.Limit <= 0 {
+// quotaHeaders sets the limit, remaining and reset headers of the request
+// and token buckets (of those with a limit). Every admitted response
+// carries them, so their up to six values share one string and one slice.
+func quotaHeaders(h http.Header, req, tok limit.Quota) {
+	var buf [128]byte
+	var ends [6]int
+	b := buf[:0]
+	for i, q := range [2]limit.Quota{req, tok} {
+		if q.Limit <= 0 {
+			continue
+		}
+		b = strconv.AppendInt(b, q.Limit, 10)
+		ends[3*i] = len(b)
+		b = strconv.AppendInt(b, max(q.Remaining, 0), 10)
+		ends[3*i+1] = len(b)
+		b = appendReset(b, q.Reset)
+		ends[3*i+2] = len(b)
+	}
+	if len(b) == 0 {
 		return
 	}
-	k := &requestHeaderKeys
-	if kind == "tokens" {
-		k = &tokenHeaderKeys
-	}
-	// Every admitted response carries these: the three values share one
-	// string and one slice instead of six allocations.
-	var buf [64]byte
-	b := strconv.AppendInt(buf[:0], q.Limit, 10)
-	n1 := len(b)
-	b = strconv.AppendInt(b, max(q.Remaining, 0), 10)
-	n2 := len(b)
-	b = appendReset(b, q.Reset)
 	all := string(b)
-	vals := []string{all[:n1], all[n1:n2], all[n2:]}
-	h[k[0]] = vals[0:1:1]
-	h[k[1]] = vals[1:2:2]
-	h[k[2]] = vals[2:3:3]
+	var vals [6]string
+	start := 0
+	for i, end := range ends {
+		if end == 0 {
+			continue
+		}
+		vals[i] = all[start:end]
+		start = end
+	}
+	shared := vals[:] // one allocation for the six one-element slices
+	for i, end := range ends {
+		if end != 0 {
+			h[quotaHeaderKeys[i]] = shared[i : i+1 : i+1]
+		}
+	}
 }
 
 // The x-ratelimit header names in canonical form, built once: they are
 // set on every admitted response.
-var (
-	requestHeaderKeys = [3]string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
-	tokenHeaderKeys   = [3]string{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
-)
+var quotaHeaderKeys = [6]string{
+	"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests",
+	"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens",
+}
 
 // resetString formats a reset time as OpenAI does: Go's duration syntax,
 // in whole milliseconds below a second ("20ms") and whole seconds above

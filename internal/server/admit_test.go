@@ -117,3 +117,39 @@ func TestAppendResetMatchesDurationString(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaHeaders: each bucket with a limit gets its three headers, with
+// its own values, whichever of the two is set.
+func TestQuotaHeaders(t *testing.T) {
+	req := limit.Quota{Limit: 100, Remaining: 99, Reset: 600 * time.Millisecond}
+	tok := limit.Quota{Limit: 50000, Remaining: -3, Reset: 90 * time.Second}
+	for _, c := range []struct {
+		name     string
+		req, tok limit.Quota
+		want     map[string]string
+	}{
+		{"both", req, tok, map[string]string{
+			"X-Ratelimit-Limit-Requests": "100", "X-Ratelimit-Remaining-Requests": "99", "X-Ratelimit-Reset-Requests": "600ms",
+			"X-Ratelimit-Limit-Tokens": "50000", "X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "1m30s"}},
+		{"requests only", req, limit.Quota{}, map[string]string{
+			"X-Ratelimit-Limit-Requests": "100", "X-Ratelimit-Remaining-Requests": "99", "X-Ratelimit-Reset-Requests": "600ms"}},
+		{"tokens only", limit.Quota{}, tok, map[string]string{
+			"X-Ratelimit-Limit-Tokens": "50000", "X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "1m30s"}},
+		{"none", limit.Quota{}, limit.Quota{}, map[string]string{}},
+	} {
+		h := http.Header{}
+		quotaHeaders(h, c.req, c.tok)
+		if len(h) != len(c.want) {
+			t.Errorf("%s: %d headers %v, want %v", c.name, len(h), h, c.want)
+		}
+		for k, v := range c.want {
+			if got := h.Values(k); len(got) != 1 || got[0] != v {
+				t.Errorf("%s: %s = %q, want %q", c.name, k, got, v)
+			}
+		}
+		h.Add("X-Ratelimit-Limit-Requests", "extra") // the shared slice must not be overwritten by an append
+		if c.tok.Limit > 0 && h.Get("X-Ratelimit-Remaining-Requests") != c.want["X-Ratelimit-Remaining-Requests"] {
+			t.Errorf("%s: appending to one header changed another", c.name)
+		}
+	}
+}
