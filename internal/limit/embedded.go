@@ -7,9 +7,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -43,8 +41,6 @@ type Embedded struct {
 	cal    calendar
 	loaded map[BudgetKey]int64 // spend persisted before start; read-only after New
 	spend  *SpendLog
-	ids    atomic.Uint64
-	idBase string
 
 	stop chan struct{}
 	done chan struct{}
@@ -100,7 +96,6 @@ func NewEmbedded(ctx context.Context, o Options) (*Embedded, error) {
 	for i := range e.shards {
 		e.shards[i].m = map[cellKey]*cell{}
 	}
-	e.idBase = strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	if o.Spend != nil {
 		m, err := o.Spend.LoadSpend(ctx, Since(e.now()))
 		if err != nil {
@@ -223,8 +218,8 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 		ops[i].c.mu.Unlock()
 	}
 	if d.Allowed {
-		id := e.idBase + strconv.FormatUint(e.ids.Add(1), 36)
-		d.Reservation = NewReservation(id, a, now)
+		// No ID: Settle finds the counters from the admission itself.
+		d.Reservation = NewReservation("", a, now)
 	}
 	return d, nil
 }

@@ -74,17 +74,27 @@ func USD(dollars float64) Micros {
 func (m Micros) Dollars() float64 { return float64(m) / 1e6 }
 
 // String formats m as dollars with all six decimals, e.g. "0.001250".
+// Every response carries one (the cost header), so it is built in one
+// allocation.
 func (m Micros) String() string {
-	neg := m < 0
+	var buf [32]byte
+	return string(m.Append(buf[:0]))
+}
+
+// Append appends m.String() to b.
+func (m Micros) Append(b []byte) []byte {
 	u := uint64(m)
-	if neg {
+	if m < 0 {
+		b = append(b, '-')
 		u = -u
 	}
-	s := strconv.FormatUint(u/1e6, 10) + "." + fmt.Sprintf("%06d", u%1e6)
-	if neg {
-		return "-" + s
+	b = strconv.AppendUint(b, u/1e6, 10)
+	frac := u % 1e6
+	b = append(b, '.')
+	for d := uint64(100000); d > 0; d /= 10 {
+		b = append(b, byte('0'+frac/d%10))
 	}
-	return s
+	return b
 }
 
 // Rate is a pair of per-minute limits on one scope. A zero RPM or TPM
@@ -205,6 +215,9 @@ type Decision struct {
 // Reservation is what one admitted request holds until it settles. Copies
 // share one settled flag.
 type Reservation struct {
+	// ID names the reservation to the backend that made it (Redis: the
+	// key of its settlement record); empty for Embedded, which settles
+	// from the admission itself.
 	ID        string
 	Admission Admission
 	At        time.Time // when it was admitted: fixes the budget periods it counts in

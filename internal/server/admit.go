@@ -38,6 +38,8 @@ const (
 	hdrCost           = "X-Gatehouse-Cost-Usd"
 	hdrDowngradedFrom = "X-Gatehouse-Downgraded-From"
 	hdrCustomer       = "X-Gatehouse-Customer"
+
+	zeroCost = "0.000000" // limit.Micros(0).String(): what an unanswered request costs
 )
 
 // admission is the admission state of one exchange.
@@ -51,6 +53,8 @@ type admission struct {
 	customer   *auth.Customer
 	downgraded string // the model the client asked for, when served by a cheaper one
 	cost       limit.Micros
+	costed     bool   // cost holds the answer's cost (computed once: header, settlement, log)
+	costText   string // cost formatted, once
 	settled    bool
 
 	rates   [3]limit.Rate
@@ -402,6 +406,18 @@ func (x *exchange) answeredCost() limit.Micros {
 	return limit.Micros(c)
 }
 
+// costHeader fixes the answer's cost (answeredCost) the first time it is
+// asked for and returns it formatted: the header, the settlement and the
+// log line share one computation.
+func (x *exchange) costHeader() string {
+	a := &x.adm
+	if !a.costed {
+		a.cost, a.costed = x.answeredCost(), true
+		a.costText = a.cost.String()
+	}
+	return a.costText
+}
+
 // settle replaces the reservation with what the request really used,
 // once, however the request ended (success, upstream failure, client
 // gone, panic), and puts the cost in the stream's trailer. The admitter
@@ -412,9 +428,9 @@ func (x *exchange) settle() {
 		return
 	}
 	a.settled = true
-	a.cost = x.answeredCost()
+	cost := x.costHeader()
 	if x.stream && x.written {
-		x.w.Header().Set(hdrCost, a.cost.String())
+		x.w.Header().Set(hdrCost, cost)
 	}
 	res := a.dec.Reservation
 	if !res.Valid() {

@@ -137,7 +137,7 @@ func (x *exchange) writeJSON(body []byte) {
 	x.written = true
 	h := x.w.Header()
 	if x.adm.on {
-		h.Set(hdrCost, x.answeredCost().String())
+		h[hdrCost] = []string{x.costHeader()}
 	}
 	h.Set("Content-Type", "application/json")
 	h["Content-Length"] = []string{itoa(len(body))}

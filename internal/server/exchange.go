@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"gatehouse/internal/auth"
-	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
@@ -180,7 +179,7 @@ func (x *exchange) fail(err *llm.Error) {
 	if x.adm.on {
 		h := x.w.Header()
 		h.Del("Trailer") // a stream that never started: nothing follows the error
-		h.Set(hdrCost, limit.Micros(0).String())
+		h[hdrCost] = []string{zeroCost}
 	}
 	writeError(x.w, x.dialect, err, x.id)
 }
@@ -235,7 +234,7 @@ func (x *exchange) finish() {
 		attrs = append(attrs, slog.Float64("ttft_ms", ms(x.ttft)))
 	}
 	if a := &x.adm; a.settled {
-		attrs = append(attrs, slog.String("cost_usd", a.cost.String()), slog.Int("estimated_prompt_tokens", a.prompt))
+		attrs = append(attrs, slog.String("cost_usd", a.costText), slog.Int("estimated_prompt_tokens", a.prompt))
 		if a.downgraded != "" {
 			attrs = append(attrs, slog.String("downgraded_from", a.downgraded))
 		}

@@ -20,6 +20,7 @@ package tokens
 // of Counter on a mixed corpus.
 
 import (
+	"bytes"
 	"unicode"
 	"unicode/utf8"
 )
@@ -152,6 +153,35 @@ func (e *est) feed(c uint8, w int) {
 	}
 }
 
+// lowerRun takes the lower-case ASCII letters that start s into the open
+// word, as feeding them one by one would, and returns how many it took.
+// Most of a prompt is such runs: counting them in a tight loop is what
+// keeps the estimate a small share of a request's cost.
+func (e *est) lowerRun(s string) int {
+	n := 0
+	for n < len(s) && s[n]-'a' < 26 {
+		n++
+	}
+	if n > 0 {
+		e.run += n
+		e.lower = true
+	}
+	return n
+}
+
+// lowerRunBytes is lowerRun over bytes.
+func lowerRunBytes(e *est, s []byte) int {
+	n := 0
+	for n < len(s) && s[n]-'a' < 26 {
+		n++
+	}
+	if n > 0 {
+		e.run += n
+		e.lower = true
+	}
+	return n
+}
+
 func (e *est) addLetter(c uint8, w int) {
 	if w > 0 {
 		e.wide += w
@@ -278,6 +308,9 @@ func (e *est) text(s string) {
 		if c < utf8.RuneSelf {
 			e.feed(asciiClass[c], 0)
 			i++
+			if e.cls == clsLower {
+				i += e.lowerRun(s[i:])
+			}
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -328,6 +361,9 @@ func (e *est) jsonString(raw []byte) {
 		if c < utf8.RuneSelf {
 			e.feed(asciiClass[c], 0)
 			i++
+			if e.cls == clsLower {
+				i += lowerRunBytes(e, s[i:])
+			}
 			continue
 		}
 		r, size := utf8.DecodeRune(s[i:])
@@ -590,14 +626,25 @@ func valueEnd(b []byte, i int) int {
 	return j
 }
 
+// stringEnd is the index after the string starting at b[i]: the next
+// quote not escaped (preceded by an even number of backslashes), found
+// with IndexByte, since prompts are long strings and this runs on every
+// one of them.
 func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		j += k
+		escapes := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
 			return j + 1
 		}
+		j++
 	}
-	return len(b)
 }
