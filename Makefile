@@ -2,6 +2,7 @@
 #
 #   make run    build and start the gateway in embedded mode with the demo config
 #   make test   download modules, vet, lint, and run every test with the race detector
+#   make test-real  end-to-end tests against real llama-server inference (builds it once; not in CI)
 #   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
 #   make bench-balance  balancing benchmark: round-robin vs least-requests vs least-tokens
 
@@ -10,7 +11,7 @@ BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 
-.PHONY: run build test vet lint unit bench bench-balance fuzz clean
+.PHONY: run build test test-real vet lint unit bench bench-balance fuzz clean
 
 build:
 	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -42,6 +43,13 @@ unit:
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
 	cd bench && $(GO) test -count=1 ./...
+
+# test-real runs the realinference suite (cmd/gatehouse/real*_test.go)
+# against llama-server processes; scripts/llama-server builds the server
+# and fetches the model the first time (~10 minutes), then is instant.
+# (The assignment makes a failed build stop here: eval "$$(…)" would not.)
+test-real: build
+	@set -e; llama=$$($(CURDIR)/scripts/llama-server build); eval "$$llama"; $(GO) test -tags realinference -count=1 -run 'Real' -v ./cmd/gatehouse/
 
 bench: build
 	cd bench && $(GO) run ./cmd/benchrun -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BENCHFLAGS)

@@ -115,7 +115,9 @@ func tokenScore(b *Backend, cost int64) float64 {
 	if reqs > 0 {
 		per = own / reqs
 	}
-	foreign := max(l.Running-reqs, 0) + l.Waiting
+	// The server's running and queued requests include the gateway's own
+	// (a server with all slots busy queues what the gateway sends it).
+	foreign := max(l.Running+l.Waiting-reqs, 0)
 	return (score + foreign*per) * (1 + min(max(l.KVCache, 0), 1))
 }
 

@@ -273,3 +273,25 @@ func TestLeastRequestsCountsRequestsNotTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenScoreCountsOnlyForeignLoad: the requests a server reports,
+// running or queued, include the gateway's own; only those beyond them
+// add load, priced at the gateway's average request.
+func TestTokenScoreCountsOnlyForeignLoad(t *testing.T) {
+	for _, c := range []struct {
+		load Load
+		want float64
+	}{
+		{Load{Running: 2, Waiting: 2}, 400 + 100},               // all four are the gateway's, two of them queued
+		{Load{Running: 2, Waiting: 5}, 400 + 100 + 3*100},       // three more queued from elsewhere
+		{Load{Running: 1}, 400 + 100},                           // a stale report below the gateway's count
+		{Load{Running: 2, Waiting: 2, KVCache: 0.5}, 500 * 1.5}, // KV-cache use scales it
+	} {
+		b := &Backend{signal: StaticLoad(c.load)}
+		b.tokens.Store(400)
+		b.requests.Store(4)
+		if got := tokenScore(b, 100); got != c.want {
+			t.Errorf("%+v: score %v, want %v", c.load, got, c.want)
+		}
+	}
+}
