@@ -648,3 +648,37 @@ func TestClusterPriceRefresh(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestLimitsHeadersOnRefusalsOnly: with limits.headers: refusals an
+// admitted response carries no x-ratelimit-* headers (its cost header
+// stays) and a refused one carries them all.
+func TestLimitsHeadersOnRefusalsOnly(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	keys := "  - {key: " + clientKey + ", name: tester, project: qa, rpm: 2, tpm: 100000}\n"
+	gw := startGateway(t, limitsConfig(up, keys, "limits: {headers: refusals}\n"))
+	client := burstClient(gw.URL, clientKey)
+	rateHeaders := func(h http.Header) []string {
+		var names []string
+		for k := range h {
+			if strings.HasPrefix(k, "X-Ratelimit-") {
+				names = append(names, k)
+			}
+		}
+		return names
+	}
+	ok := chatOnce(context.Background(), client, "chat")
+	if ok.status != 200 || ok.header.Get("X-Gatehouse-Cost-Usd") == "" {
+		t.Fatalf("first: status %d, headers %v", ok.status, ok.header)
+	}
+	if names := rateHeaders(ok.header); len(names) != 0 {
+		t.Fatalf("admitted response carries %v with headers: refusals", names)
+	}
+	chatOnce(context.Background(), client, "chat")
+	refused := chatOnce(context.Background(), client, "chat")
+	if refused.status != 429 {
+		t.Fatalf("third request: status %d, want 429", refused.status)
+	}
+	if names := rateHeaders(refused.header); len(names) != 6 || refused.header.Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Fatalf("refusal carries %v, want all six with remaining-requests 0", names)
+	}
+}

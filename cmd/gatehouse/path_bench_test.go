@@ -12,16 +12,23 @@ import (
 
 // BenchmarkRequestPath is one chat completion through the whole gateway
 // (real HTTP in and out, on loopback, mockllm upstream), with a key that
-// has no limits and with one that has rpm, tpm and a budget. The
-// difference between the two is what admission control costs a request
-// in CPU time, the figure BENCHMARKS.md relates to the load benchmark's
-// throughput ratio. Run with -cpu 1 for the least scheduling noise.
+// has no limits ("nolimits"), with one that has rpm, tpm and a budget
+// ("limits"), and with the same key under limits.headers: refusals
+// ("limits-quiet": no x-ratelimit-* headers on admitted responses). The
+// differences are what admission control costs a request, and how much
+// of it is the six headers; scripts/bench-instructions counts them in
+// instructions. Run with -cpu 1 for the least scheduling noise.
 func BenchmarkRequestPath(b *testing.B) {
 	up := startUpstream(b, mockllm.Options{RecordLimit: -1})
 	prompt := strings.Repeat("Summarise the trade-offs of running an LLM gateway in front of several providers. ", 4)[:300]
-	keys := map[string]string{
-		"nolimits": "  - {key: gh-bench-free, project: bench}\n",
-		"limits":   "  - {key: gh-bench-limited, project: bench, rpm: 100000000, tpm: 1000000000000, budget: {usd: 1000000000, period: total}}\n",
+	const limited = "  - {key: gh-bench-limited, project: bench, rpm: 100000000, tpm: 1000000000000, budget: {usd: 1000000000, period: total}}\n"
+	variants := []struct {
+		name, key, keyYAML, extra string
+		headers                   bool // admitted responses carry x-ratelimit-* headers
+	}{
+		{"nolimits", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false},
+		{"limits", "gh-bench-limited", limited, "", true},
+		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false},
 	}
 	for _, sc := range []struct {
 		name string
@@ -30,19 +37,15 @@ func BenchmarkRequestPath(b *testing.B) {
 		{"nonstream", `{"model":"chat","messages":[{"role":"user","content":"` + prompt + `"}]}`},
 		{"stream-usage", `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"` + prompt + `"}]}`},
 	} {
-		for _, name := range []string{"nolimits", "limits"} {
-			b.Run(sc.name+"/"+name, func(b *testing.B) {
-				yaml := strings.Replace(baseConfig(up, ""), "keys:\n", "keys:\n"+keys[name], 1)
+		for _, v := range variants {
+			b.Run(sc.name+"/"+v.name, func(b *testing.B) {
+				yaml := strings.Replace(baseConfig(up, v.extra), "keys:\n", "keys:\n"+v.keyYAML, 1)
 				gw := startGateway(b, yaml)
-				key := "gh-bench-free"
-				if name == "limits" {
-					key = "gh-bench-limited"
-				}
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 				body := []byte(sc.body)
-				do := func() {
+				do := func() *http.Response {
 					req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", bytes.NewReader(body))
-					req.Header.Set("Authorization", "Bearer "+key)
+					req.Header.Set("Authorization", "Bearer "+v.key)
 					req.Header.Set("Content-Type", "application/json")
 					resp, err := client.Do(req)
 					if err != nil {
@@ -53,11 +56,13 @@ func BenchmarkRequestPath(b *testing.B) {
 					if resp.StatusCode != http.StatusOK {
 						b.Fatalf("status %d", resp.StatusCode)
 					}
-					if name == "limits" && resp.Header.Get("X-Ratelimit-Limit-Requests") == "" {
-						b.Fatal("admission did not run: no x-ratelimit headers")
-					}
+					return resp
 				}
-				do() // warm: connections, key cache, counters
+				// Warm (connections, key cache, counters) and check the
+				// variant is what it says.
+				if got := do().Header.Get("X-Ratelimit-Limit-Requests") != ""; got != v.headers {
+					b.Fatalf("x-ratelimit headers on an admitted response: %v, want %v", got, v.headers)
+				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {

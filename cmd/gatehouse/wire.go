@@ -81,7 +81,8 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 			if err != nil {
 				return nil, err
 			}
-			rt.Limits = &server.Limits{Admitter: st.limiter.admitter, Prices: prices}
+			rt.Limits = &server.Limits{Admitter: st.limiter.admitter, Prices: prices,
+				HeadersOnRefusal: cfg.Limits.Headers == config.RateLimitHeadersRefusals}
 			if st.customers != nil {
 				rt.Limits.Customers = st.customers
 			}

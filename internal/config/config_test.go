@@ -33,7 +33,8 @@ func defaultsOnly() *Config {
 
 func defaultLimits() Limits {
 	return Limits{FailurePolicy: DefaultFailurePolicy, Replicas: DefaultReplicas, RedisTimeout: DefaultRedisTimeout,
-		Cooldown: DefaultLimitCooldown, FlushEvery: DefaultSpendFlush, SettleQueue: DefaultSettleQueue, RedisPrefix: DefaultRedisPrefix}
+		Cooldown: DefaultLimitCooldown, FlushEvery: DefaultSpendFlush, SettleQueue: DefaultSettleQueue, RedisPrefix: DefaultRedisPrefix,
+		Headers: RateLimitHeadersAll}
 }
 
 func defaultBreaker() Breaker {

@@ -22,7 +22,14 @@ const (
 	unknownPriceRefuse      = "refuse"
 	unknownPriceDefault     = "default"
 	defaultUnknownPriceRule = unknownPriceRefuse
+	// RateLimitHeadersAll sends the x-ratelimit-* headers on every
+	// response of a limited key (OpenAI's behaviour, the default);
+	// RateLimitHeadersRefusals only on the 429s.
+	RateLimitHeadersAll      = "all"
+	RateLimitHeadersRefusals = "refusals"
 )
+
+func rateLimitHeaderModes() []string { return []string{RateLimitHeadersAll, RateLimitHeadersRefusals} }
 
 func failurePolicies() []string { return []string{failurePolicyClosed, failurePolicyOpen} }
 
@@ -50,6 +57,11 @@ type Limits struct {
 	SettleQueue int `yaml:"settle_queue"`
 	// RedisPrefix starts every Redis key gatehouse writes; default "gh:".
 	RedisPrefix string `yaml:"redis_prefix"`
+	// Headers says which responses carry the x-ratelimit-* headers: all
+	// (default) or refusals. Six headers on every response are a
+	// measurable share of a small request's cost, for the client too
+	// (BENCHMARKS.md); clients that never read them can be spared.
+	Headers string `yaml:"headers"`
 }
 
 // Pricing configures cost accounting. Prices are USD per million tokens.
@@ -79,6 +91,7 @@ func unknownPriceRules() []string { return []string{unknownPriceRefuse, unknownP
 
 func (c *checker) limits(l Limits) {
 	c.enum("limits.failure_policy", l.FailurePolicy, failurePolicies(), "failure policy")
+	c.enum("limits.headers", l.Headers, rateLimitHeaderModes(), "rate-limit header mode")
 	if l.Replicas < 0 {
 		c.errorf("limits.replicas", "must be 0 or more")
 	}
@@ -124,6 +137,9 @@ func limitsDefaults(cfg *Config) {
 	l := &cfg.Limits
 	if l.FailurePolicy == "" {
 		l.FailurePolicy = DefaultFailurePolicy
+	}
+	if l.Headers == "" {
+		l.Headers = RateLimitHeadersAll
 	}
 	if l.Replicas == 0 {
 		l.Replicas = DefaultReplicas

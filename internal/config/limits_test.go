@@ -7,7 +7,7 @@ import (
 )
 
 func TestLimitsAndPricingConfig(t *testing.T) {
-	cfg, err := Parse([]byte(`limits: {failure_policy: open, replicas: 3, flush_every: 100ms}
+	cfg, err := Parse([]byte(`limits: {failure_policy: open, replicas: 3, flush_every: 100ms, headers: refusals}
 pricing:
   default_max_output: 1024
   unknown: default
@@ -20,7 +20,7 @@ pricing:
 		t.Fatal(err)
 	}
 	want := defaultLimits()
-	want.FailurePolicy, want.Replicas, want.FlushEvery = "open", 3, Duration(100e6)
+	want.FailurePolicy, want.Replicas, want.FlushEvery, want.Headers = "open", 3, Duration(100e6), "refusals"
 	if diff := cmp.Diff(want, cfg.Limits); diff != "" {
 		t.Errorf("limits (-want +got):\n%s", diff)
 	}
@@ -38,6 +38,7 @@ func TestLimitsValidation(t *testing.T) {
 		want []problem
 	}{
 		{"policy", "limits: {failure_policy: maybe}\n", []problem{{1, 26, "limits.failure_policy", `unknown failure policy "maybe"; want one of closed, open`}}},
+		{"header mode", "limits: {headers: none}\n", []problem{{1, 19, "limits.headers", `unknown rate-limit header mode "none"; want one of all, refusals`}}},
 		{"flush bound", "limits: {flush_every: 5s}\n", []problem{{1, 23, "limits.flush_every", "at most 1s"}}},
 		{"replicas", "limits: {replicas: -2}\n", []problem{{1, 20, "limits.replicas", "0 or more"}}},
 		{"default price required", "pricing: {unknown: default}\n", []problem{{1, 10, "pricing.default", "required when pricing.unknown is default"}}},

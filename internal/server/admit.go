@@ -24,6 +24,9 @@ type Limits struct {
 	// Customers resolves the customer a request names; nil leaves
 	// customer budgets out.
 	Customers CustomerLookup
+	// HeadersOnRefusal sends the x-ratelimit-* headers on 429s only,
+	// instead of on every response.
+	HeadersOnRefusal bool
 }
 
 // CustomerLookup finds a project's customer by the ID the application
@@ -289,6 +292,9 @@ func refusalError(d limit.Decision) *llm.Error {
 func (x *exchange) limitHeaders(h http.Header) {
 	a := &x.adm
 	if !a.on {
+		return
+	}
+	if a.dec.Allowed && x.rt.Limits.HeadersOnRefusal {
 		return
 	}
 	quotaHeaders(h, a.dec.Requests, a.dec.Tokens)

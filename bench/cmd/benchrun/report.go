@@ -153,6 +153,16 @@ func writeVerdicts(w io.Writer, cells []cell, rounds int) {
 					c.label(), drop, pct(f.rps, p.rps), pct(n.rps, p.rps), maxAdmissionDrop, met(drop <= maxAdmissionDrop))
 			}
 		}
+		if q, ok := c.get(quiet); ok {
+			n, okN := c.get(noLimits)
+			p, okP := c.get(plainproxy)
+			if okN && okP {
+				judged = true
+				drop := (n.rps - q.rps) / p.rps * 100
+				fmt.Fprintf(w, "- %s: admission control with x-ratelimit headers on 429s only costs %.1f percentage points of throughput vs plainproxy (full, headers on 429 %s, no limits %s; target ≤ %.0f) %s\n",
+					c.label(), drop, pct(q.rps, p.rps), pct(n.rps, p.rps), maxAdmissionDrop, met(drop <= maxAdmissionDrop))
+			}
+		}
 		if b, ok := c.get(bare); ok {
 			judged = true
 			r := f.rps / b.rps
