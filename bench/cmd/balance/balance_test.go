@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,52 @@ func TestGatehouseConfig(t *testing.T) {
 		if !strings.Contains(y, want) {
 			t.Errorf("config lacks %q:\n%s", want, y)
 		}
+	}
+}
+
+// TestSimulation: with one client there is nothing to balance, so every
+// policy gives the same latencies, and those are the model's idle times;
+// with the reference scenario's ten clients least-tokens beats
+// round-robin on average over a few sequences.
+func TestSimulation(t *testing.T) {
+	o := options{perToken: 2 * time.Millisecond, capacity: 4096, jitter: 0}
+	sc := scenarios["reference"]
+	sc.concurrency = 1
+	reqs := generate(sc, 1)
+	var first []float64
+	for _, p := range simPolicies {
+		lat := simulate(sc, reqs, o, p.pick, 1)
+		if len(lat) != len(reqs) {
+			t.Fatalf("%s: %d latencies for %d requests", p.name, len(lat), len(reqs))
+		}
+		if first == nil {
+			first = lat
+		} else if !slices.Equal(lat, first) {
+			t.Fatalf("%s: one client, yet latencies differ from round-robin's", p.name)
+		}
+	}
+	// Idle: prompt at per-token/50 plus the reply at per-token, within a step.
+	q := reqs[0]
+	out := min(10+min(q.promptTokens, 50), sc.maxTokens)
+	want := float64(q.promptTokens)*2.0/50 + float64(out)*2.0
+	if d := first[0] - want; d < -simStep || d > 2*simStep {
+		t.Fatalf("idle latency %.2f ms, want %.2f", first[0], want)
+	}
+
+	o.jitter = 0.2
+	sc = scenarios["reference"]
+	mean := func(pick simPolicy) float64 {
+		sum, n := 0.0, 0
+		for seed := range uint64(5) {
+			for _, l := range simulate(sc, generate(sc, seed+1), o, pick, seed+1) {
+				sum += l
+				n++
+			}
+		}
+		return sum / float64(n)
+	}
+	rr, lt := mean(simPolicies[0].pick), mean(simPolicies[2].pick)
+	if lt >= rr {
+		t.Fatalf("least-tokens %.1f ms on average, round-robin %.1f: not better", lt, rr)
 	}
 }

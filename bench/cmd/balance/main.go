@@ -63,6 +63,7 @@ type options struct {
 	loadSignal         bool
 	out                string
 	keep               bool
+	simulate           int // >0: sequences to simulate instead of running processes
 }
 
 func main() { os.Exit(run()) }
@@ -72,6 +73,17 @@ func run() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "balance:", err)
 		return exitSetup
+	}
+	if o.simulate > 0 {
+		var doc bytes.Buffer
+		writeSimulation(io.MultiWriter(os.Stdout, &doc), o, o.simulate)
+		if o.out != "" {
+			if err := os.WriteFile(o.out, doc.Bytes(), 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "balance:", err)
+				return exitSetup
+			}
+		}
+		return exitOK
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -135,13 +147,14 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.loadSignal, "load-signal", false, "also give gatehouse each backend's /metrics as a llama.cpp load signal")
 	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs and process logs)")
+	fs.IntVar(&o.simulate, "simulate", 0, "instead of running processes, play this many request sequences through a model of the backends under each strategy and an oracle (simulate.go)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.gatehouse == "" || o.mockllm == "" {
+	if (o.gatehouse == "" || o.mockllm == "") && o.simulate == 0 {
 		return o, errors.New("-gatehouse and -mockllm are required")
 	}
 	if o.rounds < 1 || o.perToken <= 0 || o.capacity < 1 {
