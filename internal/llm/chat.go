@@ -225,6 +225,7 @@ func NewChatRequest(p *ChatParams) (*ChatRequest, error) {
 		return nil, err
 	}
 	r.params = p
+	r.translated = true
 	return r, nil
 }
 

@@ -29,7 +29,15 @@ type ChatRequest struct {
 	// apart so a repeated key overrides only itself.
 	maxTokens, maxCompletionTokens int
 	params                         *ChatParams // decoded on demand by Params
+	translated                     bool        // built by NewChatRequest from another dialect
 }
+
+// Translated reports whether the gateway built this request from another
+// dialect's (NewChatRequest) rather than receiving it as it is. Some of
+// its parameters are then the translation's choice, not the client's
+// (see provider.FitTranslated), and may be dropped where the upstream
+// refuses them.
+func (r *ChatRequest) Translated() bool { return r.translated }
 
 // ParseChatRequest scans body, checks the fields the gateway relies on and
 // returns the request or an OpenAI-style 400 naming the offending field.

@@ -42,6 +42,10 @@ var (
 
 // ChatRequest builds the chat completions request for the deployment.
 func (Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *llm.ChatRequest) (*http.Request, error) {
+	req, err := provider.FitTranslated(d, req)
+	if err != nil {
+		return nil, err
+	}
 	accept := "application/json"
 	if req.Stream {
 		accept = "text/event-stream"

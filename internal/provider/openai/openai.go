@@ -28,6 +28,10 @@ var (
 
 // ChatRequest builds POST {base}/chat/completions.
 func (Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *llm.ChatRequest) (*http.Request, error) {
+	req, err := provider.FitTranslated(d, req)
+	if err != nil {
+		return nil, err
+	}
 	body := req.UpstreamBody(d.Model, d.StreamUsage)
 	accept := "application/json"
 	if req.Stream {
