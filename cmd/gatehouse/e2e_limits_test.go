@@ -216,7 +216,7 @@ func stoppableGateway(t *testing.T, dir, yaml string) (*testGateway, func()) {
 		t.Fatalf("config: %v", err)
 	}
 	logs := &syncBuffer{}
-	g, err := newGateway(path, cfg, false, slog.New(slog.NewJSONHandler(logs, nil)))
+	g, err := newGateway(path, cfg, false, slog.New(slog.NewJSONHandler(logs, nil)), logs)
 	if err != nil {
 		t.Fatal(err)
 	}

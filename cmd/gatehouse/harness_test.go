@@ -108,7 +108,7 @@ func startGateway(t testing.TB, yaml string) *testGateway {
 		logs.discard, level = true, slog.LevelInfo
 	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
-	g, err := newGateway(path, cfg, false, log)
+	g, err := newGateway(path, cfg, false, log, logs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,12 @@ import (
 // (real HTTP in and out, on loopback, mockllm upstream), with a key that
 // has no limits ("nolimits"), with one that has rpm, tpm and a budget
 // ("limits"), and with the same key under limits.headers: refusals
-// ("limits-quiet": no x-ratelimit-* headers on admitted responses). The
-// differences are what admission control costs a request, and how much
-// of it is the six headers; scripts/bench-instructions counts them in
-// instructions. Run with -cpu 1 for the least scheduling noise.
+// ("limits-quiet": no x-ratelimit-* headers on admitted responses), and
+// with no limits and no request log line ("nolimits-nolog"). The
+// differences are what admission control costs a request, how much of it
+// is the six headers, and what the log line costs;
+// scripts/bench-instructions counts them in instructions. Run with -cpu 1
+// for the least scheduling noise.
 func BenchmarkRequestPath(b *testing.B) {
 	up := startUpstream(b, mockllm.Options{RecordLimit: -1})
 	prompt := strings.Repeat("Summarise the trade-offs of running an LLM gateway in front of several providers. ", 4)[:300]
@@ -29,6 +31,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		{"nolimits", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false},
 		{"limits", "gh-bench-limited", limited, "", true},
 		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false},
+		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false},
 	}
 	for _, sc := range []struct {
 		name string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -44,7 +45,7 @@ func serve(path string, bare bool) error {
 	defer logOut.Close()
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: logLevel(cfg.Log.Level)}))
 
-	g, err := newGateway(path, cfg, bare, log)
+	g, err := newGateway(path, cfg, bare, log, logOut)
 	if err != nil {
 		return err
 	}
@@ -57,7 +58,10 @@ func serve(path string, bare bool) error {
 	return g.run(ctx, ln, cfg)
 }
 
-func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger) (*gateway, error) {
+// newGateway opens the stores and builds the first generation. logOut, when
+// not nil, is the writer under log's JSON handler: request lines are
+// encoded by hand and written there (server.SetRequestLog).
+func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger, logOut io.Writer) (*gateway, error) {
 	st, err := openStores(cfg, bare, log)
 	if err != nil {
 		return nil, err
@@ -72,7 +76,11 @@ func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger) (*
 		m = metrics.New()
 	}
 	gen.instrument(m)
-	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, metrics: m, srv: server.New(gen.runtime, log)}, nil
+	srv := server.New(gen.runtime, log)
+	if logOut != nil {
+		srv.SetRequestLog(logOut)
+	}
+	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, metrics: m, srv: srv}, nil
 }
 
 // run serves on ln until ctx ends, then drains: readiness fails at once,

@@ -206,56 +206,76 @@ func (x *exchange) finish() {
 	if !x.rt.LogRequests {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 16)
-	attrs = append(attrs,
-		slog.String("request_id", x.id),
-		slog.String("method", x.r.Method),
-		slog.String("path", x.r.URL.Path),
-		slog.Int("status", x.status),
-		slog.Float64("latency_ms", ms(x.s.now().Sub(x.start))),
-		slog.Bool("stream", x.stream),
-	)
+	level := slog.LevelInfo
+	if x.err != nil && x.status >= 500 {
+		level = slog.LevelWarn
+	}
+	ctx := x.r.Context()
+	if w := x.s.requestLog; w != nil {
+		if !x.s.log.Enabled(ctx, level) {
+			return
+		}
+		bp := linePool.Get().(*[]byte)
+		line := jsonLine{b: appendLineStart((*bp)[:0], x.s.now(), level, "request")}
+		x.logFields(&line)
+		line.b = append(line.b, '}', '\n')
+		_, _ = w.Write(line.b)
+		*bp = line.b
+		linePool.Put(bp)
+		return
+	}
+	attrs := attrList(make([]slog.Attr, 0, 24))
+	x.logFields(&attrs)
+	x.s.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// logFields emits the fields of the request's log line, in order.
+func (x *exchange) logFields(f fieldSink) {
+	f.str("request_id", x.id)
+	f.str("method", x.r.Method)
+	f.str("path", x.r.URL.Path)
+	f.int("status", x.status)
+	f.float("latency_ms", ms(x.s.now().Sub(x.start)))
+	f.bool("stream", x.stream)
 	if x.model != "" {
-		attrs = append(attrs, slog.String("model", x.model))
+		f.str("model", x.model)
 	}
 	if d := x.deployment; d != nil {
-		attrs = append(attrs, slog.String("provider", d.Provider), slog.String("upstream_model", d.Model))
+		f.str("provider", d.Provider)
+		f.str("upstream_model", d.Model)
 	}
 	if x.attempts > 0 {
-		attrs = append(attrs, slog.Int("attempts", x.attempts), slog.Int("billed_attempt", x.billedAttempt))
+		f.int("attempts", x.attempts)
+		f.int("billed_attempt", x.billedAttempt)
 	}
 	if x.principal != nil {
-		attrs = append(attrs, slog.String("key", x.principal.KeyID))
+		f.str("key", x.principal.KeyID)
 		if x.principal.Project != "" {
-			attrs = append(attrs, slog.String("project", x.principal.Project))
+			f.str("project", x.principal.Project)
 		}
 	}
 	if x.ttft > 0 {
-		attrs = append(attrs, slog.Float64("ttft_ms", ms(x.ttft)))
+		f.float("ttft_ms", ms(x.ttft))
 	}
 	if a := &x.adm; a.settled {
-		attrs = append(attrs, slog.String("cost_usd", a.costText), slog.Int("estimated_prompt_tokens", a.prompt))
+		f.str("cost_usd", a.costText)
+		f.int("estimated_prompt_tokens", a.prompt)
 		if a.downgraded != "" {
-			attrs = append(attrs, slog.String("downgraded_from", a.downgraded))
+			f.str("downgraded_from", a.downgraded)
 		}
 		if a.customer != nil {
-			attrs = append(attrs, slog.String("customer", a.customer.ID))
+			f.str("customer", a.customer.ID)
 		}
 	}
 	if x.hasUsage {
-		attrs = append(attrs,
-			slog.Int("prompt_tokens", x.usage.PromptTokens),
-			slog.Int("completion_tokens", x.usage.CompletionTokens),
-			slog.Int("total_tokens", x.usage.TotalTokens))
+		f.int("prompt_tokens", x.usage.PromptTokens)
+		f.int("completion_tokens", x.usage.CompletionTokens)
+		f.int("total_tokens", x.usage.TotalTokens)
 	}
-	level := slog.LevelInfo
 	if x.err != nil {
-		attrs = append(attrs, slog.String("error_kind", string(x.err.Kind)), slog.String("error", x.err.Error()))
-		if x.status >= 500 {
-			level = slog.LevelWarn
-		}
+		f.str("error_kind", string(x.err.Kind))
+		f.str("error", x.err.Error())
 	}
-	x.s.log.LogAttrs(x.r.Context(), level, "request", attrs...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

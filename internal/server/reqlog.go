@@ -1,0 +1,65 @@
+package server
+
+import (
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"gatehouse/internal/llm"
+)
+
+// fieldSink receives the fields of a request's log line (logFields), so
+// the one list of fields feeds both the hand-written JSON line and slog.
+type fieldSink interface {
+	str(key, v string)
+	int(key string, v int)
+	float(key string, v float64)
+	bool(key string, v bool)
+}
+
+// jsonLine appends fields to a JSON object in the making, as slog's JSON
+// handler would encode them.
+type jsonLine struct{ b []byte }
+
+func (l *jsonLine) key(k string) {
+	l.b = append(l.b, ',', '"')
+	l.b = append(l.b, k...)
+	l.b = append(l.b, '"', ':')
+}
+
+func (l *jsonLine) str(k, v string) { l.key(k); l.b = llm.AppendQuote(l.b, v) }
+func (l *jsonLine) int(k string, v int) {
+	l.key(k)
+	l.b = strconv.AppendInt(l.b, int64(v), 10)
+}
+func (l *jsonLine) float(k string, v float64) {
+	l.key(k)
+	l.b = strconv.AppendFloat(l.b, v, 'g', -1, 64) // as slog: 12.5, 1e+06
+}
+func (l *jsonLine) bool(k string, v bool) { l.key(k); l.b = strconv.AppendBool(l.b, v) }
+
+// appendLineStart opens a log line as slog's JSON handler does:
+// {"time":"<RFC 3339, nanoseconds>","level":"INFO","msg":"…" — the keys
+// are constants, so they need no escaping.
+func appendLineStart(b []byte, t time.Time, level slog.Level, msg string) []byte {
+	b = append(b, `{"time":"`...)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"`...)
+	b = append(b, level.String()...)
+	b = append(b, `","msg":`...)
+	return llm.AppendQuote(b, msg)
+}
+
+// linePool recycles the buffers of log lines: the writer copies a line
+// before Write returns (asynclog does).
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// attrList collects the fields as slog attributes, for a server with no
+// request-log writer.
+type attrList []slog.Attr
+
+func (a *attrList) str(k, v string)           { *a = append(*a, slog.String(k, v)) }
+func (a *attrList) int(k string, v int)       { *a = append(*a, slog.Int(k, v)) }
+func (a *attrList) float(k string, v float64) { *a = append(*a, slog.Float64(k, v)) }
+func (a *attrList) bool(k string, v bool)     { *a = append(*a, slog.Bool(k, v)) }

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRequestLineMatchesSlog: the hand-encoded request line carries what
+// slog's JSON handler writes for the same request — the same keys in the
+// same order, the same values — and a level the logger disables is not
+// written.
+func TestRequestLineMatchesSlog(t *testing.T) {
+	lines := func(direct bool, level slog.Level) []string {
+		s, logs := newTestServer(t)
+		if direct {
+			logs.Reset()
+			s.log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
+			s.SetRequestLog(logs)
+		}
+		fixed := time.Date(2026, 11, 23, 18, 0, 0, 123456789, time.UTC)
+		s.now = func() time.Time { return fixed }
+		for _, body := range []string{
+			`{"model":"nope","messages":[{"role":"user","content":"hi"}]}`, // 404, error fields, quotes in the message
+			`{"model":"chat","messages":[{"role":"user","content":"hi"}]}`, // panics: 500, WARN
+		} {
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+			s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		}
+		var out []string
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if strings.Contains(l, `"msg":"request"`) {
+				// Request IDs are random: the same placeholder in both.
+				var m struct {
+					RequestID string `json:"request_id"`
+				}
+				_ = json.Unmarshal([]byte(l), &m)
+				out = append(out, strings.ReplaceAll(l, m.RequestID, "ID"))
+			}
+		}
+		return out
+	}
+	viaSlog, direct := lines(false, slog.LevelInfo), lines(true, slog.LevelInfo)
+	if len(viaSlog) != 2 || len(direct) != 2 {
+		t.Fatalf("request lines: %d through slog, %d direct; want 2 each", len(viaSlog), len(direct))
+	}
+	for i := range viaSlog {
+		if keys(t, direct[i]) != keys(t, viaSlog[i]) {
+			t.Errorf("line %d keys differ:\n direct %s\n slog   %s", i, direct[i], viaSlog[i])
+		}
+		var a, b map[string]any
+		_ = json.Unmarshal([]byte(direct[i]), &a)
+		_ = json.Unmarshal([]byte(viaSlog[i]), &b)
+		for k, v := range b {
+			if k != "time" && a[k] != v { // slog stamps its own clock
+				t.Errorf("line %d: %s = %v direct, %v through slog", i, k, a[k], v)
+			}
+		}
+	}
+	if !strings.Contains(direct[1], `"level":"WARN"`) || !strings.HasPrefix(direct[0], `{"time":"2026-11-23T18:00:00.123456789Z","level":"INFO","msg":"request",`) {
+		t.Errorf("levels or line start:\n%s\n%s", direct[0], direct[1])
+	}
+	if got := lines(true, slog.LevelWarn); len(got) != 1 || !strings.Contains(got[0], `"status":500`) {
+		t.Errorf("at level WARN: %v, want only the 500's line", got)
+	}
+}
+
+// keys lists a JSON object's keys in order.
+func keys(t *testing.T, line string) string {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader([]byte(line)))
+	if _, err := d.Token(); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	var ks []string
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		ks = append(ks, k.(string))
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	return strings.Join(ks, ",")
+}
