@@ -91,6 +91,13 @@ models:
 
 func startGateway(t testing.TB, yaml string) *testGateway {
 	t.Helper()
+	return startGatewayMode(t, yaml, false)
+}
+
+// startGatewayMode is startGateway, as a bare proxy (gatehouse serve
+// --bare) when bare is set.
+func startGatewayMode(t testing.TB, yaml string, bare bool) *testGateway {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gatehouse.yaml")
 	yaml = withTestStorage(yaml, dir)
@@ -108,7 +115,7 @@ func startGateway(t testing.TB, yaml string) *testGateway {
 		logs.discard, level = true, slog.LevelInfo
 	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
-	g, err := newGateway(path, cfg, false, log, logs)
+	g, err := newGateway(path, cfg, bare, log, logs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,8 @@ import (
 // has no limits ("nolimits"), with one that has rpm, tpm and a budget
 // ("limits"), and with the same key under limits.headers: refusals
 // ("limits-quiet": no x-ratelimit-* headers on admitted responses), and
-// with no limits and no request log line ("nolimits-nolog"). The
+// with no limits and no request log line ("nolimits-nolog"), and through
+// gatehouse serve --bare ("bare": no auth, log or limits). The
 // differences are what admission control costs a request, how much of it
 // is the six headers, and what the log line costs;
 // scripts/bench-instructions counts them in instructions. Run with -cpu 1
@@ -27,11 +28,13 @@ func BenchmarkRequestPath(b *testing.B) {
 	variants := []struct {
 		name, key, keyYAML, extra string
 		headers                   bool // admitted responses carry x-ratelimit-* headers
+		bare                      bool // gatehouse serve --bare
 	}{
-		{"nolimits", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false},
-		{"limits", "gh-bench-limited", limited, "", true},
-		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false},
-		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false},
+		{"bare", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false, true},
+		{"nolimits", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false, false},
+		{"limits", "gh-bench-limited", limited, "", true, false},
+		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false, false},
+		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false, false},
 	}
 	for _, sc := range []struct {
 		name string
@@ -43,7 +46,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		for _, v := range variants {
 			b.Run(sc.name+"/"+v.name, func(b *testing.B) {
 				yaml := strings.Replace(baseConfig(up, v.extra), "keys:\n", "keys:\n"+v.keyYAML, 1)
-				gw := startGateway(b, yaml)
+				gw := startGatewayMode(b, yaml, v.bare)
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 				body := []byte(sc.body)
 				do := func() *http.Response {
