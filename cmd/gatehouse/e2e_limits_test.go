@@ -682,3 +682,26 @@ func TestLimitsHeadersOnRefusalsOnly(t *testing.T) {
 		t.Fatalf("refusal carries %v, want all six with remaining-requests 0", names)
 	}
 }
+
+// TestLimitsEstimateOnlyWhenNeeded: the prompt is estimated (and its
+// estimate logged) for a key with a token rate or a budget, not for one
+// whose limits count only requests; the cost header is there either way.
+func TestLimitsEstimateOnlyWhenNeeded(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	keys := "  - {key: " + clientKey + ", name: tester, project: qa, rpm: 1000}\n" +
+		"  - {key: gh-test-tpm-key, name: counted, project: qa, tpm: 1000000}\n"
+	gw := startGateway(t, limitsConfig(up, keys, ""))
+	for _, c := range []struct {
+		key      string
+		estimate bool
+	}{{clientKey, false}, {"gh-test-tpm-key", true}} {
+		o := chatOnce(context.Background(), burstClient(gw.URL, c.key), "chat")
+		if o.status != 200 || o.header.Get("X-Gatehouse-Cost-Usd") == "" {
+			t.Fatalf("%s: status %d, headers %v", c.key, o.status, o.header)
+		}
+		line := gw.logLine(t, o.header.Get("X-Gatehouse-Request-Id"))
+		if got := strings.Contains(line, `"estimated_prompt_tokens":`); got != c.estimate {
+			t.Errorf("%s: estimate logged %v, want %v: %s", c.key, got, c.estimate, line)
+		}
+	}
+}

@@ -49,7 +49,6 @@ const (
 type admission struct {
 	on         bool // the request went through admission: headers and settlement are due
 	tag        string
-	prompt     int  // estimated prompt tokens
 	maxOut     int  // output cap the estimate assumes
 	budgeted   bool // some budget applies: an unknown price cannot be served
 	dec        limit.Decision
@@ -64,9 +63,9 @@ type admission struct {
 	budgets [4]limit.Budget
 }
 
-// admitRequest is what admission needs from a parsed request.
+// admitRequest is what admission needs from a parsed request (the prompt
+// estimate it takes from the exchange, when a limit needs it).
 type admitRequest struct {
-	prompt int    // estimated prompt tokens
 	maxOut int    // the request's max_tokens (0: the configured default); -1: no output (embeddings)
 	user   string // the request's user field, a fallback customer ID
 }
@@ -82,7 +81,6 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 	}
 	a := &x.adm
 	a.on = true
-	a.prompt = r.prompt
 	a.maxOut = l.Prices.MaxOutput(r.maxOut)
 	if r.maxOut < 0 {
 		a.maxOut = 0
@@ -186,12 +184,16 @@ func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 		}
 	}
 	a.budgeted = len(adm.Budgets) > 0
-	adm.Tokens = int64(a.prompt + a.maxOut)
+	if !a.budgeted && !anyTokenRate(adm.Rates) {
+		return adm // nothing here counts tokens or money: no estimate
+	}
+	prompt := x.prompt()
+	adm.Tokens = int64(prompt + a.maxOut)
 	model := primaryModel(g)
 	price, err := prices.Price(model)
 	switch {
 	case err == nil:
-		adm.Cost = limit.Micros(price.Estimate(a.prompt, a.maxOut))
+		adm.Cost = limit.Micros(price.Estimate(prompt, a.maxOut))
 	case errors.Is(err, tokens.ErrUnknownPrice) && a.budgeted:
 		x.fail(&llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "invalid_request_error",
 			Code: "model_price_unknown", Param: "model", Cause: err,
@@ -200,6 +202,16 @@ func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	}
 	// An unknown price without a budget is served at cost 0.
 	return adm
+}
+
+// anyTokenRate reports whether one of rs has a tokens-per-minute limit.
+func anyTokenRate(rs []limit.Rate) bool {
+	for _, r := range rs {
+		if r.TPM > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func appendBudget(bs []limit.Budget, scope limit.Scope, id, name string, b *auth.Budget) []limit.Budget {
@@ -397,8 +409,16 @@ func (x *exchange) answeredCost() limit.Micros {
 	}
 	reserved := x.adm.dec.Reservation.Admission.Cost
 	if !x.hasUsage {
-		if x.status < 300 {
+		if x.status >= 300 {
+			return 0
+		}
+		if x.adm.budgeted {
 			return reserved
+		}
+		// Nothing was reserved: the estimate a reservation would have
+		// held, at the price of the deployment that answered.
+		if p, err := x.rt.Limits.Prices.Price(x.deployment.Model); err == nil {
+			return limit.Micros(p.Estimate(x.prompt(), x.adm.maxOut))
 		}
 		return 0
 	}

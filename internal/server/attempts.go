@@ -8,7 +8,6 @@ import (
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
-	"gatehouse/internal/tokens"
 )
 
 // runAttempts serves the request through g's deployments (and its
@@ -76,16 +75,24 @@ func upstream(call *provider.Call, d *provider.Deployment, req *http.Request) (*
 	return resp, nil
 }
 
-// countPrompt estimates the prompt's tokens when something needs them:
-// admission (the reservation) or the group (least-tokens, a
-// max_context). The estimate is tokens.EstimateChat, a single pass over
-// the raw messages: Counter's exact count costs more than the gateway
-// may add to a request (see package tokens).
-func (x *exchange) countPrompt(g *route.Group, req *llm.ChatRequest) {
-	if x.promptTokens > 0 || (x.rt.Limits == nil && !g.WantsPromptTokens()) {
-		return
+// prompt returns the prompt's estimated tokens, estimating them the
+// first time: tokens.EstimateChat or EstimateInput, a single pass over the
+// raw request (Counter's exact count costs more than the gateway may add
+// to a request; see package tokens).
+func (x *exchange) prompt() int {
+	if !x.estimated && x.estimate != nil {
+		x.promptTokens, x.estimated = x.estimate(), true
 	}
-	x.promptTokens = tokens.EstimateChat(req.Messages, req.Tools)
+	return x.promptTokens
+}
+
+// promptFor estimates the prompt now if routing g needs it: least-tokens
+// or a context window, here or in a fallback (admission asks for it
+// itself when a limit needs it).
+func (x *exchange) promptFor(g *route.Group) {
+	if g.WantsPromptTokens() || len(g.Fallbacks) > 0 || len(g.ContextFallbacks) > 0 {
+		x.prompt()
+	}
 }
 
 // record feeds the request's metrics.

@@ -9,6 +9,7 @@ import (
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
 	"gatehouse/internal/stream"
+	"gatehouse/internal/tokens"
 )
 
 // chat serves POST /v1/chat/completions.
@@ -55,8 +56,9 @@ func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 	if !ok {
 		return
 	}
-	x.countPrompt(g, req)
-	if g, ok = x.admit(g, admitRequest{prompt: x.promptTokens, maxOut: req.MaxTokens, user: req.User}); !ok {
+	x.estimate = func() int { return tokens.EstimateChat(req.Messages, req.Tools) }
+	x.promptFor(g)
+	if g, ok = x.admit(g, admitRequest{maxOut: req.MaxTokens, user: req.User}); !ok {
 		return
 	}
 	defer x.settle()

@@ -36,10 +36,9 @@ func (x *exchange) serveEmbeddings() {
 	if !ok {
 		return
 	}
-	if x.rt.Limits != nil {
-		x.promptTokens = tokens.EstimateInput(req.Input)
-	}
-	if g, ok = x.admit(g, admitRequest{prompt: x.promptTokens, maxOut: -1, user: req.User}); !ok {
+	x.estimate = func() int { return tokens.EstimateInput(req.Input) }
+	x.promptFor(g)
+	if g, ok = x.admit(g, admitRequest{maxOut: -1, user: req.User}); !ok {
 		return
 	}
 	defer x.settle()

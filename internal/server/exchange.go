@@ -44,7 +44,13 @@ type exchange struct {
 	// settlement never bills a failed attempt, nor one twice.
 	attempts      int
 	billedAttempt int
-	promptTokens  int // estimate; 0 until something needs it
+	// promptTokens is the prompt's estimated size once something needed
+	// it (prompt): least-tokens or a context window, a token bucket, a
+	// budget. Many requests need none, and the estimate is the largest
+	// part of what admission costs a request.
+	promptTokens int
+	estimated    bool
+	estimate     func() int // how to estimate this request's prompt; nil: never needed
 
 	adm admission // rate limits and budgets (admit.go)
 }
@@ -259,7 +265,9 @@ func (x *exchange) logFields(f fieldSink) {
 	}
 	if a := &x.adm; a.settled {
 		f.str("cost_usd", a.costText)
-		f.int("estimated_prompt_tokens", a.prompt)
+		if x.estimated {
+			f.int("estimated_prompt_tokens", x.promptTokens)
+		}
 		if a.downgraded != "" {
 			f.str("downgraded_from", a.downgraded)
 		}
