@@ -153,6 +153,20 @@ func (e *est) feed(c uint8, w int) {
 	}
 }
 
+// spaceWord starts the commonest piece of prose, a space and an ASCII
+// letter (" the", " The"), as feeding the two would: the open piece
+// closes, the space joins the word as its prefix and costs nothing. It
+// returns 1, the letter taken; the caller takes the lower-case run after.
+func (e *est) spaceWord(letter byte) int {
+	e.close()
+	e.cls = clsLower
+	e.run = 1
+	e.lower = letter >= 'a'
+	return 1
+}
+
+func asciiLetter(c byte) bool { return c-'a' < 26 || c-'A' < 26 }
+
 // lowerRun takes the lower-case ASCII letters that start s into the open
 // word, as feeding them one by one would, and returns how many it took.
 // Most of a prompt is such runs: counting them in a tight loop is what
@@ -305,6 +319,11 @@ func letterCase(r rune) uint8 {
 func (e *est) text(s string) {
 	for i := 0; i < len(s); {
 		c := s[i]
+		if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
+			i += 1 + e.spaceWord(s[i+1])
+			i += e.lowerRun(s[i:])
+			continue
+		}
 		if c < utf8.RuneSelf {
 			e.feed(asciiClass[c], 0)
 			i++
@@ -356,6 +375,11 @@ func (e *est) jsonString(raw []byte) {
 			default: // \" \\ \/
 				e.feed(asciiClass[s[i-1]], 0)
 			}
+			continue
+		}
+		if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
+			i += 1 + e.spaceWord(s[i+1])
+			i += lowerRunBytes(e, s[i:])
 			continue
 		}
 		if c < utf8.RuneSelf {
