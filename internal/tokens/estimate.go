@@ -169,9 +169,11 @@ func asciiLetter(c byte) bool { return c-'a' < 26 || c-'A' < 26 }
 
 // lowerRun takes the lower-case ASCII letters that start s into the open
 // word, as feeding them one by one would, and returns how many it took.
-// Most of a prompt is such runs: counting them in a tight loop is what
-// keeps the estimate a small share of a request's cost.
-func (e *est) lowerRun(s string) int {
+// While the open word is plain ASCII and what follows is more " word"
+// pieces of lower-case letters (most of English prose), it closes each
+// word and opens the next in the same tight loop, with the arithmetic of
+// close inlined: that loop is most of what the estimate costs a request.
+func lowerRun[T string | []byte](e *est, s T) int {
 	n := 0
 	for n < len(s) && s[n]-'a' < 26 {
 		n++
@@ -180,20 +182,33 @@ func (e *est) lowerRun(s string) int {
 		e.run += n
 		e.lower = true
 	}
+	if e.wide != 0 {
+		return n
+	}
+	if n+1 >= len(s) || s[n] != ' ' || s[n+1]-'a' >= 26 {
+		return n
+	}
+	done, run := e.n, e.run
+	for n+1 < len(s) && s[n] == ' ' && s[n+1]-'a' < 26 {
+		done += wordTokens(run)
+		start := n + 1
+		n = start + 1
+		for n < len(s) && s[n]-'a' < 26 {
+			n++
+		}
+		run = n - start
+	}
+	e.n, e.run, e.lower = done, run, true
 	return n
 }
 
-// lowerRunBytes is lowerRun over bytes.
-func lowerRunBytes(e *est, s []byte) int {
-	n := 0
-	for n < len(s) && s[n]-'a' < 26 {
-		n++
+// wordTokens is what close adds for a word of run ASCII letters.
+func wordTokens(run int) int {
+	t := milli
+	if run > wordFree {
+		t += (run - wordFree + wordPerToken - 1) / wordPerToken * milli
 	}
-	if n > 0 {
-		e.run += n
-		e.lower = true
-	}
-	return n
+	return t
 }
 
 func (e *est) addLetter(c uint8, w int) {
@@ -321,14 +336,14 @@ func (e *est) text(s string) {
 		c := s[i]
 		if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
 			i += 1 + e.spaceWord(s[i+1])
-			i += e.lowerRun(s[i:])
+			i += lowerRun(e, s[i:])
 			continue
 		}
 		if c < utf8.RuneSelf {
 			e.feed(asciiClass[c], 0)
 			i++
 			if e.cls == clsLower {
-				i += e.lowerRun(s[i:])
+				i += lowerRun(e, s[i:])
 			}
 			continue
 		}
@@ -379,14 +394,14 @@ func (e *est) jsonString(raw []byte) {
 		}
 		if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
 			i += 1 + e.spaceWord(s[i+1])
-			i += lowerRunBytes(e, s[i:])
+			i += lowerRun(e, s[i:])
 			continue
 		}
 		if c < utf8.RuneSelf {
 			e.feed(asciiClass[c], 0)
 			i++
 			if e.cls == clsLower {
-				i += lowerRunBytes(e, s[i:])
+				i += lowerRun(e, s[i:])
 			}
 			continue
 		}
