@@ -330,21 +330,28 @@ func letterCase(r rune) uint8 {
 	return clsLower
 }
 
+// asciiStep feeds the ASCII character s[i], with the runs the fast
+// paths take after it, and returns the index after them.
+func asciiStep[T string | []byte](e *est, s T, i int) int {
+	c := s[i]
+	if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
+		i += 1 + e.spaceWord(s[i+1])
+		return i + lowerRun(e, s[i:])
+	}
+	e.feed(asciiClass[c], 0)
+	i++
+	if e.cls == clsLower {
+		i += lowerRun(e, s[i:])
+	}
+	return i
+}
+
 // text feeds s.
 func (e *est) text(s string) {
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
-			i += 1 + e.spaceWord(s[i+1])
-			i += lowerRun(e, s[i:])
-			continue
-		}
 		if c < utf8.RuneSelf {
-			e.feed(asciiClass[c], 0)
-			i++
-			if e.cls == clsLower {
-				i += lowerRun(e, s[i:])
-			}
+			i = asciiStep(e, s, i)
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -392,17 +399,8 @@ func (e *est) jsonString(raw []byte) {
 			}
 			continue
 		}
-		if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
-			i += 1 + e.spaceWord(s[i+1])
-			i += lowerRun(e, s[i:])
-			continue
-		}
 		if c < utf8.RuneSelf {
-			e.feed(asciiClass[c], 0)
-			i++
-			if e.cls == clsLower {
-				i += lowerRun(e, s[i:])
-			}
+			i = asciiStep(e, s, i)
 			continue
 		}
 		r, size := utf8.DecodeRune(s[i:])
