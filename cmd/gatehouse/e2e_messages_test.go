@@ -401,3 +401,43 @@ func TestMessagesClientDisconnectCancelsUpstream(t *testing.T) {
 		<-errc
 	}
 }
+
+// TestMessagesThinkingToOpenAI: a Claude-style request with a thinking
+// budget and top_k, served by OpenAI models. OpenAI refuses both on
+// gpt-4o (the emulator answers as it does), so gatehouse sends neither
+// there; an o-series model gets the budget as reasoning_effort. (That an
+// openai-compatible server gets both is provider.FitTranslated's test:
+// the emulator speaks for OpenAI, not for vLLM.)
+func TestMessagesThinkingToOpenAI(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{})
+	cfg := `listen: 127.0.0.1:0
+providers:
+  - {name: oai, type: openai, base_url: ` + up.URL + `/v1, api_key: ` + upstreamKey + `}
+keys:
+  - {key: ` + clientKey + `, name: tester, project: qa}
+models:
+  - {name: claude-on-4o, targets: [{provider: oai, model: gpt-4o}]}
+  - {name: claude-on-o3, targets: [{provider: oai, model: o3-mini}]}
+`
+	gw := startGateway(t, cfg)
+	client := gw.messagesClient()
+	for _, c := range []struct {
+		model        string
+		topK, effort bool
+	}{{"claude-on-4o", false, false}, {"claude-on-o3", false, true}} {
+		p := msgsUserTurn("Think first.")
+		p.Model, p.MaxTokens = anthropic.Model(c.model), 4096
+		p.TopK = anthropic.Int(40)
+		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(2048)
+		if _, err := client.Messages.New(context.Background(), p); err != nil {
+			t.Fatalf("%s: %v", c.model, err)
+		}
+		body, _ := lastMessagesUpstream(t, up)
+		if _, ok := body["top_k"]; ok != c.topK {
+			t.Errorf("%s: top_k sent %v, want %v (%v)", c.model, ok, c.topK, body)
+		}
+		if _, ok := body["reasoning_effort"]; ok != c.effort {
+			t.Errorf("%s: reasoning_effort sent %v, want %v (%v)", c.model, ok, c.effort, body)
+		}
+	}
+}

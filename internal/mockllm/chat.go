@@ -1,6 +1,7 @@
 package mockllm
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -16,6 +17,61 @@ type chatRequest struct {
 	StreamOptions       *streamOptions `json:"stream_options"`
 	MaxTokens           *int           `json:"max_tokens"`
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
+	ReasoningEffort     *string        `json:"reasoning_effort"`
+	documentedParams
+}
+
+// documentedParams are the other parameters of OpenAI's chat completions
+// request. The emulator reads none of them, but knowing them lets it
+// answer any other one as OpenAI does: "Unrecognized request argument
+// supplied".
+type documentedParams struct {
+	Audio            json.RawMessage `json:"audio"`
+	FrequencyPenalty json.RawMessage `json:"frequency_penalty"`
+	FunctionCall     json.RawMessage `json:"function_call"`
+	Functions        json.RawMessage `json:"functions"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+	Logprobs         json.RawMessage `json:"logprobs"`
+	Metadata         json.RawMessage `json:"metadata"`
+	Modalities       json.RawMessage `json:"modalities"`
+	N                json.RawMessage `json:"n"`
+	ParallelToolCall json.RawMessage `json:"parallel_tool_calls"`
+	Prediction       json.RawMessage `json:"prediction"`
+	PresencePenalty  json.RawMessage `json:"presence_penalty"`
+	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
+	ResponseFormat   json.RawMessage `json:"response_format"`
+	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
+	Seed             json.RawMessage `json:"seed"`
+	ServiceTier      json.RawMessage `json:"service_tier"`
+	Stop             json.RawMessage `json:"stop"`
+	Store            json.RawMessage `json:"store"`
+	Temperature      json.RawMessage `json:"temperature"`
+	ToolChoice       json.RawMessage `json:"tool_choice"`
+	Tools            json.RawMessage `json:"tools"`
+	TopLogprobs      json.RawMessage `json:"top_logprobs"`
+	TopP             json.RawMessage `json:"top_p"`
+	User             json.RawMessage `json:"user"`
+	Verbosity        json.RawMessage `json:"verbosity"`
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
+}
+
+// unrecognized is OpenAI's answer to a parameter it does not take, or
+// one the model does not (reasoning_effort on a model that does not
+// reason): a 400 with null param and code.
+func unrecognized(name string) *apiError {
+	return invalidRequest("", "", "Unrecognized request argument supplied: %s", name)
+}
+
+// reasoningModel reports whether model takes reasoning_effort: OpenAI's
+// o-series, gpt-5 and gpt-oss.
+func reasoningModel(model string) bool {
+	m := strings.ToLower(model)
+	for _, prefix := range []string{"o1", "o3", "o4", "gpt-5", "gpt-oss"} {
+		if strings.HasPrefix(m, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 type streamOptions struct {
@@ -25,6 +81,20 @@ type streamOptions struct {
 type chatMessage struct {
 	Role    *string         `json:"role"`
 	Content json.RawMessage `json:"content"`
+}
+
+// UnmarshalJSON reads a message leniently: only the request's top level
+// is held to the documented parameters (a message's other members,
+// tool_calls and the like, are not the emulator's business).
+func (m *chatMessage) UnmarshalJSON(b []byte) error {
+	type plain chatMessage
+	return json.Unmarshal(b, (*plain)(m))
+}
+
+// UnmarshalJSON reads stream_options leniently, as chatMessage.
+func (o *streamOptions) UnmarshalJSON(b []byte) error {
+	type plain streamOptions
+	return json.Unmarshal(b, (*plain)(o))
 }
 
 type contentPart struct {
@@ -53,7 +123,12 @@ func (e *exchange) completionTokens() int { return len(e.cuts) - 1 }
 // the text of the last user message (where directives live).
 func (s *Server) parseChat(body []byte) (*exchange, string, *apiError) {
 	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), `json: unknown field "`); ok {
+			return nil, "", unrecognized(strings.TrimSuffix(name, `"`))
+		}
 		if e := locateMessageError(body); e != nil {
 			return nil, "", e
 		}
@@ -61,6 +136,9 @@ func (s *Server) parseChat(body []byte) (*exchange, string, *apiError) {
 	}
 	if req.Model == nil || *req.Model == "" {
 		return nil, "", missingModel()
+	}
+	if req.ReasoningEffort != nil && !reasoningModel(*req.Model) {
+		return nil, "", unrecognized("reasoning_effort")
 	}
 	if req.Messages == nil {
 		return nil, "", missingParam("messages")

@@ -342,6 +342,8 @@ func TestValidation(t *testing.T) {
 		{"unknown directive", chatJSON("m", "@mock(speed=9)", false, false), nil, "messages", "invalid_mock_directive", "unknown key"},
 		{"bad header", chatJSON("m", "hi", false, false), map[string]string{"X-Mock-Chunks": "0"}, "<null>", "invalid_mock_header", "X-Mock-Chunks"},
 		{"bad status", chatJSON("m", "@mock(error_status=200)", false, false), nil, "messages", "invalid_mock_directive", "not an error status"},
+		{"unknown parameter", `{"model":"gpt-4o","top_k":40,"messages":[{"role":"user","content":"hi"}]}`, nil, "<null>", "<null>", "Unrecognized request argument supplied: top_k"},
+		{"reasoning_effort on a model that does not reason", `{"model":"gpt-4o-mini","reasoning_effort":"low","messages":[{"role":"user","content":"hi"}]}`, nil, "<null>", "<null>", "Unrecognized request argument supplied: reasoning_effort"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -376,5 +378,26 @@ func BenchmarkStream(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDocumentedParametersAccepted: every documented parameter, members
+// of messages the emulator does not read, and reasoning_effort on a
+// reasoning model pass.
+func TestDocumentedParametersAccepted(t *testing.T) {
+	_, ts := start(t, Options{})
+	for _, body := range []string{
+		`{"model":"o3-mini","reasoning_effort":"high","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"gpt-4o","temperature":0.2,"top_p":1,"n":1,"seed":7,"stop":["x"],"user":"u","store":false,"metadata":{"a":"b"},
+		  "logprobs":false,"frequency_penalty":0,"presence_penalty":0,"parallel_tool_calls":true,"tool_choice":"auto",
+		  "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"response_format":{"type":"text"},
+		  "stream":true,"stream_options":{"include_usage":true,"include_obfuscation":false},
+		  "messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},
+		              {"role":"tool","tool_call_id":"c","content":"ok"},{"role":"user","content":"hi","name":"me"}]}`,
+	} {
+		resp, b := do(t, ts, "POST", "/v1/chat/completions", body, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("status %d: %s\nfor %s", resp.StatusCode, b, body)
+		}
 	}
 }
