@@ -467,3 +467,44 @@ func TestMessagesRouteFailsOver(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadKeepsOpenBreaker: a deployment whose breaker opened stays out
+// of selection across a config reload that keeps it, so the reload does
+// not send traffic back to it.
+func TestReloadKeepsOpenBreaker(t *testing.T) {
+	down := startUpstream(t, mockllm.Options{ErrorStatus: 503})
+	ok := startUpstream(t, mockllm.Options{})
+	cfg := `listen: 127.0.0.1:0
+providers:
+  - {name: down, type: openai-compatible, base_url: ` + down.URL + `/v1, api_key: ` + upstreamKey + `}
+  - {name: ok, type: openai-compatible, base_url: ` + ok.URL + `/v1, api_key: ` + upstreamKey + `}
+keys:
+  - {key: ` + clientKey + `, name: tester, project: qa}
+breaker: {failures: 2, cooldown: 1h}
+models:
+  - name: chat
+    strategy: failover
+    targets: [{provider: down, model: gpt-4o-mini}, {provider: ok, model: gpt-4o-mini}]
+`
+	gw := startGateway(t, cfg)
+	attempts := func() string {
+		o := chatOnce(context.Background(), gw.client(), "chat")
+		if o.status != 200 {
+			t.Fatalf("status %d: %s", o.status, o.msg)
+		}
+		return o.header.Get("X-Gatehouse-Attempts")
+	}
+	for range 2 {
+		if a := attempts(); a != "2" {
+			t.Fatalf("before the breaker opened: %s attempts, want 2", a)
+		}
+	}
+	if a := attempts(); a != "1" {
+		t.Fatalf("breaker open: %s attempts, want 1", a)
+	}
+	replaceFile(t, gw.Path, cfg+"  - name: added-later\n    targets: [{provider: ok, model: gpt-4o}]\n")
+	waitFor(t, 3*time.Second, "the reload", func() bool { return strings.Contains(gw.Logs.String(), "config reloaded") })
+	if a := attempts(); a != "1" {
+		t.Fatalf("after the reload: %s attempts, want 1 (the open breaker was forgotten)", a)
+	}
+}

@@ -179,8 +179,11 @@ func (g *gateway) apply(cfg *config.Config) {
 		g.log.Error("config reload rejected; keeping the running config", "error", err.Error())
 		return
 	}
-	gen.instrument(g.metrics)
 	g.mu.Lock()
+	if g.gen != nil {
+		gen.routing.pool.Inherit(g.gen.routing.pool) // breakers and latencies survive the reload
+	}
+	gen.instrument(g.metrics) // after Inherit: the breaker gauges show the inherited states
 	gen.start(g.bg, g.log)
 	old := g.gen
 	g.gen = gen

@@ -175,6 +175,17 @@ func (b *breaker) count(now time.Time, ok bool) {
 	}
 }
 
+// inherit takes o's state (not its config), without o's probe in flight.
+func (b *breaker) inherit(o *breaker) {
+	o.mu.Lock()
+	state, consecutive, openedAt, lastFailure, buckets := o.state, o.consecutive, o.openedAt, o.lastFailure, o.buckets
+	o.mu.Unlock()
+	b.mu.Lock()
+	b.state, b.consecutive, b.openedAt, b.lastFailure, b.buckets = state, consecutive, openedAt, lastFailure, buckets
+	b.probing = false
+	b.mu.Unlock()
+}
+
 func (b *breaker) snapshot() (BreakerState, time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

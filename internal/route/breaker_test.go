@@ -163,3 +163,57 @@ func TestHealthDownAndRetryAfterAreSkipped(t *testing.T) {
 		t.Fatal("deployment not picked after its Retry-After")
 	}
 }
+
+// TestInheritCarriesBreakerAndLatency: a new pool (a config reload) takes
+// an open breaker, a latency average and a running Retry-After from the
+// old one for the same deployment, but not for one whose base URL
+// changed, and not the old pool's probe in flight.
+func TestInheritCarriesBreakerAndLatency(t *testing.T) {
+	clock := newFakeClock()
+	var changes []string
+	old := breakerPool(clock, &changes)
+	g := old.Group(Spec{Name: "m", Strategy: Failover, Targets: targets(2)})
+	for range 3 {
+		pickOnce(t, g, Failure) // opens a's breaker
+	}
+	pickOnce(t, g, Success) // b: a latency sample
+	b := g.Members()[1].Backend
+	b.coolFor(clock.Now(), time.Minute)
+
+	fresh := breakerPool(clock, &changes)
+	ts := targets(2)
+	moved := *ts[1]
+	moved.BaseURL = "http://elsewhere"
+	ts2 := []*provider.Deployment{ts[0], &moved}
+	g2 := fresh.Group(Spec{Name: "m", Strategy: Failover, Targets: ts})
+	g3 := NewPool(PoolOptions{Clock: clock}).Group(Spec{Name: "m", Strategy: Failover, Targets: ts2})
+	fresh.Inherit(old)
+	g3.pool.Inherit(old)
+
+	if a2 := g2.Members()[0].Backend; a2.Breaker() != Open {
+		t.Fatalf("inherited breaker %v, want open", a2.Breaker())
+	}
+	if l, ok := g2.Members()[1].Backend.Latency(); !ok || l != time.Millisecond {
+		t.Fatalf("inherited latency %v %v", l, ok)
+	}
+	if _, ok := g2.Pick(nil, 10, false); ok {
+		t.Fatal("picked although a's breaker is open and b's Retry-After runs")
+	}
+	if _, ok := g3.Members()[1].Backend.Latency(); ok {
+		t.Fatal("a deployment whose base URL changed inherited the old latency")
+	}
+
+	// After the cooldown the new pool sends its own probe, even if the
+	// old pool's probe never ends.
+	clock.Advance(time.Minute + time.Second)
+	oldProbe, _ := g.Pick(nil, 10, true)
+	if oldProbe.Deployment.Provider != "a" {
+		t.Fatalf("old pool probed %s", oldProbe.Deployment.Provider)
+	}
+	newer := breakerPool(clock, &changes)
+	g4 := newer.Group(Spec{Name: "m", Strategy: Failover, Targets: targets(2)})
+	newer.Inherit(old)
+	if p, ok := g4.Pick(nil, 10, false); !ok || p.Deployment.Provider != "a" {
+		t.Fatalf("new pool did not probe a: %v %v", p, ok)
+	}
+}

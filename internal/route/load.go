@@ -36,6 +36,20 @@ func (l *latency) add(now time.Time, d time.Duration) {
 	l.last = now
 }
 
+// inherit takes o's average.
+func (l *latency) inherit(o *latency) {
+	avg, last, n := o.snapshot()
+	l.mu.Lock()
+	l.avg, l.last, l.n = avg, last, n
+	l.mu.Unlock()
+}
+
+func (l *latency) snapshot() (time.Duration, time.Time, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.avg, l.last, l.n
+}
+
 // get returns the average, when it was last fed, and whether there is one.
 func (l *latency) get() (time.Duration, time.Time, bool) {
 	l.mu.Lock()

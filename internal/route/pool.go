@@ -110,6 +110,36 @@ func (p *Pool) Backend(d *provider.Deployment) *Backend {
 	return b
 }
 
+// Inherit carries over what old learnt about each deployment p has too
+// (same provider, model and base URL): breaker state, the latency
+// average, a Retry-After still running. (Not a failing health check: the
+// new pool's own checks decide that within two intervals.) A config
+// reload builds a new pool; without this a reload during an outage would
+// send traffic back to the failing deployment until its breaker opened
+// again, and least-latency would start measuring from nothing. The new
+// breaker keeps the new config's thresholds; a probe in flight on the old
+// one stays the old one's (the new one may send its own). In-flight
+// counts are not carried: the old pool's requests release them there.
+// Call it before p serves picks.
+func (p *Pool) Inherit(old *Pool) {
+	if old == nil || old == p {
+		return
+	}
+	prev := map[backendKey]*Backend{}
+	for _, b := range old.Backends() {
+		prev[backendKey{b.Deployment.Provider, b.Deployment.Model}] = b
+	}
+	for _, b := range p.Backends() {
+		o, ok := prev[backendKey{b.Deployment.Provider, b.Deployment.Model}]
+		if !ok || o.Deployment.BaseURL != b.Deployment.BaseURL {
+			continue
+		}
+		b.br.inherit(&o.br)
+		b.lat.inherit(&o.lat)
+		b.coolUntil.Store(o.coolUntil.Load())
+	}
+}
+
 // Backends lists every backend in creation order.
 func (p *Pool) Backends() []*Backend {
 	p.mu.Lock()
