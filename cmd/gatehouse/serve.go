@@ -102,6 +102,7 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	g.mu.Lock()
 	g.bg = ctx
 	g.gen.start(ctx, g.log) // discovered models are routable before the first request
+	adminOff := g.gen.runtime.Admin == nil // read now: a reload may replace g.gen once the watcher runs
 	g.mu.Unlock()
 	defer func() {
 		g.mu.Lock()
@@ -122,7 +123,7 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		mode = "bare proxy"
 	}
 	g.log.Info("gatehouse listening", "addr", ln.Addr().String(), "mode", mode, "config", g.path, "store", g.st.desc)
-	if g.gen.runtime.Admin == nil && !g.bare {
+	if adminOff && !g.bare {
 		g.log.Warn("admin API disabled: set admin_key in the config to enable /admin/")
 	}
 	fmt.Fprintf(os.Stderr, "gatehouse listening on %s\n", ln.Addr())
