@@ -101,7 +101,7 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	defer signal.Stop(hup)
 	g.mu.Lock()
 	g.bg = ctx
-	g.gen.start(ctx, g.log) // discovered models are routable before the first request
+	g.gen.start(ctx, g.log)                // discovered models are routable before the first request
 	adminOff := g.gen.runtime.Admin == nil // read now: a reload may replace g.gen once the watcher runs
 	g.mu.Unlock()
 	defer func() {
