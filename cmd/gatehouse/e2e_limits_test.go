@@ -9,10 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"gatehouse/internal/store/redis/redistest"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,10 +23,10 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"gatehouse/internal/config"
 	"gatehouse/internal/limit"
 	"gatehouse/internal/mockllm"
 	"gatehouse/internal/store/redis"
+	"gatehouse/internal/store/redis/redistest"
 	"gatehouse/internal/store/sqlite"
 )
 
@@ -211,38 +208,7 @@ func stoppableGateway(t *testing.T, dir, yaml string) (*testGateway, func()) {
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	logs := &syncBuffer{}
-	g, err := newGateway(path, cfg, false, slog.New(slog.NewJSONHandler(logs, nil)), logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.run(ctx, ln, cfg) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("gateway exited with %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Error("gateway did not stop")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return &testGateway{URL: "http://" + ln.Addr().String(), Path: path, Logs: logs}, stop
+	return launchGateway(t, path, false)
 }
 
 // keySpend reads a key's recorded spend from the SQLite file.

@@ -100,10 +100,18 @@ func startGatewayMode(t testing.TB, yaml string, bare bool) *testGateway {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gatehouse.yaml")
-	yaml = withTestStorage(yaml, dir)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(withTestStorage(yaml, dir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	gw, _ := launchGateway(t, path, bare)
+	return gw
+}
+
+// launchGateway serves the config file at path over real loopback HTTP,
+// wired exactly as `gatehouse serve` wires it, until stop (or the test's
+// end).
+func launchGateway(t testing.TB, path string, bare bool) (gw *testGateway, stop func()) {
+	t.Helper()
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -126,18 +134,22 @@ func startGatewayMode(t testing.TB, yaml string, bare bool) *testGateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.run(ctx, ln, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway exited with %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("gateway exited with %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("gateway did not stop")
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("gateway did not stop")
-		}
-	})
-	return &testGateway{URL: "http://" + ln.Addr().String(), Path: path, Logs: logs}
+		})
+	}
+	t.Cleanup(stop)
+	return &testGateway{URL: "http://" + ln.Addr().String(), Path: path, Logs: logs}, stop
 }
 
 func (g *testGateway) client(opts ...option.RequestOption) openai.Client {
