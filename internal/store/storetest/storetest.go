@@ -65,6 +65,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		{"KeyChangesEnd", testKeyChangesEnd},
 		{"ContextCancelled", testContextCancelled},
 		{"Prices", testPrices},
+		{"UsageWrites", testUsageWrites},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,283 @@
+package account
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SinkOptions tune a Sink; the zero value of each field picks its default.
+type SinkOptions struct {
+	// Queue bounds the records waiting for the writer (default 16384).
+	// A record that finds it full is spilled, never waited for.
+	Queue int
+	// Batch is the most records written in one transaction (default 1000).
+	Batch int
+	// Interval is the longest a record waits for its batch to fill
+	// (default 200ms): a crash loses no record, since a record is only
+	// acknowledged to nobody, but the usage API lags by at most this.
+	Interval time.Duration
+	// SpillDir holds the spill files; required.
+	SpillDir string
+	// Retry is the first wait before the store is tried again after a
+	// failure (default 1s), doubling up to 30s.
+	Retry time.Duration
+	// WriteTimeout bounds one batch write (default 10s).
+	WriteTimeout time.Duration
+	// Retention, when positive, deletes records older than this in the
+	// background, PruneBatch at a time (default 5000), every PruneEvery
+	// (default 10m).
+	Retention  time.Duration
+	PruneBatch int
+	PruneEvery time.Duration
+	// Log receives store failures; nil discards.
+	Log *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *SinkOptions) defaults() {
+	if o.Queue <= 0 {
+		o.Queue = 16384
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1000
+	}
+	if o.Interval <= 0 {
+		o.Interval = 200 * time.Millisecond
+	}
+	if o.Retry <= 0 {
+		o.Retry = time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.PruneBatch <= 0 {
+		o.PruneBatch = 5000
+	}
+	if o.PruneEvery <= 0 {
+		o.PruneEvery = 10 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Sink carries usage records from the request path to a RecordStore.
+// Add never blocks on the store: records queue in memory and one
+// goroutine writes them in batches. While the store fails, batches go to
+// an append-only spill file (fsynced per batch) and are replayed in order
+// once it answers again; records that find the queue full are spilled
+// too. Close drains everything, to the store or to the spill file.
+//
+// A record's RequestID is its unique key in the store, so a batch
+// replayed after a write of unknown outcome is never counted twice.
+type Sink struct {
+	o     SinkOptions
+	store RecordStore
+	spill *spill
+
+	mu     sync.RWMutex // guards closing ch against concurrent Adds
+	closed bool
+	ch     chan Record
+	done   chan struct{}
+	prune  chan struct{} // closed by Close: stops the retention loop
+	pruned chan struct{}
+
+	written, spilled, replayed, dropped atomic.Uint64
+}
+
+// NewSink starts a Sink writing to store. Spill files left by an earlier
+// process in o.SpillDir are replayed first.
+func NewSink(store RecordStore, o SinkOptions) (*Sink, error) {
+	o.defaults()
+	sp, err := openSpill(o.SpillDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{o: o, store: store, spill: sp, ch: make(chan Record, o.Queue),
+		done: make(chan struct{}), prune: make(chan struct{}), pruned: make(chan struct{})}
+	go s.run()
+	if o.Retention > 0 {
+		go s.retain()
+	} else {
+		close(s.pruned)
+	}
+	return s, nil
+}
+
+// Add hands a record over. It never blocks on the store; when the queue
+// is full the record is appended to the spill file instead (no fsync on
+// this path: the writer's next batch syncs the file).
+func (s *Sink) Add(r Record) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		s.spillNow([]Record{r}, true) // late: a request that outlived Close
+		return
+	}
+	select {
+	case s.ch <- r:
+	default:
+		s.spillNow([]Record{r}, false)
+	}
+}
+
+// Stats of the sink, for metrics.
+func (s *Sink) Depth() int         { return len(s.ch) }
+func (s *Sink) Written() uint64    { return s.written.Load() }
+func (s *Sink) Spilled() uint64    { return s.spilled.Load() }
+func (s *Sink) Replayed() uint64   { return s.replayed.Load() }
+func (s *Sink) Dropped() uint64    { return s.dropped.Load() }
+func (s *Sink) SpillPending() bool { return s.spill.pending() }
+
+// Close stops accepting records, writes what is queued (to the store, or
+// to the spill file if the store fails), tries once more to replay the
+// spill file, and waits for the writer until ctx ends. Records still
+// spilled are replayed by the next process using the same SpillDir.
+func (s *Sink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.ch)
+		close(s.prune)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-s.pruned
+	return s.spill.close()
+}
+
+func (s *Sink) spillNow(rs []Record, sync bool) {
+	if err := s.spill.append(rs, sync); err != nil {
+		s.dropped.Add(uint64(len(rs)))
+		s.o.Log.Error("usage records lost: cannot write the spill file", "records", len(rs), "error", err.Error())
+		return
+	}
+	s.spilled.Add(uint64(len(rs)))
+}
+
+// run is the writer: it batches the queue and writes each batch, keeping
+// the store's order equal to the arrival order whenever it can (while a
+// spill is pending, new batches join the spill behind it).
+func (s *Sink) run() {
+	defer close(s.done)
+	batch := make([]Record, 0, s.o.Batch)
+	tick := time.NewTicker(s.o.Interval)
+	defer tick.Stop()
+	retry := s.o.Retry
+	var nextReplay time.Time // zero: replay at once
+	for {
+		open := true
+		select {
+		case r, ok := <-s.ch:
+			if !ok {
+				open = false
+				break
+			}
+			batch = append(batch, r)
+			if len(batch) < s.o.Batch {
+				continue
+			}
+		case <-tick.C:
+		}
+		if len(batch) > 0 {
+			s.write(batch)
+			batch = batch[:0]
+		}
+		if s.spill.pending() && !s.o.Now().Before(nextReplay) {
+			if s.replay() {
+				retry = s.o.Retry
+				nextReplay = time.Time{}
+			} else {
+				nextReplay = s.o.Now().Add(retry)
+				retry = min(retry*2, 30*time.Second)
+			}
+		}
+		if !open {
+			return
+		}
+	}
+}
+
+// write stores one batch, or spills it.
+func (s *Sink) write(batch []Record) {
+	if !s.spill.pending() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.WriteTimeout)
+		err := s.store.WriteRecords(ctx, batch)
+		cancel()
+		if err == nil {
+			s.written.Add(uint64(len(batch)))
+			return
+		}
+		s.o.Log.Warn("usage records: store unavailable, spilling to disk", "records", len(batch), "error", err.Error())
+	}
+	s.spillNow(batch, true)
+}
+
+// replay writes the spill file's records to the store in order; true
+// when the spill is empty afterwards.
+func (s *Sink) replay() bool {
+	n, err := s.spill.replay(s.o.Batch, func(rs []Record) error {
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.WriteTimeout)
+		defer cancel()
+		return s.store.WriteRecords(ctx, rs)
+	}, func(bad int) {
+		s.dropped.Add(uint64(bad))
+		s.o.Log.Error("usage records lost: unreadable lines in a spill file", "lines", bad)
+	})
+	s.replayed.Add(uint64(n))
+	s.written.Add(uint64(n))
+	if err != nil {
+		return false
+	}
+	if n > 0 {
+		s.o.Log.Info("usage records replayed from the spill file", "records", n)
+	}
+	return !s.spill.pending()
+}
+
+// retain deletes records older than the retention, a batch at a time.
+func (s *Sink) retain() {
+	defer close(s.pruned)
+	t := time.NewTicker(s.o.PruneEvery)
+	defer t.Stop()
+	for {
+		s.pruneOnce()
+		select {
+		case <-s.prune:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Sink) pruneOnce() {
+	before := s.o.Now().Add(-s.o.Retention)
+	for {
+		select {
+		case <-s.prune:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.WriteTimeout)
+		n, err := s.store.PruneRecords(ctx, before, s.o.PruneBatch)
+		cancel()
+		if err != nil {
+			s.o.Log.Warn("usage retention: prune failed", "error", err.Error())
+			return
+		}
+		if n < s.o.PruneBatch {
+			return
+		}
+	}
+}

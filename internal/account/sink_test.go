@@ -1,0 +1,279 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"gatehouse/internal/limit"
+)
+
+// memStore is a RecordStore in memory whose writes can be made to fail
+// or to block, standing in for a database going away.
+type memStore struct {
+	mu      sync.Mutex
+	ids     []string // in write order, duplicates skipped as a store does
+	seen    map[string]bool
+	fail    bool
+	block   chan struct{} // non-nil: writes wait for it to close
+	batches int
+	pruned  []time.Time
+}
+
+func newMemStore() *memStore { return &memStore{seen: map[string]bool{}} }
+
+func (m *memStore) WriteRecords(ctx context.Context, rs []Record) error {
+	m.mu.Lock()
+	block, fail := m.block, m.fail
+	m.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if fail {
+		return errors.New("database is down")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.batches++
+	for _, r := range rs {
+		if !m.seen[r.RequestID] {
+			m.seen[r.RequestID] = true
+			m.ids = append(m.ids, r.RequestID)
+		}
+	}
+	return nil
+}
+
+func (m *memStore) PruneRecords(_ context.Context, before time.Time, limit int) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruned = append(m.pruned, before)
+	return 0, nil
+}
+
+func (m *memStore) setFail(v bool) { m.mu.Lock(); m.fail = v; m.mu.Unlock() }
+func (m *memStore) stored() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.ids...)
+}
+
+func rec(i int) Record {
+	return Record{RequestID: fmt.Sprintf("gh-%05d", i), Time: time.Unix(1700000000, 0).UTC(), Status: 200, Cost: limit.Micros(i)}
+}
+
+func ids(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, rec(i).RequestID)
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestSinkWritesInBatchesAndCloseDrains(t *testing.T) {
+	st := newMemStore()
+	s, err := NewSink(st, SinkOptions{SpillDir: t.TempDir(), Batch: 10, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 25 {
+		s.Add(rec(i))
+	}
+	// Two full batches go at once; the last five wait for the interval
+	// (an hour) and must be written by Close.
+	waitFor(t, "two batches", func() bool { return len(st.stored()) == 20 })
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ids(0, 25), st.stored()); diff != "" {
+		t.Fatalf("stored records (-want +got):\n%s", diff)
+	}
+	if s.Written() != 25 || s.Spilled() != 0 || s.Dropped() != 0 {
+		t.Fatalf("stats: written %d spilled %d dropped %d", s.Written(), s.Spilled(), s.Dropped())
+	}
+}
+
+func TestSinkSpillsWhileStoreDownAndReplaysInOrderOnce(t *testing.T) {
+	st := newMemStore()
+	st.setFail(true)
+	dir := t.TempDir()
+	s, err := NewSink(st, SinkOptions{SpillDir: dir, Batch: 7, Interval: 5 * time.Millisecond, Retry: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		s.Add(rec(i))
+	}
+	waitFor(t, "all 50 spilled", func() bool { return s.Spilled() == 50 })
+	if !s.SpillPending() {
+		t.Fatal("spill should be pending while the store is down")
+	}
+	st.setFail(false)
+	for i := 50; i < 60; i++ { // arrive while the spill is pending: must queue behind it
+		s.Add(rec(i))
+	}
+	waitFor(t, "replay", func() bool { return len(st.stored()) == 60 })
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ids(0, 60), st.stored()); diff != "" {
+		t.Fatalf("stored order (-want +got):\n%s", diff)
+	}
+	if s.Replayed() < 50 || s.Dropped() != 0 {
+		t.Fatalf("replayed %d dropped %d", s.Replayed(), s.Dropped())
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "spill-*"))
+	if len(left) != 0 {
+		t.Fatalf("spill files left after a full replay: %v", left)
+	}
+}
+
+func TestSinkFullQueueSpillsWithoutBlocking(t *testing.T) {
+	st := newMemStore()
+	st.block = make(chan struct{})
+	s, err := NewSink(st, SinkOptions{SpillDir: t.TempDir(), Queue: 2, Batch: 1, Interval: time.Millisecond, Retry: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for i := range 100 {
+			s.Add(rec(i))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Add blocked on a stalled store")
+	}
+	if s.Spilled() == 0 {
+		t.Fatal("a full queue should spill")
+	}
+	st.mu.Lock()
+	close(st.block)
+	st.block = nil
+	st.mu.Unlock()
+	waitFor(t, "every record stored", func() bool { return len(st.stored()) == 100 })
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSinkReplaysAnEarlierProcessSpill(t *testing.T) {
+	dir := t.TempDir()
+	down := newMemStore()
+	down.setFail(true)
+	first, err := NewSink(down, SinkOptions{SpillDir: dir, Interval: time.Millisecond, Retry: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		first.Add(rec(i))
+	}
+	if err := first.Close(context.Background()); err != nil { // SIGTERM with the database down
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "spill-*"))
+	if len(files) != 1 {
+		t.Fatalf("want one spill file after closing with the store down, got %v", files)
+	}
+	// A torn last line, as a crash mid-write leaves it.
+	f, err := os.OpenFile(files[0], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(`{"request_id":"gh-torn","ti`)
+	f.Close()
+
+	up := newMemStore()
+	second, err := NewSink(up, SinkOptions{SpillDir: dir, Interval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replay of the earlier file", func() bool { return len(up.stored()) == 30 })
+	if err := second.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ids(0, 30), up.stored()); diff != "" {
+		t.Fatalf("replayed (-want +got):\n%s", diff)
+	}
+	if second.Dropped() != 1 {
+		t.Fatalf("the torn line should count as dropped, got %d", second.Dropped())
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "spill-*")); len(files) != 0 {
+		t.Fatalf("replayed file not removed: %v", files)
+	}
+}
+
+func TestSinkRetentionPrunes(t *testing.T) {
+	st := newMemStore()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	s, err := NewSink(st, SinkOptions{SpillDir: t.TempDir(), Retention: 90 * 24 * time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a prune", func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.pruned) > 0 })
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := now.Add(-90 * 24 * time.Hour); !st.pruned[0].Equal(want) {
+		t.Fatalf("pruned before %v, want %v", st.pruned[0], want)
+	}
+}
+
+func TestRecordJSONRoundTrip(t *testing.T) {
+	r := Record{RequestID: "gh-1", Time: time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC), Model: "m", Status: 429,
+		Cost: 1250, UsageSource: SourceEstimated, Labels: map[string]string{"team": "a"}, Stream: true}
+	b, err := r.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Record
+	if err := got.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r, got); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(string(b), `"cost_usd":"0.001250"`) || !strings.Contains(string(b), `"time":"2026-01-02T03:04:05.0000006Z"`) {
+		t.Fatalf("wire form: %s", b)
+	}
+}
+
+func TestParseUSD(t *testing.T) {
+	for in, want := range map[string]limit.Micros{"": 0, "0.000000": 0, "1": 1e6, "0.5": 500000, "12.345678": 12345678, "-0.000001": -1} {
+		got, err := ParseUSD(in)
+		if err != nil || got != want {
+			t.Errorf("ParseUSD(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"x", "1.2345678", ".5", "1.-2", "1e3"} {
+		if _, err := ParseUSD(bad); err == nil {
+			t.Errorf("ParseUSD(%q) accepted", bad)
+		}
+	}
+}

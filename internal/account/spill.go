@@ -1,0 +1,283 @@
+package account
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// spill is the sink's append-only overflow: records that could not be
+// written to the store (or found the queue full), one JSON line each, in
+// a file of this process's own under dir. Files left by earlier
+// processes are replayed too; an exclusive flock marks a file as owned by
+// a live process, so two gateways sharing a directory never replay one
+// file twice.
+type spill struct {
+	dir string
+
+	mu      sync.Mutex
+	own     *os.File // created on the first append
+	ownSize int64    // bytes appended to own
+	readOff int64    // bytes of own already replayed
+	dirty   bool     // appended without fsync
+	others  []string // earlier processes' files still to replay
+	offsets map[string]int64
+	buf     bytes.Buffer
+}
+
+// maxLine bounds one spilled record (a record with bodies can be large).
+const maxLine = 64 << 20
+
+func openSpill(dir string) (*spill, error) {
+	if dir == "" {
+		return nil, errors.New("usage sink: no spill directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("usage spill directory: %w", err)
+	}
+	names, err := filepath.Glob(filepath.Join(dir, "spill-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names) // names start with a fixed-width time: oldest first
+	return &spill{dir: dir, others: names, offsets: map[string]int64{}}, nil
+}
+
+// pending reports whether any spilled record waits for replay.
+func (s *spill) pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readOff < s.ownSize || len(s.others) > 0
+}
+
+// append writes rs at the end of this process's file, fsynced when sync
+// is set (or when an earlier unsynced append is pending).
+func (s *spill) append(rs []Record, sync bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own == nil {
+		if err := s.create(); err != nil {
+			return err
+		}
+	}
+	s.buf.Reset()
+	enc := json.NewEncoder(&s.buf) // one line per record
+	for i := range rs {
+		if err := enc.Encode(rs[i]); err != nil {
+			return err
+		}
+	}
+	n, err := s.own.Write(s.buf.Bytes())
+	s.ownSize += int64(n)
+	if err != nil {
+		return err
+	}
+	if sync || s.dirty {
+		if err := s.own.Sync(); err != nil {
+			return err
+		}
+		s.dirty = false
+	} else {
+		s.dirty = true
+	}
+	return nil
+}
+
+func (s *spill) create() error {
+	name := filepath.Join(s.dir, fmt.Sprintf("spill-%020d-%d.jsonl", time.Now().UnixNano(), os.Getpid()))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("usage spill file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("usage spill file: lock: %w", err)
+	}
+	s.own = f
+	return nil
+}
+
+// replay feeds the spilled records to write, batch records at a time, in
+// the order they were spilled: earlier processes' files first, then this
+// process's. A batch that fails stops the replay; the next one starts
+// again from that batch. bad is told of lines that cannot be decoded (a
+// write cut by a crash): they are skipped. It returns how many records
+// were written.
+func (s *spill) replay(batch int, write func([]Record) error, bad func(int)) (int, error) {
+	total := 0
+	for {
+		s.mu.Lock()
+		if len(s.others) == 0 {
+			s.mu.Unlock()
+			break
+		}
+		name := s.others[0]
+		s.mu.Unlock()
+		n, done, err := s.replayOther(name, batch, write, bad)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		s.mu.Lock()
+		s.others = s.others[1:]
+		if !done { // another live process owns it: leave it to that one
+			s.mu.Unlock()
+			continue
+		}
+		delete(s.offsets, name)
+		s.mu.Unlock()
+		_ = os.Remove(name)
+	}
+	n, err := s.replayOwn(batch, write, bad)
+	return total + n, err
+}
+
+// replayOther replays a file left by another process. done is false when
+// the file is locked by a live process.
+func (s *spill) replayOther(name string, batch int, write func([]Record) error, bad func(int)) (n int, done bool, err error) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, true, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return 0, false, nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, false, err
+	}
+	s.mu.Lock()
+	off := s.offsets[name]
+	s.mu.Unlock()
+	n, off, err = replayRange(f, off, st.Size(), batch, write, bad)
+	s.mu.Lock()
+	s.offsets[name] = off
+	s.mu.Unlock()
+	return n, err == nil, err
+}
+
+// replayOwn replays this process's file up to its current end, then
+// empties it if nothing was appended meanwhile.
+func (s *spill) replayOwn(batch int, write func([]Record) error, bad func(int)) (int, error) {
+	s.mu.Lock()
+	f, off, end := s.own, s.readOff, s.ownSize
+	s.mu.Unlock()
+	if f == nil || off >= end {
+		return 0, nil
+	}
+	n, off, err := replayRange(f, off, end, batch, write, bad)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readOff = off
+	if err == nil && s.readOff == s.ownSize {
+		// Everything is in the store: start the file over (O_APPEND
+		// writes go to the new end).
+		if terr := s.own.Truncate(0); terr == nil {
+			s.ownSize, s.readOff = 0, 0
+		}
+	}
+	return n, err
+}
+
+// replayRange writes the records of f between off and end, and returns
+// the offset up to which they are stored.
+func replayRange(f *os.File, off, end int64, batch int, write func([]Record) error, bad func(int)) (int, int64, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, off, end-off), 256<<10)
+	rs := make([]Record, 0, batch)
+	var pendingBytes int64
+	total := 0
+	badLines := 0
+	flush := func() error {
+		if len(rs) > 0 {
+			if err := write(rs); err != nil {
+				return err
+			}
+			total += len(rs)
+		}
+		off += pendingBytes
+		pendingBytes = 0
+		rs = rs[:0]
+		return nil
+	}
+	for {
+		line, err := readLine(r)
+		if len(line) > 0 {
+			pendingBytes += int64(len(line))
+			var rec Record
+			if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.RequestID == "" {
+				badLines++
+			} else {
+				rs = append(rs, rec)
+			}
+			if len(rs) == batch {
+				if ferr := flush(); ferr != nil {
+					return total, off, ferr
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return total, off, err
+		}
+	}
+	if err := flush(); err != nil {
+		return total, off, err
+	}
+	if badLines > 0 {
+		bad(badLines)
+	}
+	return total, off, nil
+}
+
+// readLine returns the next line with its newline (the last line of a
+// file may lack one).
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			if len(line) > maxLine {
+				return line, fmt.Errorf("usage spill: line longer than %s bytes", strconv.Itoa(maxLine))
+			}
+			continue
+		}
+		return line, err
+	}
+}
+
+func (s *spill) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own == nil {
+		return nil
+	}
+	var err error
+	if s.dirty {
+		err = s.own.Sync()
+	}
+	empty := s.ownSize == 0 || s.readOff >= s.ownSize
+	name := s.own.Name()
+	err = errors.Join(err, s.own.Close())
+	s.own = nil
+	if empty {
+		_ = os.Remove(name)
+	}
+	return err
+}

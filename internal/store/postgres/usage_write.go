@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"gatehouse/internal/account"
+)
+
+// usageCols are the columns of usage_records in the order WriteRecords
+// copies them.
+var usageCols = []string{"request_id", "time", "endpoint", "key_id", "project_id", "project", "customer", "model",
+	"served_model", "provider", "deployment", "status", "error_kind", "prompt_tokens", "completion_tokens",
+	"cached_tokens", "reasoning_tokens", "cost_micros", "usage_source", "latency_ms", "ttft_ms", "overhead_ms",
+	"cache", "attempts", "stream", "labels", "request_body", "response_body"}
+
+// WriteRecords implements account.RecordStore with COPY: the batch is
+// copied into a temporary table and moved into usage_records with ON
+// CONFLICT DO NOTHING in the same transaction, so a replayed batch never
+// duplicates a record, and COPY keeps its speed (COPY itself cannot skip
+// conflicts).
+func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(rs))
+	for i := range rs {
+		r := &rs[i]
+		labels := []byte("{}")
+		if len(r.Labels) > 0 {
+			var err error
+			if labels, err = json.Marshal(r.Labels); err != nil {
+				return fmt.Errorf("postgres: write usage records: %w", err)
+			}
+		}
+		rows[i] = []any{r.RequestID, r.Time.UTC(), r.Endpoint, r.KeyID, r.ProjectID, r.Project, r.Customer, r.Model,
+			r.ServedModel, r.Provider, r.Deployment, int32(r.Status), r.ErrorKind, int32(r.PromptTokens),
+			int32(r.CompletionTokens), int32(r.CachedTokens), int32(r.ReasoningTokens), int64(r.Cost), r.UsageSource,
+			r.LatencyMS, r.TTFTMS, r.OverheadMS, r.Cache, int32(r.Attempts), r.Stream, string(labels),
+			nullText(r.RequestBody), nullText(r.ResponseBody)}
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS usage_records_in
+			(LIKE usage_records INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
+			return err
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_records_in"}, usageCols, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO usage_records SELECT * FROM usage_records_in ON CONFLICT (request_id) DO NOTHING`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: write usage records: %w", err)
+	}
+	return nil
+}
+
+// PruneRecords implements account.RecordStore.
+func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM usage_records WHERE request_id IN
+		(SELECT request_id FROM usage_records WHERE time < $1 ORDER BY time LIMIT $2)`, before.UTC(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: prune usage records: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+var _ account.RecordStore = (*Store)(nil)
