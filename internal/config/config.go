@@ -61,6 +61,7 @@ type Config struct {
 	Limits    Limits     `yaml:"limits"`  // admission control; see limits.go
 	Pricing   Pricing    `yaml:"pricing"` // cost accounting; see limits.go
 	Breaker   Breaker    `yaml:"breaker"` // circuit breaker of every deployment
+	Usage     Usage      `yaml:"usage"`   // usage records; see usage.go
 
 	models    map[string]int // name → index in Models
 	providers map[string]int // name → index in Providers
@@ -224,9 +225,9 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 
 // UnmarshalText reads "1m30s".
 func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
+	v, err := parseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("invalid duration %q: want a number with a unit, such as 30s or 1m30s", b)
+		return fmt.Errorf("invalid duration %q: want a number with a unit, such as 30s, 1m30s or 90d", b)
 	}
 	*d = Duration(v)
 	return nil

@@ -28,7 +28,13 @@ func defaultsOnly() *Config {
 		Breaker:  defaultBreaker(),
 		Limits:   defaultLimits(),
 		Pricing:  Pricing{DefaultMaxOutput: DefaultMaxOutputTokens, Unknown: "refuse"},
+		Usage:    defaultUsage("data/usage-spill"),
 	}
+}
+
+func defaultUsage(spill string) Usage {
+	return Usage{Records: ptr(true), Retention: DefaultUsageRetention, SpillDir: spill, Queue: DefaultUsageQueue,
+		Bodies: Bodies{MaxBytes: DefaultBodyMaxBytes}}
 }
 
 func defaultLimits() Limits {
@@ -117,6 +123,8 @@ func TestLoadEveryField(t *testing.T) {
 		},
 		Routing: Routing{Mode: DefaultRoutingMode},
 		Retry:   Retry{Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
+		Usage: Usage{Records: ptr(true), Retention: Duration(30*24*time.Hour + 12*time.Hour), SpillDir: "/var/lib/gatehouse/spill",
+			Queue: 1000, Bodies: Bodies{MaxBytes: 8 << 10, Redact: []Redaction{{Pattern: "acct-[0-9]+", Replace: "[ACCOUNT]"}}}},
 		Breaker: defaultBreaker(),
 		Limits:  defaultLimits(),
 		Pricing: Pricing{DefaultMaxOutput: DefaultMaxOutputTokens, Unknown: "refuse"},
@@ -154,6 +162,7 @@ func TestDefaults(t *testing.T) {
 		{"cluster mode leaves sqlite unset", "storage: {redis: redis://r:6379, postgres: postgres://p/db}\n", func() *Config {
 			c := defaultsOnly()
 			c.Storage = Storage{Redis: "redis://r:6379", Postgres: "postgres://p/db"}
+			c.Usage.SpillDir = DefaultClusterSpillDir
 			return c
 		}},
 		{"partial timeouts", "timeouts: {idle: 5s}\n", func() *Config {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/token"
@@ -327,9 +326,9 @@ func (d *decoder) duration(path string, n ast.Node, v reflect.Value) {
 		d.fail(path, n, "expected a duration with a unit, such as 30s or 1m30s, got %s", kindName(n))
 		return
 	}
-	dur, err := time.ParseDuration(s.Value)
+	dur, err := parseDuration(s.Value)
 	if err != nil {
-		d.fail(path, n, "invalid duration %q: want a number with a unit, such as 30s or 1m30s", s.Value)
+		d.fail(path, n, "invalid duration %q: want a number with a unit, such as 30s, 1m30s or 90d", s.Value)
 		return
 	}
 	v.SetInt(int64(dur))

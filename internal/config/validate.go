@@ -133,6 +133,7 @@ func (c *checker) config(cfg *Config) {
 		c.key(fmt.Sprintf("keys[%d]", i), &cfg.Keys[i], models, secrets, names)
 	}
 	c.cache(cfg.Cache, providers)
+	c.usage(cfg.Usage)
 	c.limits(cfg.Limits)
 	c.pricing(cfg.Pricing)
 }
@@ -364,6 +365,7 @@ func applyDefaults(cfg *Config, d *decoder) {
 	}
 	routingDefaults(cfg, d)
 	limitsDefaults(cfg)
+	usageDefaults(cfg, d)
 	if cfg.Cache.Exact.TTL == 0 {
 		cfg.Cache.Exact.TTL = DefaultExactCacheTTL
 	}

@@ -142,6 +142,10 @@ func TestValidation(t *testing.T) {
 			{3, 5, "cache.semantic.embedder.provider", "is required when the semantic cache is enabled"},
 			{3, 5, "cache.semantic.embedder.model", "is required when the semantic cache is enabled"},
 		}},
+		{"usage retention negative days", "usage:\n  retention: -1d\n", []problem{{2, 14, "usage.retention", `invalid duration "-1d"`}}},
+		{"usage redaction pattern invalid", "usage:\n  bodies:\n    redact: [{pattern: 'a(b'}]\n", []problem{{3, 24, "usage.bodies.redact[0].pattern", "invalid regular expression"}}},
+		{"usage redaction pattern missing", "usage:\n  bodies:\n    redact: [{replace: x}]\n", []problem{{3, 14, "usage.bodies.redact[0].pattern", "is required"}}},
+		{"usage queue negative", "usage:\n  queue: -1\n", []problem{{2, 10, "usage.queue", ""}}},
 		{"embedder provider unknown", "cache:\n  semantic:\n    embedder: {provider: nope, model: e}\n", []problem{{3, 26, "cache.semantic.embedder.provider", `unknown provider "nope"`}}},
 	}
 	for _, tt := range tests {
@@ -171,6 +175,8 @@ func TestValidationAccepts(t *testing.T) {
 		p1 + "models: [{name: m, strategy: weighted, targets: [{provider: p, model: x, weight: 0}, {provider: p, model: y}]}]\n",
 		"x-anything: {whatever: [1, 2]}\n",
 		"timeouts: {connect: 0}\n",
+		"usage: {retention: 0, records: false}\n",
+		"usage: {retention: 2d12h30m}\n",
 	} {
 		if _, err := Parse([]byte(y), "t.yaml"); err != nil {
 			t.Errorf("Parse(%q): %v", y, err)
