@@ -190,10 +190,13 @@ func (g *testGateway) logLine(t *testing.T, requestID string) string {
 	return line
 }
 
-// withTestStorage keeps a test gateway's SQLite file in its own temporary
-// directory (the default, ./data, would land in the source tree) unless
-// the config names its storage.
+// withTestStorage keeps a test gateway's SQLite file and usage spill
+// directory in its own temporary directory (the defaults, under ./data,
+// would land in the source tree) unless the config names them.
 func withTestStorage(yaml, dir string) string {
+	if !strings.Contains(yaml, "\nusage:") && !strings.HasPrefix(yaml, "usage:") {
+		yaml += "\nusage: {spill_dir: " + filepath.Join(dir, "spill") + "}\n"
+	}
 	if strings.Contains(yaml, "\nstorage:") || strings.HasPrefix(yaml, "storage:") {
 		return yaml
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/admin"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/config"
@@ -32,6 +33,8 @@ type stores struct {
 	customers *auth.Customers
 	limiter   *admitter
 	prices    *priceSync
+	usage     config.Usage
+	sink      *account.Sink // nil when usage records are off
 }
 
 // overlay is the store's prices for the catalog; nil without a store.
@@ -46,7 +49,7 @@ func (s *stores) overlay() *tokens.Overlay {
 // mode (storage.postgres and storage.redis both set), else the SQLite
 // file, whose directory is created if needed.
 func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error) {
-	s := &stores{conf: cfg.Storage, limits: cfg.Limits}
+	s := &stores{conf: cfg.Storage, limits: cfg.Limits, usage: cfg.Usage}
 	if bare {
 		s.desc = "none (bare proxy)"
 		return s, nil
@@ -95,12 +98,21 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 		s.store.Close()
 		return nil, err
 	}
+	if cfg.Usage.RecordsOn() {
+		if s.sink, err = openSink(s.store, cfg.Usage, log); err != nil {
+			s.prices.stop()
+			_ = s.limiter.close()
+			s.store.Close()
+			return nil, err
+		}
+	}
 	s.customers = auth.NewCustomers(s.store, auth.CustomersOptions{})
 	// The cache lives until close, across reloads; the config's static
 	// keys, which reloads change, are looked up in front of it.
 	s.keys, err = auth.NewKeys(context.Background(), s.store, nil, auth.KeysOptions{Logger: log})
 	if err != nil {
 		s.customers.Close()
+		s.closeSink()
 		s.prices.stop()
 		_ = s.limiter.close()
 		s.store.Close()
@@ -108,6 +120,34 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 	}
 	return s, nil
 }
+
+// openSink starts the usage-record sink over the record store.
+func openSink(st auth.Store, u config.Usage, log *slog.Logger) (*account.Sink, error) {
+	rs, ok := st.(account.RecordStore)
+	if !ok {
+		return nil, fmt.Errorf("the record store keeps no usage records (set usage.records: false)")
+	}
+	sink, err := account.NewSink(rs, account.SinkOptions{Queue: u.Queue, SpillDir: u.SpillDir, Retention: u.Retention.D(), Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("usage records: %w", err)
+	}
+	return sink, nil
+}
+
+// closeSink drains the usage records still queued (to the store, or to
+// the spill file when the store fails) within sinkDrain.
+func (s *stores) closeSink() error {
+	if s.sink == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sinkDrain)
+	defer cancel()
+	return s.sink.Close(ctx)
+}
+
+// sinkDrain bounds the wait for the last usage records at shutdown; the
+// records in flight past it stay in the spill file for the next start.
+const sinkDrain = 30 * time.Second
 
 // close settles and flushes the admitter's spend (the server has drained
 // by now), writes the last batch of last-used times and closes the store.
@@ -117,7 +157,8 @@ func (s *stores) close() error {
 	}
 	s.customers.Close()
 	s.prices.stop()
-	return errors.Join(s.limiter.close(), s.keys.Close(), s.store.Close())
+	sinkErr := s.closeSink() // before the store closes: the last records go to it
+	return errors.Join(sinkErr, s.limiter.close(), s.keys.Close(), s.store.Close())
 }
 
 // warnChanged says so when a reload changes the storage section, which
@@ -126,9 +167,18 @@ func (s *stores) warnChanged(cfg *config.Config, log *slog.Logger) {
 	if cfg.Storage != s.conf {
 		log.Warn("storage settings changed: restart gatehouse to use them; the running store stays", "store", s.desc)
 	}
+	if !sameUsage(cfg.Usage, s.usage) {
+		log.Warn("usage settings changed: restart gatehouse to use them (body redaction rules apply at once)")
+	}
 	if cfg.Limits != s.limits {
 		log.Warn("limits settings changed: restart gatehouse to use them; the running admitter stays")
 	}
+}
+
+// sameUsage reports whether a reload leaves the sink's settings alone
+// (the bodies section applies per generation).
+func sameUsage(a, b config.Usage) bool {
+	return a.RecordsOn() == b.RecordsOn() && a.Retention == b.Retention && a.SpillDir == b.SpillDir && a.Queue == b.Queue
 }
 
 // clientAuth authenticates a client: the config's static keys first, in

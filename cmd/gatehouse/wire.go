@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/config"
 	"gatehouse/internal/mockllm"
@@ -76,6 +78,10 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 			return nil, err
 		}
 		rt.Admin = admin
+		if st.sink != nil {
+			rt.Usage = st.sink
+			rt.Bodies = bodyRedactor(cfg.Usage.Bodies)
+		}
 		if st.limiter != nil {
 			prices, err := priceCatalog(cfg.Pricing, st.overlay())
 			if err != nil {
@@ -90,6 +96,16 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 	}
 	gen.runtime = rt
 	return gen, nil
+}
+
+// bodyRedactor builds the redaction of kept bodies from the config (its
+// patterns were compiled once by validation).
+func bodyRedactor(b config.Bodies) *account.Redactor {
+	rules := make([]account.Rule, 0, len(b.Redact))
+	for _, r := range b.Redact {
+		rules = append(rules, account.Rule{Pattern: regexp.MustCompile(r.Pattern), Replace: r.Replace})
+	}
+	return account.NewRedactor(int(b.MaxBytes), rules)
 }
 
 func timeouts(t config.Timeouts) provider.Timeouts {

@@ -42,9 +42,6 @@ func openSpill(dir string) (*spill, error) {
 	if dir == "" {
 		return nil, errors.New("usage sink: no spill directory")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("usage spill directory: %w", err)
-	}
 	names, err := filepath.Glob(filepath.Join(dir, "spill-*.jsonl"))
 	if err != nil {
 		return nil, err
@@ -94,6 +91,11 @@ func (s *spill) append(rs []Record, sync bool) error {
 }
 
 func (s *spill) create() error {
+	// The directory is made on the first spill, not at start: most
+	// gateways never spill.
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("usage spill directory: %w", err)
+	}
 	name := filepath.Join(s.dir, fmt.Sprintf("spill-%020d-%d.jsonl", time.Now().UnixNano(), os.Getpid()))
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {

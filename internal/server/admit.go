@@ -86,7 +86,9 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 		a.maxOut = 0
 	}
 	a.tag = principalTag(p)
-	if id := customerID(x.r, r.user); id != "" && p.ProjectID != "" && l.Customers != nil {
+	id := customerID(x.r, r.user)
+	x.customer = id
+	if id != "" && p.ProjectID != "" && l.Customers != nil {
 		c, err := l.Customers.Lookup(x.r.Context(), p.ProjectID, id)
 		if err != nil {
 			x.fail(llm.AsError(err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
@@ -16,13 +17,21 @@ import (
 // before that leaves the response free for the next attempt. A request
 // no attempt answered gets the last error.
 func (x *exchange) runAttempts(g *route.Group, maxTokens int, try func(ctx context.Context, a route.Attempt) route.Result) {
+	var failedAt time.Time // when the last attempt failed, if one did
 	r := route.Runner{
 		Table:        x.rt.Routes,
 		PromptTokens: x.promptTokens,
 		MaxTokens:    maxTokens,
 		Try: func(ctx context.Context, a route.Attempt) route.Result {
+			if !failedAt.IsZero() { // a backoff after a failure: waiting on the upstream, not gateway work
+				x.upstreamWait += x.s.now().Sub(failedAt)
+			}
 			x.deployment, x.attempts = a.Deployment, a.N // for the headers of this attempt's answer
-			return try(ctx, a)
+			res := try(ctx, a)
+			if res.Err != nil && !res.Started {
+				failedAt = x.s.now()
+			}
+			return res
 		},
 		OnAttempt: x.attempted,
 	}

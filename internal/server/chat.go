@@ -78,12 +78,15 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	if err != nil {
 		return route.Result{Err: llm.AsError(err)}
 	}
+	t0 := x.s.now()
 	resp, uerr := upstream(call, d, up)
 	if uerr != nil {
+		x.upstreamWait += x.s.now().Sub(t0)
 		return route.Result{Err: uerr}
 	}
 	if !req.Stream {
 		c, err := d.Adapter.Completion(resp, d, req)
+		x.upstreamWait += x.s.now().Sub(t0) // the body is read: the upstream's part is done
 		if err != nil {
 			return route.Result{Err: call.Err(d.Provider, err)}
 		}
@@ -97,6 +100,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		x.writeJSON(body)
 		return route.Result{FirstByte: x.s.now().Sub(start)}
 	}
+	x.upstreamWait += x.s.now().Sub(t0) // until the response headers; the relay waits on chunks after the client's headers
 	st, err := d.Adapter.Stream(resp, d, req)
 	if err != nil {
 		resp.Body.Close()
@@ -143,6 +147,7 @@ func (x *exchange) writeJSON(body []byte) {
 	}
 	h.Set("Content-Type", "application/json")
 	h["Content-Length"] = []string{itoa(len(body))}
+	x.responseBody = body
 	x.w.WriteHeader(http.StatusOK)
 	_, _ = x.w.Write(body)
 }

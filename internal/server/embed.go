@@ -63,11 +63,14 @@ func (x *exchange) embedAttempt(ctx context.Context, a route.Attempt, req *llm.E
 	if err != nil {
 		return route.Result{Err: llm.AsError(err)}
 	}
+	t0 := x.s.now()
 	resp, uerr := upstream(call, d, up)
 	if uerr != nil {
+		x.upstreamWait += x.s.now().Sub(t0)
 		return route.Result{Err: uerr}
 	}
 	c, err := em.Embedding(resp, d, req)
+	x.upstreamWait += x.s.now().Sub(t0)
 	if err != nil {
 		return route.Result{Err: call.Err(d.Provider, err)}
 	}

@@ -53,6 +53,17 @@ type exchange struct {
 	estimate     func() int // how to estimate this request's prompt; nil: never needed
 
 	adm admission // rate limits and budgets (admit.go)
+
+	// For the usage record (usage.go).
+	customer       string            // the customer the request named, if any
+	labels         map[string]string // x-gatehouse-label-* headers
+	body           []byte            // the request body as read
+	responseBody   []byte            // a non-streamed answer's body
+	usageEstimated bool              // usage was counted by the gateway, not reported
+	// upstreamWait is the time spent waiting on upstream calls and
+	// between attempts; overhead the rest, up to the response headers.
+	upstreamWait time.Duration
+	overhead     time.Duration
 }
 
 // dialect is the API family a route speaks; it decides the shape of
@@ -90,7 +101,7 @@ func (x *exchange) authenticate() bool {
 		return false
 	}
 	x.principal = p
-	return true
+	return x.readLabels()
 }
 
 // readBody enforces the media type and size limit and returns the body.
@@ -121,6 +132,7 @@ func (x *exchange) readBody() ([]byte, bool) {
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
+			x.body = buf
 			return buf, true
 		}
 		if err != nil {
@@ -167,6 +179,7 @@ func (x *exchange) headers() {
 		h.Set("X-Gatehouse-Attempts", itoa(max(x.attempts, 1)))
 	}
 	x.limitHeaders(h)
+	x.setOverhead(h)
 }
 
 // fail answers with err unless the response has already started, and
@@ -206,9 +219,11 @@ func (x *exchange) recover() {
 	x.finish()
 }
 
-// finish writes the request's log line.
+// finish records the request (metrics, usage record) and writes its log
+// line.
 func (x *exchange) finish() {
 	x.record()
+	x.keepRecord(x.s.now())
 	if !x.rt.LogRequests {
 		return
 	}

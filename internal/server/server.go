@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/metrics"
@@ -48,6 +49,12 @@ type Runtime struct {
 	// /metrics; it is the process's one set of instruments, handed to
 	// every generation. nil records nothing and /metrics answers 404.
 	Metrics *metrics.Metrics
+	// Usage takes one usage record per API request; nil keeps none. It
+	// is the process's one sink, handed to every generation.
+	Usage UsageSink
+	// Bodies redacts and cuts the bodies kept in the records of projects
+	// with log_bodies on; nil keeps no bodies.
+	Bodies *account.Redactor
 }
 
 // Server serves the gateway API.
@@ -101,9 +108,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/messages", s.onlyIn(dialectAnthropic, http.MethodPost, s.messages))
 	mux.HandleFunc("/v1/messages/count_tokens", s.onlyIn(dialectAnthropic, http.MethodPost, s.countTokens))
 	mux.HandleFunc("/v1/messages/", func(w http.ResponseWriter, r *http.Request) {
-		id := newRequestID()
-		w.Header().Set("X-Gatehouse-Request-Id", id)
-		writeError(w, dialectAnthropic, notFound(r), id)
+		writeError(w, dialectAnthropic, notFound(r), s.stamp(w, s.now()))
 	})
 	mux.HandleFunc("/v1/models", s.only(http.MethodGet, s.models))
 	mux.HandleFunc("/v1/models/{id...}", s.only(http.MethodGet, s.model))
@@ -112,7 +117,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/healthz", s.only(http.MethodGet, s.healthz))
 	mux.HandleFunc("/readyz", s.only(http.MethodGet, s.readyz))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Gatehouse-Request-Id", newRequestID())
+		s.stamp(w, s.now())
 		notFound(r).WriteOpenAI(w)
 	})
 	return mux
@@ -131,8 +136,7 @@ func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) onlyIn(d dialect, method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
-			id := newRequestID()
-			w.Header().Set("X-Gatehouse-Request-Id", id)
+			id := s.stamp(w, s.now())
 			w.Header().Set("Allow", method)
 			writeError(w, d, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
 				Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + method + "."}, id)
@@ -148,7 +152,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		return
 	}
-	w.Header().Set("X-Gatehouse-Request-Id", newRequestID())
+	s.stamp(w, s.now())
 	(&llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotFound, Type: "invalid_request_error", Code: "admin_disabled",
 		Message: "The admin API is disabled: set admin_key in the config to enable it."}).WriteOpenAI(w)
 }
@@ -226,6 +230,17 @@ func modelObject(b []byte, id string) []byte {
 	b = append(b, `{"id":`...)
 	b = llm.AppendQuote(b, id)
 	return append(b, `,"object":"model","created":0,"owned_by":"gatehouse"}`...)
+}
+
+// stamp sets the request id and overhead headers of an answer given
+// without an exchange (unknown routes, wrong methods) and returns the id.
+func (s *Server) stamp(w http.ResponseWriter, start time.Time) string {
+	id := newRequestID()
+	h := w.Header()
+	h.Set("X-Gatehouse-Request-Id", id)
+	var buf [24]byte
+	h[hdrOverhead] = []string{string(appendMillis(buf[:0], s.now().Sub(start)))}
+	return id
 }
 
 // ctxKey is unexported so nothing outside can collide with it.

@@ -1,0 +1,153 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"gatehouse/internal/account"
+	"gatehouse/internal/llm"
+)
+
+// UsageSink takes the usage record of every API request; *account.Sink
+// implements it without ever blocking the request.
+type UsageSink interface {
+	Add(account.Record)
+}
+
+// Label headers: x-gatehouse-label-<name>: <value>, kept on the
+// request's usage record.
+const (
+	labelPrefix   = "X-Gatehouse-Label-"
+	maxLabels     = 8
+	maxLabelName  = 32
+	maxLabelValue = 128
+	hdrOverhead   = "X-Gatehouse-Overhead-Ms"
+)
+
+// readLabels collects the request's label headers, refusing (400) a bad
+// name, an over-long value, a repeated label or more than maxLabels.
+// Header names arrive canonicalised, so the prefix is compared without
+// case and the name kept in lower case.
+func (x *exchange) readLabels() bool {
+	for k, vs := range x.r.Header {
+		if len(k) <= len(labelPrefix) || !strings.EqualFold(k[:len(labelPrefix)], labelPrefix) {
+			continue
+		}
+		name := strings.ToLower(k[len(labelPrefix):])
+		param := "x-gatehouse-label-" + name
+		switch {
+		case !validLabelName(name):
+			x.fail(labelError(param, "Label names after x-gatehouse-label- must be 1 to 32 characters of a-z, 0-9, '_' and '-'."))
+			return false
+		case len(vs) != 1:
+			x.fail(labelError(param, "The label '"+name+"' is given more than once."))
+			return false
+		case len(vs[0]) > maxLabelValue:
+			x.fail(labelError(param, "The value of the label '"+name+"' is longer than 128 bytes."))
+			return false
+		}
+		if x.labels == nil {
+			x.labels = make(map[string]string, 2)
+		}
+		x.labels[name] = vs[0]
+		if len(x.labels) > maxLabels {
+			x.fail(labelError(param, "A request may carry at most 8 x-gatehouse-label-* headers."))
+			return false
+		}
+	}
+	return true
+}
+
+func validLabelName(s string) bool {
+	if len(s) == 0 || len(s) > maxLabelName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func labelError(param, msg string) *llm.Error {
+	return &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+		Code: "invalid_label", Param: param, Message: msg}
+}
+
+// setOverhead fixes the gateway's overhead so far — the time since the
+// request arrived less the time spent waiting on upstream calls and
+// between retries — and sends it in x-gatehouse-overhead-ms. It runs as
+// the response headers are set, so the figure covers everything the
+// gateway did before the client saw an answer.
+func (x *exchange) setOverhead(h http.Header) {
+	x.overhead = max(x.s.now().Sub(x.start)-x.upstreamWait, 0)
+	var buf [24]byte
+	h[hdrOverhead] = []string{string(appendMillis(buf[:0], x.overhead))}
+}
+
+// appendMillis appends d in milliseconds with three decimals ("0.153").
+func appendMillis(b []byte, d time.Duration) []byte {
+	us := d.Microseconds()
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
+}
+
+// keepRecord hands the request's usage record to the sink, if any.
+func (x *exchange) keepRecord(end time.Time) {
+	if sink := x.rt.Usage; sink != nil {
+		sink.Add(x.usageRecord(end))
+	}
+}
+
+// usageRecord is the request as the usage API shows it. The figures are
+// the ones the client saw: status, the cost header, the usage relayed.
+func (x *exchange) usageRecord(end time.Time) account.Record {
+	r := account.Record{
+		RequestID:  x.id,
+		Time:       x.start.UTC(),
+		Endpoint:   x.r.URL.Path,
+		Customer:   x.customer,
+		Model:      x.model,
+		Status:     x.status,
+		Attempts:   x.attempts,
+		Stream:     x.stream,
+		Labels:     x.labels,
+		Cache:      account.CacheBypass, // no cache is read yet
+		LatencyMS:  ms(end.Sub(x.start)),
+		TTFTMS:     ms(x.ttft),
+		OverheadMS: ms(x.overhead),
+	}
+	if a := &x.adm; a.downgraded != "" {
+		r.Model = a.downgraded // as the client sent it
+	}
+	if p := x.principal; p != nil {
+		r.KeyID, r.ProjectID, r.Project = p.KeyID, p.ProjectID, p.Project
+		if p.LogBodies && x.rt.Bodies != nil {
+			r.RequestBody = x.rt.Bodies.Body(x.body)
+			r.ResponseBody = x.rt.Bodies.Body(x.responseBody)
+		}
+	}
+	if d := x.deployment; d != nil {
+		r.ServedModel, r.Provider, r.Deployment = d.Model, d.Provider, d.Provider+"/"+d.Model
+	}
+	if x.err != nil {
+		r.ErrorKind = string(x.err.Kind)
+	}
+	if x.hasUsage {
+		u := &x.usage
+		r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.ReasoningTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens, u.ReasoningTokens
+	}
+	r.UsageSource = account.SourceReported
+	if x.usageEstimated || (x.written && x.status < 300 && !x.hasUsage && x.deployment != nil) {
+		r.UsageSource = account.SourceEstimated
+	}
+	if x.adm.costed {
+		r.Cost = x.adm.cost
+	}
+	return r
+}
