@@ -15,10 +15,11 @@ import (
 // has no limits ("nolimits"), with one that has rpm, tpm and a budget
 // ("limits"), and with the same key under limits.headers: refusals
 // ("limits-quiet": no x-ratelimit-* headers on admitted responses), and
-// with no limits and no request log line ("nolimits-nolog"), and through
+// with no limits and no request log line ("nolimits-nolog"), with no
+// limits and no usage records ("nolimits-norecords"), and through
 // gatehouse serve --bare ("bare": no auth, log or limits). The
 // differences are what admission control costs a request, how much of it
-// is the six headers, and what the log line costs;
+// is the six headers, and what the log line and the usage record cost;
 // scripts/bench-instructions counts them in instructions. Run with -cpu 1
 // for the least scheduling noise.
 func BenchmarkRequestPath(b *testing.B) {
@@ -35,6 +36,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		{"limits", "gh-bench-limited", limited, "", true, false},
 		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false, false},
 		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false, false},
+		{"nolimits-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "usage: {records: false}\n", false, false},
 	}
 	for _, sc := range []struct {
 		name string

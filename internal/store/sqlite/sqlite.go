@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -54,6 +55,9 @@ type Store struct {
 	w, r      *sql.DB
 	keyByHash *sql.Stmt // the cache-miss path, prepared once per read connection
 	hub       store.Hub
+
+	insertMu sync.Mutex
+	inserts  []*sql.Stmt // usage-record INSERTs, by insertSizes; prepared on first use
 }
 
 // Open opens (creating if needed) the database at path and brings its
@@ -156,6 +160,9 @@ func (s *Store) Close() error {
 	var errs []error
 	if s.keyByHash != nil {
 		errs = append(errs, s.keyByHash.Close())
+	}
+	for _, st := range s.inserts {
+		errs = append(errs, st.Close())
 	}
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
