@@ -194,3 +194,14 @@ func TestPoolReplacesKilledConnections(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSink: usage records a second into PostgreSQL with COPY (make
+// bench-sink; BENCHMARKS.md).
+func BenchmarkSink(b *testing.B) {
+	s, err := Open(context.Background(), pgtest.DSN(b, "gh_bench_"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchSink(b, s)
+}

@@ -146,3 +146,14 @@ func benchHash(i int) auth.Hash {
 	binary.BigEndian.PutUint64(b[:], uint64(i))
 	return sha256.Sum256(b[:])
 }
+
+// BenchmarkSink: usage records a second into a SQLite file (make
+// bench-sink; BENCHMARKS.md).
+func BenchmarkSink(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchSink(b, s)
+}
