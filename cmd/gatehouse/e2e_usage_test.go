@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,4 +281,69 @@ func mustUSD(t *testing.T, s string) limit.Micros {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestUsageRecordsKeepBodiesOnlyWhenTheProjectAsks: a project with
+// log_bodies keeps redacted request and response bodies (a stream's
+// events included); another project's records have none.
+func TestUsageRecordsKeepBodiesOnlyWhenTheProjectAsks(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{})
+	gw := startGateway(t, usageConfig(up, "usage:\n  bodies:\n    redact: [{pattern: 'acct-[0-9]+', replace: '[ACCOUNT]'}]\n"))
+	adminPost(t, gw.URL, "/admin/projects", `{"name":"kept","log_bodies":true}`)
+	adminPost(t, gw.URL, "/admin/projects", `{"name":"private"}`)
+	kept := adminPost(t, gw.URL, "/admin/keys", `{"project":"kept","name":"k"}`)["key"].(string)
+	private := adminPost(t, gw.URL, "/admin/keys", `{"project":"private","name":"p"}`)["key"].(string)
+	ctx := context.Background()
+	prompt := "my key is sk-live-0123456789abcdefghij and my account acct-778899"
+	ids := map[string]string{}
+	for name, key := range map[string]string{"kept": kept, "private": private} {
+		var resp *http.Response
+		c := gw.client(option.WithAPIKey(key))
+		if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: "chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		}, option.WithResponseInto(&resp)); err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = resp.Header.Get("X-Gatehouse-Request-Id")
+		st := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model: "chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		}, option.WithResponseInto(&resp))
+		for st.Next() {
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+		ids[name+"-stream"] = resp.Header.Get("X-Gatehouse-Request-Id")
+	}
+	get := func(id string) account.Record {
+		var r account.Record
+		waitFor(t, 5*time.Second, "record "+id, func() bool {
+			req, _ := http.NewRequest(http.MethodGet, gw.URL+"/admin/logs/"+id, nil)
+			req.Header.Set("Authorization", "Bearer "+testAdminKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&r) == nil
+		})
+		return r
+	}
+	for _, name := range []string{"kept", "kept-stream"} {
+		r := get(ids[name])
+		if !strings.Contains(r.RequestBody, `"model":"chat"`) || !strings.Contains(r.RequestBody, "[REDACTED_KEY]") || !strings.Contains(r.RequestBody, "[ACCOUNT]") {
+			t.Errorf("%s: request body %q: want it kept with the key and account redacted", name, r.RequestBody)
+		}
+		if strings.Contains(r.RequestBody, "sk-live") || strings.Contains(r.RequestBody, "acct-778899") {
+			t.Errorf("%s: secret kept: %q", name, r.RequestBody)
+		}
+		if r.ResponseBody == "" || (name == "kept-stream") != strings.Contains(r.ResponseBody, "data: [DONE]") {
+			t.Errorf("%s: response body %q", name, r.ResponseBody)
+		}
+	}
+	for _, name := range []string{"private", "private-stream"} {
+		if r := get(ids[name]); r.RequestBody != "" || r.ResponseBody != "" {
+			t.Errorf("%s: bodies kept for a project that did not ask: %+v", name, r)
+		}
+	}
 }

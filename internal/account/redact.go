@@ -47,6 +47,15 @@ func NewRedactor(maxBytes int, extra []Rule) *Redactor {
 	return r
 }
 
+// Limit is how many bytes of a body are worth keeping for Body: the cut
+// plus the slack redaction looks at; 0 when bodies are not cut.
+func (r *Redactor) Limit() int {
+	if r.maxBytes <= 0 {
+		return 1 << 30
+	}
+	return r.maxBytes + 256
+}
+
 // Body returns b redacted and cut to the size limit (at a character
 // boundary, marked with "…[truncated]"); "" for an empty body.
 func (r *Redactor) Body(b []byte) string {

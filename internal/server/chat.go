@@ -147,7 +147,6 @@ func (x *exchange) writeJSON(body []byte) {
 	}
 	h.Set("Content-Type", "application/json")
 	h["Content-Length"] = []string{itoa(len(body))}
-	x.responseBody = body
 	x.w.WriteHeader(http.StatusOK)
 	_, _ = x.w.Write(body)
 }

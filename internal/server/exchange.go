@@ -58,7 +58,7 @@ type exchange struct {
 	customer       string            // the customer the request named, if any
 	labels         map[string]string // x-gatehouse-label-* headers
 	body           []byte            // the request body as read
-	responseBody   []byte            // a non-streamed answer's body
+	capture        *bodyCapture      // what the client is sent, when the project keeps bodies
 	usageEstimated bool              // usage was counted by the gateway, not reported
 	// upstreamWait is the time spent waiting on upstream calls and
 	// between attempts; overhead the rest, up to the response headers.
@@ -101,6 +101,7 @@ func (x *exchange) authenticate() bool {
 		return false
 	}
 	x.principal = p
+	x.captureBodies()
 	return x.readLabels()
 }
 

@@ -97,6 +97,35 @@ func appendMillis(b []byte, d time.Duration) []byte {
 	return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }
 
+// captureBodies starts keeping what the client is sent, for a project
+// that keeps bodies in its usage records: every byte written, streams
+// included, up to the redactor's limit. Flushes and trailers pass
+// through (Unwrap).
+func (x *exchange) captureBodies() {
+	if p := x.principal; p == nil || !p.LogBodies || x.rt.Bodies == nil || x.rt.Usage == nil {
+		return
+	}
+	x.capture = &bodyCapture{ResponseWriter: x.w, limit: x.rt.Bodies.Limit()}
+	x.w = x.capture
+}
+
+// bodyCapture copies the first limit bytes of a response.
+type bodyCapture struct {
+	http.ResponseWriter
+	limit int
+	b     []byte
+}
+
+func (c *bodyCapture) Write(p []byte) (int, error) {
+	if room := c.limit - len(c.b); room > 0 {
+		c.b = append(c.b, p[:min(room, len(p))]...)
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush and the rest.
+func (c *bodyCapture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
 // keepRecord hands the request's usage record to the sink, if any.
 func (x *exchange) keepRecord(end time.Time) {
 	if sink := x.rt.Usage; sink != nil {
@@ -127,9 +156,9 @@ func (x *exchange) usageRecord(end time.Time) account.Record {
 	}
 	if p := x.principal; p != nil {
 		r.KeyID, r.ProjectID, r.Project = p.KeyID, p.ProjectID, p.Project
-		if p.LogBodies && x.rt.Bodies != nil {
+		if x.capture != nil {
 			r.RequestBody = x.rt.Bodies.Body(x.body)
-			r.ResponseBody = x.rt.Bodies.Body(x.responseBody)
+			r.ResponseBody = x.rt.Bodies.Body(x.capture.b)
 		}
 	}
 	if d := x.deployment; d != nil {
