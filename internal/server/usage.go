@@ -36,26 +36,26 @@ func (x *exchange) readLabels() bool {
 			continue
 		}
 		name := strings.ToLower(k[len(labelPrefix):])
-		param := "x-gatehouse-label-" + name
+		var problem string
 		switch {
 		case !validLabelName(name):
-			x.fail(labelError(param, "Label names after x-gatehouse-label- must be 1 to 32 characters of a-z, 0-9, '_' and '-'."))
-			return false
+			problem = "Label names after x-gatehouse-label- must be 1 to 32 characters of a-z, 0-9, '_' and '-'."
 		case len(vs) != 1:
-			x.fail(labelError(param, "The label '"+name+"' is given more than once."))
-			return false
+			problem = "The label '" + name + "' is given more than once."
 		case len(vs[0]) > maxLabelValue:
-			x.fail(labelError(param, "The value of the label '"+name+"' is longer than 128 bytes."))
+			problem = "The value of the label '" + name + "' is longer than 128 bytes."
+		case len(x.labels) == maxLabels:
+			problem = "A request may carry at most 8 x-gatehouse-label-* headers."
+		}
+		if problem != "" {
+			x.labels = nil // a refused request keeps none of them
+			x.fail(labelError("x-gatehouse-label-"+name, problem))
 			return false
 		}
 		if x.labels == nil {
 			x.labels = make(map[string]string, 2)
 		}
 		x.labels[name] = vs[0]
-		if len(x.labels) > maxLabels {
-			x.fail(labelError(param, "A request may carry at most 8 x-gatehouse-label-* headers."))
-			return false
-		}
 	}
 	return true
 }

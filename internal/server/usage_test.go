@@ -1,0 +1,116 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gatehouse/internal/account"
+	"gatehouse/internal/auth"
+)
+
+// sinkRecorder keeps the records a server hands over.
+type sinkRecorder struct {
+	mu   sync.Mutex
+	recs []account.Record
+}
+
+func (s *sinkRecorder) Add(r account.Record) { s.mu.Lock(); s.recs = append(s.recs, r); s.mu.Unlock() }
+
+type fixedAuth struct{ p *auth.Principal }
+
+func (a fixedAuth) Authenticate(*http.Request) (*auth.Principal, error) { return a.p, nil }
+
+func TestLabelsAreValidatedAndRecorded(t *testing.T) {
+	s, _ := newTestServer(t)
+	sink := &sinkRecorder{}
+	rt := *s.Runtime()
+	rt.Auth = fixedAuth{&auth.Principal{KeyID: "key_1", Project: "qa", ProjectID: "proj_1"}}
+	rt.Usage = sink
+	s.Swap(&rt)
+	h := s.Handler()
+	tooMany := http.Header{}
+	for i := range 9 {
+		tooMany.Set("X-Gatehouse-Label-L"+string(rune('a'+i)), "v")
+	}
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		status int
+		labels map[string]string
+	}{
+		{"valid, names lower-cased", http.Header{"X-Gatehouse-Label-Team": {"blue"}, "X-Gatehouse-Label-Cost_center-2": {"42"}}, 500,
+			map[string]string{"team": "blue", "cost_center-2": "42"}},
+		{"bad character", http.Header{"X-Gatehouse-Label-Te.am": {"x"}}, 400, nil},
+		{"name too long", http.Header{"X-Gatehouse-Label-" + strings.Repeat("a", 33): {"x"}}, 400, nil},
+		{"value too long", http.Header{"X-Gatehouse-Label-Team": {strings.Repeat("v", 129)}}, 400, nil},
+		{"repeated", http.Header{"X-Gatehouse-Label-Team": {"a", "b"}}, 400, nil},
+		{"more than eight", tooMany, 400, nil},
+		{"value of 128 bytes", http.Header{"X-Gatehouse-Label-Team": {strings.Repeat("v", 128)}}, 500, map[string]string{"team": strings.Repeat("v", 128)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink.recs = nil
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"chat","messages":[{"role":"user","content":"hi"}]}`))
+			for k, vs := range tc.header {
+				req.Header[k] = vs
+			}
+			h.ServeHTTP(rec, req) // the test adapter panics: a 500, which must still be recorded
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			if tc.status == 400 && !strings.Contains(rec.Body.String(), `"code":"invalid_label"`) {
+				t.Fatalf("body %s: want code invalid_label", rec.Body)
+			}
+			if len(sink.recs) != 1 {
+				t.Fatalf("%d records, want 1", len(sink.recs))
+			}
+			r := sink.recs[0]
+			if r.Status != tc.status || r.RequestID != rec.Header().Get("X-Gatehouse-Request-Id") || r.KeyID != "key_1" || r.Project != "qa" {
+				t.Fatalf("record %+v", r)
+			}
+			if len(r.Labels) != len(tc.labels) {
+				t.Fatalf("labels %v, want %v", r.Labels, tc.labels)
+			}
+			for k, v := range tc.labels {
+				if r.Labels[k] != v {
+					t.Fatalf("labels %v, want %v", r.Labels, tc.labels)
+				}
+			}
+		})
+	}
+}
+
+func TestOverheadHeaderOnEveryResponse(t *testing.T) {
+	s, _ := newTestServer(t)
+	clock := time.Unix(1700000000, 0)
+	s.now = func() time.Time { clock = clock.Add(250 * time.Microsecond); return clock }
+	h := s.Handler()
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/chat/completions", `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`}, // 500 (panic)
+		{http.MethodPost, "/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`}, // 404 model
+		{http.MethodPost, "/v1/chat/completions", `{`},                                                            // 400
+		{http.MethodGet, "/v1/chat/completions", ""},                                                              // 405
+		{http.MethodGet, "/v2/unknown", ""},                                                                       // 404 route
+		{http.MethodPost, "/v1/messages/unknown", ""},                                                             // 404, Anthropic dialect
+		{http.MethodPost, "/v1/embeddings", `{"model":"chat"}`},                                                   // 400
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+		got := rec.Header().Get("X-Gatehouse-Overhead-Ms")
+		if got == "" || !strings.Contains(got, ".") || rec.Header().Get("X-Gatehouse-Request-Id") == "" {
+			t.Errorf("%s %s (%d): overhead %q", tc.method, tc.path, rec.Code, got)
+		}
+	}
+}
+
+func TestAppendMillis(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0.000", 153 * time.Microsecond: "0.153", 12*time.Millisecond + 5*time.Microsecond: "12.005", 2 * time.Second: "2000.000"} {
+		if got := string(appendMillis(nil, d)); got != want {
+			t.Errorf("appendMillis(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
