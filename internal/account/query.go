@@ -2,7 +2,10 @@ package account
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"gatehouse/internal/limit"
@@ -101,4 +104,95 @@ type LogQuery struct {
 type LogPage struct {
 	Records []Record
 	Next    string
+}
+
+// Micros is limit.Micros, for stores that build rows without importing
+// limit themselves.
+type Micros = limit.Micros
+
+// GroupColumn is the record column a GroupBy aggregates by.
+func GroupColumn(g GroupBy) string {
+	switch g {
+	case GroupKey:
+		return "key_id"
+	case GroupProject, GroupCustomer, GroupModel, GroupProvider:
+		return string(g)
+	}
+	return ""
+}
+
+// ParseGroupBy reads the group_by parameter ("" for none).
+func ParseGroupBy(s string) (GroupBy, bool) {
+	switch g := GroupBy(s); g {
+	case GroupNone, GroupKey, GroupProject, GroupCustomer, GroupModel, GroupProvider:
+		return g, true
+	}
+	return "", false
+}
+
+// ParseInterval reads the interval parameter ("" for none).
+func ParseInterval(s string) (Interval, bool) {
+	switch i := Interval(s); i {
+	case IntervalNone, IntervalHour, IntervalDay:
+		return i, true
+	}
+	return "", false
+}
+
+// FilterColumn is one equality condition of a Filter: a column and the
+// value it must have. The "project" column matches the project's name or
+// its id.
+type FilterColumn struct {
+	Column string
+	Value  any
+}
+
+// FilterColumns lists f's equality conditions (its time window apart),
+// so every store builds the same WHERE clause.
+func FilterColumns(f Filter) []FilterColumn {
+	var out []FilterColumn
+	for _, c := range [...]struct {
+		col, v string
+	}{{"key_id", f.Key}, {"project", f.Project}, {"customer", f.Customer}, {"model", f.Model}, {"provider", f.Provider}} {
+		if c.v != "" {
+			out = append(out, FilterColumn{c.col, c.v})
+		}
+	}
+	if f.Status != 0 {
+		out = append(out, FilterColumn{"status", f.Status})
+	}
+	return out
+}
+
+// ErrBadCursor is returned for a cursor that no page handed out.
+var ErrBadCursor = errors.New("invalid cursor")
+
+// EncodeCursor is the opaque cursor of the page after r: the position
+// of the last record listed.
+func EncodeCursor(r Record) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(r.Time.UnixMicro(), 10) + ":" + r.RequestID))
+}
+
+// DecodeCursor reads EncodeCursor's position.
+func DecodeCursor(c string) (time.Time, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", ErrBadCursor
+	}
+	at, id, ok := strings.Cut(string(b), ":")
+	us, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || id == "" {
+		return time.Time{}, "", ErrBadCursor
+	}
+	return time.UnixMicro(us).UTC(), id, nil
+}
+
+// Paginate turns up to limit+1 records read into a page: the extra one,
+// if there, says another page follows.
+func Paginate(rs []Record, limit int) LogPage {
+	if len(rs) <= limit {
+		return LogPage{Records: rs}
+	}
+	rs = rs[:limit]
+	return LogPage{Records: rs, Next: EncodeCursor(rs[len(rs)-1])}
 }

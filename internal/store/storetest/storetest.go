@@ -66,6 +66,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		{"ContextCancelled", testContextCancelled},
 		{"Prices", testPrices},
 		{"UsageWrites", testUsageWrites},
+		{"UsageReads", testUsageReads},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

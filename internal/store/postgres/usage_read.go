@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"gatehouse/internal/account"
+)
+
+// bucketWidths are date_bin strides: they bin timestamptz values on UTC
+// boundaries whatever the session's time zone.
+var bucketWidths = map[account.Interval]string{
+	account.IntervalHour: "1 hour",
+	account.IntervalDay:  "1 day",
+}
+
+// filterSQL appends the WHERE clause of f to b and its arguments to args
+// ($n placeholders numbered after the arguments already there).
+func filterSQL(b *strings.Builder, args []any, f account.Filter) []any {
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	b.WriteString(" WHERE true")
+	if !f.From.IsZero() {
+		b.WriteString(" AND time >= " + arg(f.From.UTC()))
+	}
+	if !f.To.IsZero() {
+		b.WriteString(" AND time < " + arg(f.To.UTC()))
+	}
+	for _, c := range account.FilterColumns(f) {
+		if c.Column == "project" {
+			p := arg(c.Value)
+			b.WriteString(" AND (project = " + p + " OR project_id = " + p + ")")
+			continue
+		}
+		b.WriteString(" AND " + c.Column + " = " + arg(c.Value))
+	}
+	return args
+}
+
+// Usage implements account.Querier: one aggregate query.
+func (s *Store) Usage(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
+	group := "''"
+	if q.GroupBy != account.GroupNone {
+		group = account.GroupColumn(q.GroupBy)
+	}
+	bucket := "'epoch'::timestamptz"
+	if w, ok := bucketWidths[q.Interval]; ok {
+		bucket = "date_bin('" + w + "', time, '2000-01-01 00:00:00+00')"
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, count(*), count(*) FILTER (WHERE status >= 400),
+		coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cached_tokens), 0),
+		coalesce(sum(cost_micros), 0)::bigint, count(*) FILTER (WHERE cache IN ('hit', 'semantic')) FROM usage_records`)
+	args := filterSQL(&b, nil, q.Filter)
+	b.WriteString(" GROUP BY 1, 2 ORDER BY 2, 1")
+	rows, err := s.pool.Query(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: usage: %w", err)
+	}
+	defer rows.Close()
+	out := []account.UsageRow{}
+	for rows.Next() {
+		var r account.UsageRow
+		var bucketAt time.Time
+		var cost int64
+		if err := rows.Scan(&r.Group, &bucketAt, &r.Requests, &r.Errors, &r.PromptTokens, &r.CompletionTokens,
+			&r.CachedTokens, &cost, &r.CacheHits); err != nil {
+			return nil, fmt.Errorf("postgres: usage: %w", err)
+		}
+		r.Cost = account.Micros(cost)
+		if q.Interval != account.IntervalNone {
+			r.Bucket = bucketAt.UTC()
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: usage: %w", err)
+	}
+	return out, nil
+}
+
+// recordCols are the columns a Record is scanned from, in scanRecord's
+// order.
+const recordCols = `request_id, time, endpoint, key_id, project_id, project, customer, model, served_model, provider,
+	deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, cost_micros,
+	usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream, labels::text,
+	coalesce(request_body, ''), coalesce(response_body, '')`
+
+func scanRecord(row pgx.Row) (account.Record, error) {
+	var r account.Record
+	var cost int64
+	var labels string
+	err := row.Scan(&r.RequestID, &r.Time, &r.Endpoint, &r.KeyID, &r.ProjectID, &r.Project, &r.Customer, &r.Model,
+		&r.ServedModel, &r.Provider, &r.Deployment, &r.Status, &r.ErrorKind, &r.PromptTokens, &r.CompletionTokens,
+		&r.CachedTokens, &r.ReasoningTokens, &cost, &r.UsageSource, &r.LatencyMS, &r.TTFTMS, &r.OverheadMS, &r.Cache,
+		&r.Attempts, &r.Stream, &labels, &r.RequestBody, &r.ResponseBody)
+	if err != nil {
+		return r, err
+	}
+	r.Time, r.Cost = r.Time.UTC(), account.Micros(cost)
+	if labels != "" && labels != "{}" {
+		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
+			return r, fmt.Errorf("labels: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Logs implements account.Querier: newest first, keyset-paged on
+// (time, request_id).
+func (s *Store) Logs(ctx context.Context, q account.LogQuery) (account.LogPage, error) {
+	var b strings.Builder
+	b.WriteString("SELECT " + recordCols + " FROM usage_records")
+	args := filterSQL(&b, nil, q.Filter)
+	if q.Cursor != "" {
+		at, id, err := account.DecodeCursor(q.Cursor)
+		if err != nil {
+			return account.LogPage{}, err
+		}
+		args = append(args, at, id)
+		fmt.Fprintf(&b, " AND (time, request_id) < ($%d, $%d)", len(args)-1, len(args))
+	}
+	args = append(args, q.Limit+1)
+	fmt.Fprintf(&b, " ORDER BY time DESC, request_id DESC LIMIT $%d", len(args))
+	rows, err := s.pool.Query(ctx, b.String(), args...)
+	if err != nil {
+		return account.LogPage{}, fmt.Errorf("postgres: logs: %w", err)
+	}
+	defer rows.Close()
+	recs := []account.Record{}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return account.LogPage{}, fmt.Errorf("postgres: logs: %w", err)
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return account.LogPage{}, fmt.Errorf("postgres: logs: %w", err)
+	}
+	return account.Paginate(recs, q.Limit), nil
+}
+
+// Record implements account.Querier.
+func (s *Store) Record(ctx context.Context, requestID string) (account.Record, error) {
+	r, err := scanRecord(s.pool.QueryRow(ctx, "SELECT "+recordCols+" FROM usage_records WHERE request_id = $1", requestID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, account.ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("postgres: record: %w", err)
+	}
+	return r, nil
+}
+
+var _ account.Querier = (*Store)(nil)

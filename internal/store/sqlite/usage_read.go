@@ -1,0 +1,160 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gatehouse/internal/account"
+)
+
+// Bucket widths in Unix microseconds: times are stored as such, so a
+// bucket is integer arithmetic the time index can feed.
+var bucketMicros = map[account.Interval]int64{
+	account.IntervalHour: int64(time.Hour / time.Microsecond),
+	account.IntervalDay:  int64(24 * time.Hour / time.Microsecond),
+}
+
+// filterSQL appends the WHERE clause of f to b and its arguments to args.
+func filterSQL(b *strings.Builder, args []any, f account.Filter) []any {
+	b.WriteString(" WHERE 1=1")
+	if !f.From.IsZero() {
+		b.WriteString(" AND time >= ?")
+		args = append(args, unixMicros(f.From))
+	}
+	if !f.To.IsZero() {
+		b.WriteString(" AND time < ?")
+		args = append(args, unixMicros(f.To))
+	}
+	for _, c := range account.FilterColumns(f) {
+		if c.Column == "project" {
+			b.WriteString(" AND (project = ? OR project_id = ?)")
+			args = append(args, c.Value, c.Value)
+			continue
+		}
+		b.WriteString(" AND " + c.Column + " = ?")
+		args = append(args, c.Value)
+	}
+	return args
+}
+
+// Usage implements account.Querier: one aggregate query.
+func (s *Store) Usage(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
+	group := "''"
+	if q.GroupBy != account.GroupNone {
+		group = account.GroupColumn(q.GroupBy)
+	}
+	bucket := "0"
+	if w, ok := bucketMicros[q.Interval]; ok {
+		bucket = fmt.Sprintf("time - time %% %d", w)
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, count(*), coalesce(sum(status >= 400), 0),
+		coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cached_tokens), 0),
+		coalesce(sum(cost_micros), 0), coalesce(sum(cache IN ('hit', 'semantic')), 0) FROM usage_records`)
+	args := filterSQL(&b, nil, q.Filter)
+	b.WriteString(" GROUP BY 1, 2 ORDER BY 2, 1")
+	rows, err := s.r.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: usage: %w", err)
+	}
+	defer rows.Close()
+	out := []account.UsageRow{}
+	for rows.Next() {
+		var r account.UsageRow
+		var bucketAt, cost int64
+		if err := rows.Scan(&r.Group, &bucketAt, &r.Requests, &r.Errors, &r.PromptTokens, &r.CompletionTokens,
+			&r.CachedTokens, &cost, &r.CacheHits); err != nil {
+			return nil, fmt.Errorf("sqlite: usage: %w", err)
+		}
+		r.Cost = account.Micros(cost)
+		if q.Interval != account.IntervalNone {
+			r.Bucket = time.UnixMicro(bucketAt).UTC()
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: usage: %w", err)
+	}
+	return out, nil
+}
+
+// recordCols are the columns a Record is scanned from, in scanRecord's
+// order.
+const recordCols = `request_id, time, endpoint, key_id, project_id, project, customer, model, served_model, provider,
+	deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, cost_micros,
+	usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream, labels,
+	coalesce(request_body, ''), coalesce(response_body, '')`
+
+func scanRecord(sc scanner) (account.Record, error) {
+	var r account.Record
+	var at, cost int64
+	var labels string
+	err := sc.Scan(&r.RequestID, &at, &r.Endpoint, &r.KeyID, &r.ProjectID, &r.Project, &r.Customer, &r.Model,
+		&r.ServedModel, &r.Provider, &r.Deployment, &r.Status, &r.ErrorKind, &r.PromptTokens, &r.CompletionTokens,
+		&r.CachedTokens, &r.ReasoningTokens, &cost, &r.UsageSource, &r.LatencyMS, &r.TTFTMS, &r.OverheadMS, &r.Cache,
+		&r.Attempts, &r.Stream, &labels, &r.RequestBody, &r.ResponseBody)
+	if err != nil {
+		return r, err
+	}
+	r.Time, r.Cost = time.UnixMicro(at).UTC(), account.Micros(cost)
+	if labels != "" && labels != "{}" {
+		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
+			return r, fmt.Errorf("labels: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Logs implements account.Querier: newest first, keyset-paged on
+// (time, request_id).
+func (s *Store) Logs(ctx context.Context, q account.LogQuery) (account.LogPage, error) {
+	var b strings.Builder
+	b.WriteString("SELECT " + recordCols + " FROM usage_records")
+	args := filterSQL(&b, nil, q.Filter)
+	if q.Cursor != "" {
+		at, id, err := account.DecodeCursor(q.Cursor)
+		if err != nil {
+			return account.LogPage{}, err
+		}
+		b.WriteString(" AND (time, request_id) < (?, ?)")
+		args = append(args, unixMicros(at), id)
+	}
+	b.WriteString(" ORDER BY time DESC, request_id DESC LIMIT ?")
+	args = append(args, q.Limit+1)
+	rows, err := s.r.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return account.LogPage{}, fmt.Errorf("sqlite: logs: %w", err)
+	}
+	defer rows.Close()
+	page := account.LogPage{Records: []account.Record{}}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return account.LogPage{}, fmt.Errorf("sqlite: logs: %w", err)
+		}
+		page.Records = append(page.Records, r)
+	}
+	if err := rows.Err(); err != nil {
+		return account.LogPage{}, fmt.Errorf("sqlite: logs: %w", err)
+	}
+	return account.Paginate(page.Records, q.Limit), nil
+}
+
+// Record implements account.Querier.
+func (s *Store) Record(ctx context.Context, requestID string) (account.Record, error) {
+	r, err := scanRecord(s.r.QueryRowContext(ctx, "SELECT "+recordCols+" FROM usage_records WHERE request_id = ?", requestID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, account.ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("sqlite: record: %w", err)
+	}
+	return r, nil
+}
+
+var _ account.Querier = (*Store)(nil)
