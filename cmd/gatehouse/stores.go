@@ -237,7 +237,9 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 	for model, p := range cfg.Pricing.Overrides {
 		configPrices[model] = tokens.StoredPrice{Model: model, Input: p.Input, CachedInput: p.CachedInput, Output: p.Output}
 	}
+	usage, _ := s.store.(account.Querier)
 	return admin.New(admin.Options{
+		Usage:         usage,
 		Prices:        s.prices.store,
 		ConfigPrices:  configPrices,
 		PricesChanged: s.prices.load,

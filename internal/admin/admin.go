@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/tokens"
@@ -57,6 +58,9 @@ type Options struct {
 	// config check refuses them: a limit on a misspelt model would
 	// silently limit nothing.
 	Served func(model string) bool
+	// Usage answers the usage and request-log endpoints; nil answers
+	// 501 there.
+	Usage account.Querier
 	// Log receives store failures (never secrets or bodies); nil discards.
 	Log *slog.Logger
 	// Now is the clock for expiry and revocation; nil means time.Now.
@@ -96,49 +100,55 @@ func New(o Options) *Handler {
 	}
 	m := http.NewServeMux()
 	for _, rt := range h.routes() {
+		if rt.raw != nil {
+			m.HandleFunc(rt.method+" "+rt.pattern, rt.raw)
+			continue
+		}
 		m.HandleFunc(rt.method+" "+rt.pattern, h.handle(rt.e))
 	}
 	h.mux = m
 	return h
 }
 
-// route is one operation of the API.
+// route is one operation of the API: an endpoint answering one JSON
+// value, or raw, a handler writing its own answer (the CSV export).
 type route struct {
 	method, pattern string
 	e               endpoint
+	raw             http.HandlerFunc
 }
 
 // routes lists every operation; docs/openapi.yaml documents each (the
 // tests hold them together).
 func (h *Handler) routes() []route {
 	return []route{
-		{"POST", "/admin/projects", h.createProject},
-		{"GET", "/admin/projects", h.listProjects},
-		{"GET", "/admin/projects/{id}", h.getProject},
-		{"PATCH", "/admin/projects/{id}", h.updateProject},
-		{"DELETE", "/admin/projects/{id}", h.deleteProject},
+		{"POST", "/admin/projects", h.createProject, nil},
+		{"GET", "/admin/projects", h.listProjects, nil},
+		{"GET", "/admin/projects/{id}", h.getProject, nil},
+		{"PATCH", "/admin/projects/{id}", h.updateProject, nil},
+		{"DELETE", "/admin/projects/{id}", h.deleteProject, nil},
 
-		{"POST", "/admin/keys", h.createKey},
-		{"GET", "/admin/keys", h.listKeys},
-		{"GET", "/admin/keys/{id}", h.getKey},
-		{"PATCH", "/admin/keys/{id}", h.updateKey},
-		{"DELETE", "/admin/keys/{id}", h.revokeKey},
-		{"POST", "/admin/keys/{id}/rotate", h.rotateKey},
+		{"POST", "/admin/keys", h.createKey, nil},
+		{"GET", "/admin/keys", h.listKeys, nil},
+		{"GET", "/admin/keys/{id}", h.getKey, nil},
+		{"PATCH", "/admin/keys/{id}", h.updateKey, nil},
+		{"DELETE", "/admin/keys/{id}", h.revokeKey, nil},
+		{"POST", "/admin/keys/{id}/rotate", h.rotateKey, nil},
 
-		{"POST", "/admin/customers", h.createCustomer},
-		{"GET", "/admin/customers", h.listCustomers},
-		{"GET", "/admin/customers/{id}", h.getCustomer},
-		{"PATCH", "/admin/customers/{id}", h.updateCustomer},
-		{"DELETE", "/admin/customers/{id}", h.deleteCustomer},
+		{"POST", "/admin/customers", h.createCustomer, nil},
+		{"GET", "/admin/customers", h.listCustomers, nil},
+		{"GET", "/admin/customers/{id}", h.getCustomer, nil},
+		{"PATCH", "/admin/customers/{id}", h.updateCustomer, nil},
+		{"DELETE", "/admin/customers/{id}", h.deleteCustomer, nil},
 
-		{"GET", "/admin/prices", h.listPrices},
-		{"PUT", "/admin/prices/{model}", h.setPrice},
-		{"DELETE", "/admin/prices/{model}", h.deletePrice},
+		{"GET", "/admin/prices", h.listPrices, nil},
+		{"PUT", "/admin/prices/{model}", h.setPrice, nil},
+		{"DELETE", "/admin/prices/{model}", h.deletePrice, nil},
 
-		// Usage and the request log arrive with the accounting work;
-		// until then they say so instead of looking like typos.
-		{"GET", "/admin/usage", notImplemented},
-		{"GET", "/admin/logs", notImplemented},
+		{"GET", "/admin/usage", h.getUsage, nil},
+		{"GET", "/admin/logs", h.getLogs, nil},
+		{"GET", "/admin/logs/{request_id}", h.getLog, nil},
+		{"GET", "/admin/usage/export", nil, h.exportUsage}, // CSV, streamed
 	}
 }
 
@@ -254,11 +264,6 @@ func (h *Handler) toError(r *http.Request, err error) *llm.Error {
 	h.o.Log.Error("admin: store failure", "method", r.Method, "path", r.URL.Path, "error", err.Error())
 	return &llm.Error{Kind: llm.KindInternal, Status: http.StatusInternalServerError, Type: "server_error",
 		Code: "store_error", Message: "The record store failed; see the gateway log.", Cause: err}
-}
-
-func notImplemented(r *http.Request) (int, any, error) {
-	return 0, nil, &llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotImplemented, Type: "invalid_request_error",
-		Code: "not_implemented", Message: r.URL.Path + " is not implemented yet: usage and request logs come with the accounting work."}
 }
 
 // Errors shared by the resources.

@@ -296,7 +296,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	// path for each template) rather than answering 404 or 405.
 	for op := range documented {
 		method, tpl, _ := strings.Cut(op, " ")
-		path := strings.ReplaceAll(strings.ReplaceAll(tpl, "{id}", "x"), "{model}", "m")
+		path := strings.NewReplacer("{id}", "x", "{model}", "m", "{request_id}", "gh-1").Replace(tpl)
 		req := httptest.NewRequest(method, path, nil)
 		if _, pattern := h.mux.Handler(req); pattern != op {
 			t.Errorf("%s %s routes to %q, want %q", method, path, pattern, op)

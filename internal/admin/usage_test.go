@@ -1,0 +1,201 @@
+package admin
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"gatehouse/internal/account"
+	"gatehouse/internal/auth"
+)
+
+// usageEnv is an admin API over a SQLite store holding seven records:
+// two projects, three models, one refusal, a labelled one.
+func usageEnv(t *testing.T) (*env, time.Time) {
+	t.Helper()
+	st := openSQLite(t)
+	now := time.Now().UTC().Truncate(time.Hour)
+	var recs []account.Record
+	for i := range 7 {
+		r := account.Record{RequestID: fmt.Sprintf("gh-u%d", i), Time: now.Add(-time.Duration(i) * 30 * time.Minute),
+			KeyID: []string{"key_a", "key_b"}[i%2], Project: []string{"alpha", "beta"}[i%2], Model: []string{"chat", "embed", "mini"}[i%3],
+			Provider: "openai", Status: 200, PromptTokens: 10 * i, CompletionTokens: i, Cost: account.Micros(1000 * i),
+			UsageSource: account.SourceReported, Cache: account.CacheBypass, Labels: map[string]string{}}
+		if i == 3 {
+			r.Status, r.ErrorKind, r.Cost = 429, "rate_limit", 0
+		}
+		if i == 4 {
+			r.Labels = map[string]string{"team": "blue", "env": "prod"}
+		}
+		recs = append(recs, r)
+	}
+	if err := st.(account.RecordStore).WriteRecords(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	return newEnv(t, st), now
+}
+
+func TestUsageEndpoints(t *testing.T) {
+	e, now := usageEnv(t)
+	from := now.Add(-6 * time.Hour).Format(time.RFC3339)
+	to := now.Add(time.Hour).Format(time.RFC3339)
+	window := "from=" + from + "&to=" + to
+	rows := func(body map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, d := range body["data"].([]any) {
+			out = append(out, d.(map[string]any))
+		}
+		return out
+	}
+	e.run([]step{
+		{name: "default window: the last 24 hours", method: "GET", path: "/admin/usage", status: 200, check: func(t *testing.T, b map[string]any) {
+			r := rows(b)
+			if len(r) != 1 || r[0]["requests"] != 7.0 || r[0]["errors"] != 1.0 || r[0]["cost_usd"] != "0.018000" || r[0]["prompt_tokens"] != 210.0 {
+				t.Errorf("usage %v", b)
+			}
+			if _, ok := r[0]["bucket"]; ok {
+				t.Errorf("bucket without interval: %v", r[0])
+			}
+		}},
+		{name: "by model", method: "GET", path: "/admin/usage?group_by=model&" + window, status: 200, check: func(t *testing.T, b map[string]any) {
+			got := map[string]float64{}
+			for _, r := range rows(b) {
+				got[r["model"].(string)] = r["requests"].(float64)
+			}
+			if got["chat"] != 3 || got["embed"] != 2 || got["mini"] != 2 || len(got) != 3 {
+				t.Errorf("by model: %v", got)
+			}
+			if b["from"] != from || b["to"] != to {
+				t.Errorf("window echoed as %v – %v", b["from"], b["to"])
+			}
+		}},
+		{name: "by key and hour, one project", method: "GET", path: "/admin/usage?group_by=key&interval=hour&project=beta&" + window, status: 200,
+			check: func(t *testing.T, b map[string]any) {
+				var n float64
+				for _, r := range rows(b) {
+					if r["key"] != "key_b" || !strings.HasSuffix(r["bucket"].(string), ":00:00Z") {
+						t.Errorf("row %v", r)
+					}
+					n += r["requests"].(float64)
+				}
+				if n != 3 {
+					t.Errorf("beta: %v requests, want 3", n)
+				}
+			}},
+		{name: "bad group_by", method: "GET", path: "/admin/usage?group_by=team", status: 400, param: "group_by", code: "invalid_group_by"},
+		{name: "bad interval", method: "GET", path: "/admin/usage?interval=week", status: 400, param: "interval", code: "invalid_interval"},
+		{name: "bad time", method: "GET", path: "/admin/usage?from=yesterday", status: 400, param: "from", code: "invalid_time"},
+		{name: "empty window", method: "GET", path: "/admin/usage?from=" + to + "&to=" + from, status: 400, param: "from", code: "invalid_window"},
+		{name: "bad status", method: "GET", path: "/admin/logs?status=abc", status: 400, param: "status", code: "invalid_status"},
+		{name: "unknown parameter", method: "GET", path: "/admin/usage?modle=chat", status: 400, param: "modle", code: "unknown_parameter"},
+		{name: "logs, first page", method: "GET", path: "/admin/logs?limit=4", status: 200, save: map[string]string{"cursor": "next_cursor"},
+			check: func(t *testing.T, b map[string]any) {
+				r := rows(b)
+				if len(r) != 4 || r[0]["request_id"] != "gh-u0" || r[3]["request_id"] != "gh-u3" || r[3]["cost_usd"] != "0.000000" {
+					t.Errorf("page 1: %v", b)
+				}
+			}},
+		{name: "logs, last page", method: "GET", path: "/admin/logs?limit=4&cursor={cursor}", status: 200, check: func(t *testing.T, b map[string]any) {
+			r := rows(b)
+			if len(r) != 3 || r[0]["request_id"] != "gh-u4" || b["next_cursor"] != nil {
+				t.Errorf("page 2: %v", b)
+			}
+			if l := r[0]["labels"].(map[string]any); l["team"] != "blue" {
+				t.Errorf("labels %v", r[0]["labels"])
+			}
+		}},
+		{name: "logs filtered", method: "GET", path: "/admin/logs?status=429&key=key_b", status: 200, check: func(t *testing.T, b map[string]any) {
+			if r := rows(b); len(r) != 1 || r[0]["request_id"] != "gh-u3" || r[0]["error_kind"] != "rate_limit" {
+				t.Errorf("filtered: %v", b)
+			}
+		}},
+		{name: "bad cursor", method: "GET", path: "/admin/logs?cursor=xyz", status: 400, param: "cursor", code: "invalid_cursor"},
+		{name: "limit too big", method: "GET", path: "/admin/logs?limit=501", status: 400, param: "limit"},
+		{name: "one record", method: "GET", path: "/admin/logs/gh-u2", status: 200, check: func(t *testing.T, b map[string]any) {
+			wantField(t, b, "request_id", "gh-u2")
+			wantField(t, b, "cost_usd", "0.002000")
+			wantField(t, b, "model", "mini")
+		}},
+		{name: "no such record", method: "GET", path: "/admin/logs/gh-none", status: 404, code: "request_not_found"},
+	})
+}
+
+func TestUsageExportCSV(t *testing.T) {
+	e, _ := usageEnv(t)
+	get := func(path string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := get("/admin/usage/export?project=alpha")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") {
+		t.Fatalf("export: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	rows, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rows[0], ",") != strings.Join(csvColumns, ",") || len(rows) != 5 {
+		t.Fatalf("export rows %v", rows)
+	}
+	col := map[string]int{}
+	for i, c := range rows[0] {
+		col[c] = i
+	}
+	for _, r := range rows[1:] {
+		if r[col["project"]] != "alpha" {
+			t.Fatalf("row of another project: %v", r)
+		}
+	}
+	if r := rows[3]; r[col["request_id"]] != "gh-u4" || r[col["labels"]] != "env=prod;team=blue" || r[col["cost_usd"]] != "0.004000" {
+		t.Fatalf("row gh-u4: %v", r)
+	}
+	if resp, body := get("/admin/usage/export?group_by=model"); resp.StatusCode != 400 || !strings.Contains(body, "unknown_parameter") {
+		t.Fatalf("export with group_by: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestUsageExportPages: an export longer than one page of the store
+// lists every record once.
+func TestUsageExportPages(t *testing.T) {
+	st := openSQLite(t)
+	now := time.Now().UTC()
+	var recs []account.Record
+	for i := range 1203 {
+		recs = append(recs, account.Record{RequestID: fmt.Sprintf("gh-p%04d", i), Time: now.Add(-time.Duration(i) * time.Second), Status: 200})
+	}
+	if err := st.(account.RecordStore).WriteRecords(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Store: st, AdminKey: auth.HashKey(adminKey), Usage: st.(account.Querier)})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/admin/usage/export", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	h.ServeHTTP(rec, req)
+	rows, err := csv.NewReader(rec.Body).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rows[1:] {
+		if seen[r[0]] {
+			t.Fatalf("%s exported twice", r[0])
+		}
+		seen[r[0]] = true
+	}
+	if len(seen) != 1203 {
+		t.Fatalf("exported %d records, want 1203", len(seen))
+	}
+}
