@@ -23,6 +23,8 @@ type cli struct {
 	Projects  projectsCmd  `cmd:"" help:"Manage projects through a running gateway's admin API."`
 	Customers customersCmd `cmd:"" help:"Manage customers through a running gateway's admin API."`
 	Prices    pricesCmd    `cmd:"" help:"Manage price overrides through a running gateway's admin API."`
+	Usage     usageCmd     `cmd:"" help:"Requests, tokens and cost from the usage records, grouped and bucketed."`
+	Logs      logsCmd      `cmd:"" help:"The usage records of single requests, newest first."`
 
 	Version versionCmd `cmd:"" help:"Print the version."`
 }
