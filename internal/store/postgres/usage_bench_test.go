@@ -1,0 +1,61 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"gatehouse/internal/store/postgres/pgtest"
+	"gatehouse/internal/store/storetest"
+)
+
+// BenchmarkUsageQueries times the usage API's queries over ten million
+// records (storetest.BenchRecords) in a fresh schema (BENCHMARKS.md).
+// Filling takes minutes: run it on purpose, with -run '^$' -bench
+// UsageQueries -benchtime 20x.
+func BenchmarkUsageQueries(b *testing.B) {
+	n := storetest.BenchRecords(b)
+	s, err := Open(context.Background(), pgtest.DSN(b, "gh_bench_"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	start := time.Now()
+	// Indexes are built after the rows, as a bulk load would.
+	stmts := []string{
+		`DROP INDEX usage_records_time, usage_records_key, usage_records_project, usage_records_customer, usage_records_model, usage_records_provider`,
+		`INSERT INTO usage_records (request_id, time, endpoint, key_id, project_id, project, customer, model, served_model,
+			provider, deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens, cost_micros,
+			usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream)
+		SELECT 'gh-' || i, $1::timestamptz - make_interval(secs => i * $2::double precision), '/v1/chat/completions',
+			'key_' || (i % 500), 'proj_' || (i % 50), 'p' || (i % 50), 'c' || (i % 5000),
+			(ARRAY['gpt-4o-mini','gpt-4o','claude-sonnet-4-5','claude-haiku-4-5','gemini-2.5-flash','llama-3.3-70b','o3-mini','text-embedding-3-small'])[i % 8 + 1],
+			'm', (ARRAY['openai','anthropic','gemini','groq','box'])[i % 5 + 1], '',
+			CASE WHEN i % 50 = 0 THEN 429 ELSE 200 END, CASE WHEN i % 50 = 0 THEN 'rate_limit' ELSE '' END,
+			i % 2000, i % 700, i % 300, CASE WHEN i % 50 = 0 THEN 0 ELSE i % 9000 END, 'reported',
+			100 + i % 900, 0, 0.2, 'bypass', 1, i % 2 = 0
+		FROM generate_series(0, $3::int - 1) i`,
+		`CREATE INDEX usage_records_time ON usage_records (time, request_id)`,
+		`CREATE INDEX usage_records_key ON usage_records (key_id, time)`,
+		`CREATE INDEX usage_records_project ON usage_records (project, time)`,
+		`CREATE INDEX usage_records_customer ON usage_records (customer, time)`,
+		`CREATE INDEX usage_records_model ON usage_records (model, time)`,
+		`CREATE INDEX usage_records_provider ON usage_records (provider, time)`,
+		`ANALYZE usage_records`,
+	}
+	for i, q := range stmts {
+		var err error
+		if i == 1 {
+			_, err = s.pool.Exec(ctx, q, storetest.BenchEnd, (30 * 24 * time.Hour).Seconds()/float64(n), n)
+		} else {
+			_, err = s.pool.Exec(ctx, q)
+		}
+		if err != nil {
+			b.Fatalf("fill: %v", err)
+		}
+	}
+	b.Logf("%d records stored and indexed in %v", n, time.Since(start).Round(time.Second))
+	b.ResetTimer()
+	storetest.BenchUsageQueries(b, s, n)
+}

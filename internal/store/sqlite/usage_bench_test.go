@@ -1,0 +1,65 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gatehouse/internal/store/storetest"
+)
+
+// BenchmarkUsageQueries times the usage API's queries over ten million
+// records (storetest.BenchRecords) in a fresh SQLite file (BENCHMARKS.md).
+// Filling takes minutes: run it on purpose, with -run '^$' -bench
+// UsageQueries -benchtime 20x.
+func BenchmarkUsageQueries(b *testing.B) {
+	n := storetest.BenchRecords(b)
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	start := time.Now()
+	end := storetest.BenchEnd.UnixMicro()
+	step := (30 * 24 * time.Hour).Microseconds() / int64(n)
+	stmts := []string{
+		`DROP INDEX usage_records_time`, `DROP INDEX usage_records_key`, `DROP INDEX usage_records_project`,
+		`DROP INDEX usage_records_customer`, `DROP INDEX usage_records_model`, `DROP INDEX usage_records_provider`,
+		`WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i + 1 < ?)
+		INSERT INTO usage_records (request_id, time, endpoint, key_id, project_id, project, customer, model, served_model,
+			provider, deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens, cost_micros,
+			usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream)
+		SELECT 'gh-' || i, ? - i * ?, '/v1/chat/completions', 'key_' || (i % 500), 'proj_' || (i % 50), 'p' || (i % 50),
+			'c' || (i % 5000),
+			CASE i % 8 WHEN 0 THEN 'gpt-4o-mini' WHEN 1 THEN 'gpt-4o' WHEN 2 THEN 'claude-sonnet-4-5' WHEN 3 THEN 'claude-haiku-4-5'
+				WHEN 4 THEN 'gemini-2.5-flash' WHEN 5 THEN 'llama-3.3-70b' WHEN 6 THEN 'o3-mini' ELSE 'text-embedding-3-small' END,
+			'm', CASE i % 5 WHEN 0 THEN 'openai' WHEN 1 THEN 'anthropic' WHEN 2 THEN 'gemini' WHEN 3 THEN 'groq' ELSE 'box' END, '',
+			CASE WHEN i % 50 = 0 THEN 429 ELSE 200 END, CASE WHEN i % 50 = 0 THEN 'rate_limit' ELSE '' END,
+			i % 2000, i % 700, i % 300, CASE WHEN i % 50 = 0 THEN 0 ELSE i % 9000 END, 'reported',
+			100 + i % 900, 0, 0.2, 'bypass', 1, i % 2 = 0
+		FROM c`,
+		`CREATE INDEX usage_records_time ON usage_records (time, request_id)`,
+		`CREATE INDEX usage_records_key ON usage_records (key_id, time)`,
+		`CREATE INDEX usage_records_project ON usage_records (project, time)`,
+		`CREATE INDEX usage_records_customer ON usage_records (customer, time)`,
+		`CREATE INDEX usage_records_model ON usage_records (model, time)`,
+		`CREATE INDEX usage_records_provider ON usage_records (provider, time)`,
+		`ANALYZE`,
+	}
+	for _, q := range stmts {
+		var err error
+		if q[0] == 'W' {
+			_, err = s.w.ExecContext(ctx, q, n, end, step)
+		} else {
+			_, err = s.w.ExecContext(ctx, q)
+		}
+		if err != nil {
+			b.Fatalf("fill: %v", err)
+		}
+	}
+	b.Logf("%d records stored and indexed in %v", n, time.Since(start).Round(time.Second))
+	b.ResetTimer()
+	storetest.BenchUsageQueries(b, s, n)
+}
