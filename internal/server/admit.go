@@ -431,6 +431,9 @@ func (x *exchange) answeredCost() limit.Micros {
 		}
 		return 0
 	}
+	if x.usageEstimated && x.adm.budgeted && limit.Micros(c) > reserved {
+		return reserved // a count of our own never bills beyond what was reserved
+	}
 	return limit.Micros(c)
 }
 

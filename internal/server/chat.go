@@ -97,6 +97,9 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 			}
 		}
 		x.usage, x.hasUsage = c.Usage, c.HasUsage
+		if !c.HasUsage {
+			x.countCompletion(d.Model, llm.CompletionText(c.Body))
+		}
 		x.writeJSON(body)
 		return route.Result{FirstByte: x.s.now().Sub(start)}
 	}
@@ -123,6 +126,9 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	if res.Started {
 		x.written = true
 		x.usage, x.hasUsage = res.Usage, res.HasUsage
+		if !res.HasUsage {
+			x.countStream(d.Model, &res)
+		}
 		if !res.FirstChunk.IsZero() {
 			x.ttft = res.FirstChunk.Sub(x.start)
 		}

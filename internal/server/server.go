@@ -66,6 +66,9 @@ type Server struct {
 	// tokens loads the tokenizer on first use: only count_tokens needs it
 	// today, and a gateway that never serves it never pays for it.
 	tokens func() *tokens.Counter
+	// completions counts what a model wrote when no usage came with it
+	// (a cancelled or broken stream); loaded on first use.
+	completions func() *tokens.Completions
 	// requestLog, when set, takes the per-request lines encoded by hand
 	// (see SetRequestLog); nil sends them through log.
 	requestLog io.Writer
@@ -84,7 +87,7 @@ func (s *Server) SetRequestLog(w io.Writer) { s.requestLog = w }
 // New returns a Server using rt until the next Swap. log receives one line
 // per request (when rt.LogRequests) and every internal error.
 func New(rt *Runtime, log *slog.Logger) *Server {
-	s := &Server{log: log, now: time.Now, tokens: sync.OnceValue(tokens.New)}
+	s := &Server{log: log, now: time.Now, tokens: sync.OnceValue(tokens.New), completions: sync.OnceValue(tokens.NewCompletions)}
 	s.rt.Store(rt)
 	return s
 }

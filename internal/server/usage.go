@@ -8,6 +8,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/llm"
+	"gatehouse/internal/stream"
 )
 
 // UsageSink takes the usage record of every API request; *account.Sink
@@ -125,6 +126,34 @@ func (c *bodyCapture) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach Flush and the rest.
 func (c *bodyCapture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// countStream fills in the usage of a stream that ended without any —
+// the client went away, the upstream broke off or never reports usage —
+// from what was relayed: the prompt's estimate plus the completion
+// tokens of the text the client was sent (the sample, scaled to the
+// whole stream when the sample is only its start). The cost is then
+// priced from it, never above the reservation (answeredCost).
+func (x *exchange) countStream(model string, res *stream.Result) {
+	text := llm.ChunksText(nil, res.Sample)
+	n, _ := x.s.completions().Count(model, string(text))
+	if len(res.Sample) > 0 && res.Relayed > len(res.Sample) {
+		n = int(float64(n)*float64(res.Relayed)/float64(len(res.Sample)) + 0.5)
+	}
+	x.setCounted(n)
+}
+
+// countCompletion fills in the usage of a whole answer that came without
+// any, from its text.
+func (x *exchange) countCompletion(model, text string) {
+	n, _ := x.s.completions().Count(model, text)
+	x.setCounted(n)
+}
+
+func (x *exchange) setCounted(completion int) {
+	prompt := x.prompt()
+	x.usage = llm.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+	x.hasUsage, x.usageEstimated = true, true
+}
 
 // keepRecord hands the request's usage record to the sink, if any.
 func (x *exchange) keepRecord(end time.Time) {

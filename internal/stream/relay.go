@@ -57,7 +57,19 @@ type Result struct {
 	FirstChunk time.Time // when the first chunk was written; zero if none
 	Started    bool      // the response headers went out
 	Done       bool      // the stream completed and [DONE] was sent
+	// Sample holds the first chunks relayed (their JSON, one a line, up
+	// to about SampleBytes) and Relayed the size of all of them the same
+	// way: what the completion tokens of a stream that ended without
+	// usage are counted from (llm.ChunksText), scaled up when the sample
+	// is only the start.
+	Sample  []byte
+	Relayed int
 }
+
+// SampleBytes bounds Result.Sample: a stream's count is exact up to
+// about this much chunk JSON, extrapolated beyond, and a stream holds no
+// more than this for it.
+const SampleBytes = 16 << 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
@@ -154,6 +166,12 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 			return res, err
 		}
 		res.Chunks++
+		if !c.UsageOnly { // what the client was sent, for counting if no usage comes
+			if len(res.Sample) < SampleBytes {
+				res.Sample = append(append(res.Sample, c.Data...), '\n')
+			}
+			res.Relayed += len(c.Data) + 1
+		}
 		dirty = true
 	}
 }

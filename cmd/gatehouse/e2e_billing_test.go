@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/tiktoken-go/tokenizer/codec"
+
+	"gatehouse/internal/account"
+	"gatehouse/internal/limit"
+	"gatehouse/internal/mockllm"
+	"gatehouse/internal/tokens"
+)
+
+// recordOf waits for a request's usage record and returns it.
+func recordOf(t *testing.T, base, id string) account.Record {
+	t.Helper()
+	var r account.Record
+	waitFor(t, 5*time.Second, "the record of "+id, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, base+"/admin/logs/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == 200 && jsonDecode(resp, &r) == nil
+	})
+	return r
+}
+
+// TestCancelledStreamBilledForWhatWasRelayed: a client stops a budgeted
+// stream after a few chunks. The request is billed the prompt plus the
+// completion tokens of the text relayed (o200k for gpt-4o-mini, within
+// 15% of the exact count of what the client read), far below the
+// reservation of the prompt plus 4,096 output tokens, and the budget's
+// spend equals the record's cost.
+func TestCancelledStreamBilledForWhatWasRelayed(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "gatehouse.db")
+	gw, stop := stoppableGateway(t, dir, usageConfig(up, "storage: {sqlite: "+db+"}\nusage: {spill_dir: "+filepath.Join(dir, "spill")+"}\n"))
+	c := gw.client(option.WithAPIKey("gh-usage-budgeted"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var resp *http.Response
+	st := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:    "chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("tell me a long story @mock(chunks=60, tps=15)")},
+	}, option.WithResponseInto(&resp))
+	var seen strings.Builder
+	for i := 0; i < 6 && st.Next(); i++ {
+		if ch := st.Current(); len(ch.Choices) > 0 {
+			seen.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	cancel()
+	st.Close()
+	id := resp.Header.Get("X-Gatehouse-Request-Id")
+	r := recordOf(t, gw.URL, id)
+
+	exact, _ := codec.NewO200kBase().Count(seen.String())
+	if exact == 0 {
+		t.Fatal("the client read no text")
+	}
+	if r.UsageSource != account.SourceEstimated || math.Abs(float64(r.CompletionTokens-exact)) > 0.15*float64(exact) {
+		t.Fatalf("record: %d completion tokens (%s); the client read %d tokens", r.CompletionTokens, r.UsageSource, exact)
+	}
+	price := tokens.PerMillion(0.15, 0.075, 0.60) // gpt-4o-mini in the catalog
+	want := limit.Micros((int64(r.PromptTokens)*price.Input + int64(r.CompletionTokens)*price.Output + 500_000) / 1e6)
+	reserved := limit.Micros(price.Estimate(r.PromptTokens, 4096))
+	if r.Cost != want || r.Cost*10 > reserved {
+		t.Fatalf("cost %s, want %s (prompt %d + completion %d), far below the reservation %s", r.Cost, want, r.PromptTokens, r.CompletionTokens, reserved)
+	}
+	stop()
+	if spend := keySpend(t, db, "static:budgeted"); spend != r.Cost {
+		t.Fatalf("budget spend %s, record %s", spend, r.Cost)
+	}
+}
+
+// TestStreamWithoutUsageIsCounted: an upstream asked for no usage (a
+// server that rejects stream_options) ends its stream without any; the
+// request is billed from the text relayed, marked estimated.
+func TestStreamWithoutUsageIsCounted(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{})
+	cfg := strings.Replace(usageConfig(up, ""), "    api_key: "+upstreamKey+"\n", "    api_key: "+upstreamKey+"\n    stream_usage: false\n", 1)
+	gw := startGateway(t, cfg)
+	c := gw.client(option.WithAPIKey("gh-usage-budgeted"))
+	var resp *http.Response
+	st := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")},
+	}, option.WithResponseInto(&resp))
+	var seen strings.Builder
+	for st.Next() {
+		if ch := st.Current(); len(ch.Choices) > 0 {
+			seen.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := recordOf(t, gw.URL, resp.Header.Get("X-Gatehouse-Request-Id"))
+	exact, _ := codec.NewO200kBase().Count(seen.String())
+	if r.UsageSource != account.SourceEstimated || r.CompletionTokens != exact || r.PromptTokens == 0 || r.Cost == 0 {
+		t.Fatalf("record %+v; the client read %d tokens", r, exact)
+	}
+	if got := resp.Trailer.Get("X-Gatehouse-Cost-Usd"); got != r.Cost.String() {
+		t.Fatalf("cost trailer %q, record %s", got, r.Cost)
+	}
+}
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
