@@ -47,7 +47,7 @@ func BenchmarkUsageQueries(b *testing.B) {
 	for i, q := range stmts {
 		var err error
 		if i == 1 {
-			_, err = s.pool.Exec(ctx, q, storetest.BenchEnd, (30 * 24 * time.Hour).Seconds()/float64(n), n)
+			_, err = s.pool.Exec(ctx, q, storetest.BenchEnd, (30*24*time.Hour).Seconds()/float64(n), n)
 		} else {
 			_, err = s.pool.Exec(ctx, q)
 		}
