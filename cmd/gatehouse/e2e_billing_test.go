@@ -118,3 +118,63 @@ func TestStreamWithoutUsageIsCounted(t *testing.T) {
 }
 
 func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// TestCostInTheUsageObject: the SDK reads the request's cost inside
+// usage ("cost", as OpenRouter sends it), equal to the cost header of a
+// whole answer and to the trailer of a stream; a budgeted key sees what
+// its budget has left on every response, refusals included.
+func TestCostInTheUsageObject(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, usageConfig(up, ""))
+	c := gw.client(option.WithAPIKey("gh-usage-budgeted"))
+	ctx := context.Background()
+
+	var resp *http.Response
+	out, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+	}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := resp.Header.Get("X-Gatehouse-Cost-Usd")
+	if got := out.Usage.JSON.ExtraFields["cost"].Raw(); got != header || header == "" || header == "0.000000" {
+		t.Fatalf("usage.cost %q, header %q", got, header)
+	}
+	left := resp.Header.Get("X-Gatehouse-Budget-Remaining-Usd")
+	if m, err := account.ParseUSD(left); err != nil || m <= 0 || m >= limit.USD(100) {
+		t.Fatalf("budget remaining %q: want a figure below the $100 budget", left)
+	}
+
+	st := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: "chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}, option.WithResponseInto(&resp))
+	var cost string
+	for st.Next() {
+		if ch := st.Current(); ch.Usage.TotalTokens > 0 {
+			cost = ch.Usage.JSON.ExtraFields["cost"].Raw()
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close() // the body read to its end: the trailer is in
+	if trailer := resp.Trailer.Get("X-Gatehouse-Cost-Usd"); cost != trailer || cost == "" {
+		t.Fatalf("stream usage.cost %q, trailer %q", cost, trailer)
+	}
+	if resp.Header.Get("X-Gatehouse-Budget-Remaining-Usd") == "" {
+		t.Fatal("no budget remaining header on a stream")
+	}
+
+	// A key without a budget gets no such header.
+	limited := gw.client(option.WithAPIKey("gh-usage-limited"))
+	_, err = limited.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+	}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := resp.Header.Get("X-Gatehouse-Budget-Remaining-Usd"); v != "" {
+		t.Fatalf("budget remaining %q for a key with no budget", v)
+	}
+}

@@ -213,7 +213,7 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 			}
 		}
 	}
-	d.Requests, d.Tokens = quotas(ops, now.UnixNano(), int64(Window))
+	d.Requests, d.Tokens = quotas(&d, ops, now.UnixNano(), int64(Window))
 	for i := range ops {
 		ops[i].c.mu.Unlock()
 	}
@@ -295,11 +295,13 @@ func decide(a *Admission, ops []op, now, window int64) Decision {
 	return d
 }
 
-// quotas picks the binding request and token buckets for the headers.
-func quotas(ops []op, now, window int64) (req, tok Quota) {
+// quotas picks the binding request and token buckets for the headers,
+// and notes what the budgets have left in d.
+func quotas(d *Decision, ops []op, now, window int64) (req, tok Quota) {
 	for i := range ops {
 		o := &ops[i]
 		if o.key.kind == cellBudget {
+			d.noteBudget(o.limit, o.c.v)
 			continue
 		}
 		q := Quota{Limit: o.limit, Remaining: remaining(o.limit, o.c.v, now, window), Reset: time.Duration(max(o.c.v-now, 0))}

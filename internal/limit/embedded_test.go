@@ -517,3 +517,31 @@ func TestMicros(t *testing.T) {
 		t.Error("micro-dollars do not add exactly")
 	}
 }
+
+// TestBudgetLeft: a decision tells what the tightest budget has left
+// after the admission, its reservation included; a refusal reserves
+// nothing; no budget says so.
+func TestBudgetLeft(t *testing.T) {
+	e := newEmbedded(t, Options{})
+	ctx := context.Background()
+	key := Budget{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Month}
+	project := Budget{Scope: ScopeProject, ID: "p", Limit: USD(0.5), Period: Month}
+	for i, want := range []struct {
+		budgets []Budget
+		allowed bool
+		left    Micros
+	}{
+		{[]Budget{key}, true, USD(0.7)},
+		{[]Budget{key, project}, true, USD(0.2)}, // the project's 0.5 minus 0.3
+		{[]Budget{key, project}, false, USD(0.2)},
+		{nil, true, 0},
+	} {
+		d, err := e.Admit(ctx, Admission{Budgets: want.budgets, Cost: USD(0.3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != want.allowed || d.BudgetLeft != want.left || d.Budgeted != (want.budgets != nil) {
+			t.Fatalf("admission %d: allowed %v budgeted %v left %v; want %v %v", i, d.Allowed, d.Budgeted, d.BudgetLeft, want.allowed, want.left)
+		}
+	}
+}

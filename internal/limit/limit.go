@@ -210,7 +210,26 @@ type Decision struct {
 	Requests, Tokens Quota
 	// Reservation is what Settle takes; zero when refused.
 	Reservation Reservation
+	// Budgeted says the request is subject to a budget; BudgetLeft is
+	// then the least any of its budgets has left after this admission
+	// (spent and reserved taken off, this request's worst case included
+	// when admitted; never below zero).
+	Budgeted   bool
+	BudgetLeft Micros
 }
+
+// noteBudget lowers d's BudgetLeft to what a budget of limit with used
+// spent and reserved has left.
+func (d *Decision) noteBudget(limit, used int64) {
+	left := Micros(max(limit-used, 0))
+	if !d.Budgeted || left < d.BudgetLeft {
+		d.BudgetLeft = left
+	}
+	d.Budgeted = true
+}
+
+// NoteBudget is noteBudget for admitters outside this package.
+func (d *Decision) NoteBudget(limit, used int64) { d.noteBudget(limit, used) }
 
 // Reservation is what one admitted request holds until it settles. Copies
 // share one settled flag.

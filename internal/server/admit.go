@@ -11,6 +11,7 @@ import (
 	"gatehouse/internal/auth"
 	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
 	"gatehouse/internal/tokens"
 )
@@ -41,6 +42,9 @@ const (
 	hdrCost           = "X-Gatehouse-Cost-Usd"
 	hdrDowngradedFrom = "X-Gatehouse-Downgraded-From"
 	hdrCustomer       = "X-Gatehouse-Customer"
+	// hdrBudgetLeft is what the tightest budget of the request has left
+	// after its reservation (its worst case): limit.Decision.BudgetLeft.
+	hdrBudgetLeft = "X-Gatehouse-Budget-Remaining-Usd"
 
 	zeroCost = "0.000000" // limit.Micros(0).String(): what an unanswered request costs
 )
@@ -308,6 +312,9 @@ func (x *exchange) limitHeaders(h http.Header) {
 	if !a.on {
 		return
 	}
+	if a.dec.Budgeted {
+		h[hdrBudgetLeft] = []string{a.dec.BudgetLeft.String()}
+	}
 	if a.dec.Allowed && x.rt.Limits.HeadersOnRefusal {
 		return
 	}
@@ -424,7 +431,16 @@ func (x *exchange) answeredCost() limit.Micros {
 		}
 		return 0
 	}
-	c, err := x.rt.Limits.Prices.Cost(x.deployment.Model, x.usage)
+	return x.usageCost(x.deployment, x.usage)
+}
+
+// usageCost prices usage at deployment d: with no price known, a
+// budgeted request keeps its reservation and any other costs nothing; a
+// count of the gateway's own (usageEstimated) never bills beyond what
+// was reserved.
+func (x *exchange) usageCost(d *provider.Deployment, u llm.Usage) limit.Micros {
+	reserved := x.adm.dec.Reservation.Admission.Cost
+	c, err := x.rt.Limits.Prices.Cost(d.Model, u)
 	if err != nil {
 		if x.adm.budgeted {
 			return reserved
@@ -432,9 +448,18 @@ func (x *exchange) answeredCost() limit.Micros {
 		return 0
 	}
 	if x.usageEstimated && x.adm.budgeted && limit.Micros(c) > reserved {
-		return reserved // a count of our own never bills beyond what was reserved
+		return reserved
 	}
 	return limit.Micros(c)
+}
+
+// streamUsageCost is the relay's UsageCost for a stream served by d: the
+// same figure the trailer and the settlement get; nil without admission.
+func (x *exchange) streamUsageCost(d *provider.Deployment) func(llm.Usage) string {
+	if !x.adm.on {
+		return nil
+	}
+	return func(u llm.Usage) string { return x.usageCost(d, u).String() }
 }
 
 // costHeader fixes the answer's cost (answeredCost) the first time it is

@@ -122,6 +122,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		Classify:     func(err error) *llm.Error { return call.Err(d.Provider, err) },
 		Now:          x.s.now,
 		Encoder:      enc,
+		UsageCost:    x.streamUsageCost(d),
 	})
 	if res.Started {
 		x.written = true
@@ -149,7 +150,9 @@ func (x *exchange) writeJSON(body []byte) {
 	x.written = true
 	h := x.w.Header()
 	if x.adm.on {
-		h[hdrCost] = []string{x.costHeader()}
+		cost := x.costHeader()
+		h[hdrCost] = []string{cost}
+		body, _ = llm.SetUsageCost(body, cost) // for clients that read no headers
 	}
 	h.Set("Content-Type", "application/json")
 	h["Content-Length"] = []string{itoa(len(body))}

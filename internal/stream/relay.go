@@ -33,6 +33,10 @@ type Options struct {
 	// Encoder writes the client's wire format; nil relays the OpenAI
 	// chunks as they are (data: {…} events closed by data: [DONE]).
 	Encoder Encoder
+	// UsageCost, when set, prices the usage of the chunk that reports it,
+	// and the price goes into that chunk's usage object as "cost" (OpenAI
+	// chunks only: an Encoder writes its own usage).
+	UsageCost func(llm.Usage) string
 }
 
 // Encoder turns upstream chunks into another SSE dialect (Anthropic's
@@ -155,7 +159,11 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 			if c.UsageOnly && !opt.IncludeUsage {
 				continue
 			}
-			*bp = llm.AppendEvent((*bp)[:0], "", c.Data)
+			data := c.Data
+			if c.Usage != nil && opt.UsageCost != nil {
+				data, _ = llm.SetUsageCost(data, opt.UsageCost(*c.Usage))
+			}
+			*bp = llm.AppendEvent((*bp)[:0], "", data)
 		}
 		if !res.Started {
 			start(w)

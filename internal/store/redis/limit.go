@@ -282,8 +282,8 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		}
 		return limit.Decision{}, fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
 	}
-	if len(out) != 3+2*nr {
-		return limit.Decision{}, fmt.Errorf("redis: admit: %w: reply of %d values, want %d", limit.ErrUnavailable, len(out), 3+2*nr)
+	if want := 3 + 2*nr + (len(keys) - nr); len(out) != want {
+		return limit.Decision{}, fmt.Errorf("redis: admit: %w: reply of %d values, want %d", limit.ErrUnavailable, len(out), want)
 	}
 
 	var d limit.Decision
@@ -296,6 +296,9 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		if p.Limit == 0 || q.Remaining < p.Remaining || (q.Remaining == p.Remaining && q.Limit < p.Limit) {
 			*p = q
 		}
+	}
+	for j, used := range out[3+2*nr:] {
+		d.NoteBudget(refs[nr+j].limit, used)
 	}
 	if out[0] == 1 {
 		d.Allowed = true

@@ -579,3 +579,36 @@ func BenchmarkRedisAdmitParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestBudgetLeft: the script reports what the tightest budget has left
+// after the admission, as the embedded admitter does.
+func TestBudgetLeft(t *testing.T) {
+	c := testClient(t)
+	l, err := New(context.Background(), c, Options{Prefix: testPrefix(t, c), Timeout: 10 * time.Second, Spend: &memSpend{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	ctx := context.Background()
+	key := limit.Budget{Scope: limit.ScopeKey, ID: "k", Limit: limit.USD(1), Period: limit.Month}
+	project := limit.Budget{Scope: limit.ScopeProject, ID: "p", Limit: limit.USD(0.5), Period: limit.Month}
+	rate := limit.Rate{Scope: limit.ScopeKey, ID: "k", RPM: 100}
+	for i, want := range []struct {
+		budgets []limit.Budget
+		allowed bool
+		left    limit.Micros
+	}{
+		{[]limit.Budget{key}, true, limit.USD(0.7)},
+		{[]limit.Budget{key, project}, true, limit.USD(0.2)},
+		{[]limit.Budget{key, project}, false, limit.USD(0.2)},
+		{nil, true, 0},
+	} {
+		d, err := l.Admit(ctx, limit.Admission{Tag: "t", Rates: []limit.Rate{rate}, Budgets: want.budgets, Cost: limit.USD(0.3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != want.allowed || d.BudgetLeft != want.left || d.Budgeted != (want.budgets != nil) {
+			t.Fatalf("admission %d: allowed %v budgeted %v left %v; want %v %v", i, d.Allowed, d.Budgeted, d.BudgetLeft, want.allowed, want.left)
+		}
+	}
+}

@@ -18,7 +18,8 @@ package redis
 // counter holds micro-dollars spent and reserved.
 //
 // Reply: {allowed, refused (1-based index into KEYS, 0), retry-after (µs),
-// then per rate bucket: remaining, reset (µs)}.
+// then per rate bucket: remaining, reset (µs), then per budget counter:
+// micro-dollars spent and reserved after this admission}.
 const admitScript = `
 local now = tonumber(ARGV[1])
 local nr = tonumber(ARGV[2])
@@ -73,6 +74,9 @@ for i = 1, nr do
   if used < window then rem = math.floor((window - used) * limit / window) end
   out[#out + 1] = rem
   out[#out + 1] = used
+end
+for j = 1, #KEYS - nr do
+  out[#out + 1] = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
 end
 return out
 `
