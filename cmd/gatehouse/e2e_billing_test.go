@@ -178,3 +178,46 @@ func TestCostInTheUsageObject(t *testing.T) {
 		t.Fatalf("budget remaining %q for a key with no budget", v)
 	}
 }
+
+// TestLocalDeploymentsCostNothingUnlessPriced: a budgeted key may use a
+// model of a local provider without a price being entered (the catalog's
+// price of the same id does not apply either); a configured price is
+// charged.
+func TestLocalDeploymentsCostNothingUnlessPriced(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	cfg := `listen: 127.0.0.1:0
+providers:
+  - {name: box, type: openai-compatible, base_url: ` + up.URL + `/v1, api_key: ` + upstreamKey + `, local: true}
+  - {name: vllm, type: openai-compatible, preset: vllm, base_url: ` + up.URL + `/v1, api_key: ` + upstreamKey + `}
+keys:
+  - {key: gh-local, name: local, project: qa, budget: {usd: 1, period: month}}
+models:
+  - {name: unknown-local, targets: [{provider: box, model: my-own-finetune}]}
+  - {name: catalogued-local, targets: [{provider: box, model: gpt-4o-mini}]}
+  - {name: priced-local, targets: [{provider: vllm, model: priced-finetune}]}
+pricing:
+  overrides: {priced-finetune: {input: 10, output: 20}}
+`
+	gw := startGateway(t, cfg)
+	c := gw.client(option.WithAPIKey("gh-local"))
+	for model, want := range map[string]string{"unknown-local": "0.000000", "catalogued-local": "0.000000"} {
+		var resp *http.Response
+		if _, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		}, option.WithResponseInto(&resp)); err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		if got := resp.Header.Get("X-Gatehouse-Cost-Usd"); got != want {
+			t.Fatalf("%s: cost %s, want %s", model, got, want)
+		}
+	}
+	var resp *http.Response
+	if _, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "priced-local", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	}, option.WithResponseInto(&resp)); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header.Get("X-Gatehouse-Cost-Usd"); got == "0.000000" || got == "" {
+		t.Fatalf("priced local model: cost %q, want the configured price", got)
+	}
+}

@@ -130,6 +130,7 @@ func providerDeployment(p *config.Provider) (provider.Deployment, *http.Transpor
 	for k, v := range p.Headers {
 		d.Header.Set(k, v)
 	}
+	d.LocalPricing = p.Local || p.Type == "ollama" || p.Preset == "llama.cpp" || p.Preset == "vllm" || p.Preset == "lmstudio"
 	switch p.Type {
 	case "openai", "openai-compatible":
 		base := p.BaseURL

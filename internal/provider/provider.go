@@ -55,6 +55,11 @@ type Deployment struct {
 	Header      http.Header
 	StreamUsage bool // ask the upstream for usage in streams
 	Local       bool
+	// LocalPricing makes the deployment cost nothing unless the config
+	// or the admin API prices its model: a server of one's own (a local
+	// provider, Ollama, a llama.cpp, vLLM or LM Studio preset) has no
+	// per-token price, and a budgeted key may still use it.
+	LocalPricing bool
 	// DropUnsupported makes translating adapters drop request parameters
 	// the provider cannot honour instead of refusing them with a 400.
 	DropUnsupported bool

@@ -159,7 +159,6 @@ func (x *exchange) reserve(adm *limit.Admission) (limit.Decision, bool) {
 func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	a := &x.adm
 	p := x.principal
-	prices := x.rt.Limits.Prices
 	adm := &limit.Admission{Tag: a.tag, Rates: a.rates[:0], Budgets: a.budgets[:0]}
 	projectID := p.ProjectID
 	if projectID == "" {
@@ -195,8 +194,12 @@ func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	}
 	prompt := x.prompt()
 	adm.Tokens = int64(prompt + a.maxOut)
-	model := primaryModel(g)
-	price, err := prices.Price(model)
+	primary := primaryDeployment(g)
+	model := g.Name
+	if primary != nil {
+		model = primary.Model
+	}
+	price, err := x.priceOf(primary, model)
 	switch {
 	case err == nil:
 		adm.Cost = limit.Micros(price.Estimate(prompt, a.maxOut))
@@ -245,20 +248,33 @@ func (x *exchange) downgradeGroup() *route.Group {
 	return g
 }
 
-// primaryModel is the upstream model of the deployment most likely to
-// serve a group: its first target in routing order. The reservation is
-// priced there; a failover to a dearer deployment settles above it (see
-// README for the bound this puts on a budget).
-func primaryModel(g *route.Group) string {
+// primaryDeployment is the deployment most likely to serve a group: its
+// first target in routing order (nil for a group with none). The
+// reservation is priced there; a failover to a dearer deployment settles
+// above it (see README for the bound this puts on a budget).
+func primaryDeployment(g *route.Group) *provider.Deployment {
 	if g.Mode != route.ModeAny {
 		if ms := g.Members(); len(ms) > 0 {
-			return ms[0].Deployment.Model
+			return ms[0].Deployment
 		}
 	}
 	if len(g.Targets) > 0 {
-		return g.Targets[0].Model
+		return g.Targets[0]
 	}
-	return g.Name
+	return nil
+}
+
+// priceOf is the price of model served by d: a deployment on a local
+// server (provider.Deployment.LocalPricing) costs nothing unless the
+// config or the admin API sets a price for the model; others take the
+// catalog's. d may be nil (a group with no targets).
+func (x *exchange) priceOf(d *provider.Deployment, model string) (tokens.Price, error) {
+	prices := x.rt.Limits.Prices
+	if d != nil && d.LocalPricing {
+		p, _ := prices.Configured(model)
+		return p, nil
+	}
+	return prices.Price(model)
 }
 
 // principalTag is the Redis hash tag of a principal's counters: its
@@ -426,7 +442,7 @@ func (x *exchange) answeredCost() limit.Micros {
 		}
 		// Nothing was reserved: the estimate a reservation would have
 		// held, at the price of the deployment that answered.
-		if p, err := x.rt.Limits.Prices.Price(x.deployment.Model); err == nil {
+		if p, err := x.priceOf(x.deployment, x.deployment.Model); err == nil {
 			return limit.Micros(p.Estimate(x.prompt(), x.adm.maxOut))
 		}
 		return 0
@@ -440,7 +456,8 @@ func (x *exchange) answeredCost() limit.Micros {
 // was reserved.
 func (x *exchange) usageCost(d *provider.Deployment, u llm.Usage) limit.Micros {
 	reserved := x.adm.dec.Reservation.Admission.Cost
-	c, err := x.rt.Limits.Prices.Cost(d.Model, u)
+	p, err := x.priceOf(d, d.Model)
+	c := p.Cost(u)
 	if err != nil {
 		if x.adm.budgeted {
 			return reserved

@@ -76,3 +76,22 @@ func TestCollidingSpellings(t *testing.T) {
 		t.Fatalf("config family: %+v", p)
 	}
 }
+
+// TestConfigured: only the config's and the store's prices count, never
+// the embedded catalog's (a local deployment of a catalogued model is
+// free unless the operator prices it).
+func TestConfigured(t *testing.T) {
+	c, err := NewCatalog(CatalogOptions{Overrides: map[string]Price{"my-llama": PerMillion(1, 0, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Configured("gpt-4o"); ok {
+		t.Error("the catalog's gpt-4o price counted as configured")
+	}
+	if _, ok := c.Lookup("gpt-4o"); !ok {
+		t.Error("gpt-4o missing from the catalog")
+	}
+	if p, ok := c.Configured("my-llama-3b"); !ok || p != PerMillion(1, 0, 2) {
+		t.Errorf("my-llama-3b: %v %v, want the override's family price", p, ok)
+	}
+}

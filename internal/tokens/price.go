@@ -186,7 +186,20 @@ func (c *Catalog) Lookup(model string) (Price, bool) {
 	return p, ok
 }
 
+// Configured finds a price set for model in the config or the admin API
+// (not the embedded catalog): what a local deployment, free by default,
+// is charged when the operator says so.
+func (c *Catalog) Configured(model string) (Price, bool) {
+	return c.find(c.store.state().prices, model, false)
+}
+
 func (c *Catalog) lookup(stored priceIndex, model string) (Price, bool) {
+	return c.find(stored, model, true)
+}
+
+// find resolves model as Lookup describes; withBase includes the
+// embedded catalog.
+func (c *Catalog) find(stored priceIndex, model string, withBase bool) (Price, bool) {
 	exact := strings.ToLower(strings.TrimSpace(model))
 	if p, ok := stored.find(exact, true); ok {
 		return p, true
@@ -202,7 +215,7 @@ func (c *Catalog) lookup(stored priceIndex, model string) (Price, bool) {
 		if p, ok := c.over.find(id, false); ok {
 			return p, true
 		}
-		if p, ok := c.base[id]; ok {
+		if p, ok := c.base[id]; ok && withBase {
 			return p, true
 		}
 		i := strings.LastIndexByte(id, '-')
