@@ -74,6 +74,9 @@ func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger, lo
 	var m *metrics.Metrics
 	if !bare {
 		m = metrics.New()
+		if st.sink != nil {
+			m.UsageSink(st.sink)
+		}
 	}
 	gen.instrument(m)
 	srv := server.New(gen.runtime, log)
@@ -185,6 +188,9 @@ func (g *gateway) apply(cfg *config.Config) {
 		gen.routing.pool.Inherit(g.gen.routing.pool) // breakers and latencies survive the reload
 	}
 	gen.instrument(g.metrics) // after Inherit: the breaker gauges show the inherited states
+	if g.gen != nil {
+		gen.forgetRemoved(g.gen, g.metrics)
+	}
 	gen.start(g.bg, g.log)
 	old := g.gen
 	g.gen = gen

@@ -123,6 +123,44 @@ func (g *generation) instrument(m *metrics.Metrics) {
 	for _, h := range r.checks {
 		m.HealthCheck(h.Provider, false)
 	}
+	pool := r.pool
+	m.Deployments(func() []metrics.DeploymentLoad {
+		bs := pool.Backends()
+		out := make([]metrics.DeploymentLoad, len(bs))
+		for i, b := range bs {
+			out[i] = metrics.DeploymentLoad{Provider: b.Deployment.Provider, Model: b.Deployment.Model,
+				Requests: b.InFlightRequests(), Tokens: b.InFlightTokens()}
+		}
+		return out
+	})
+}
+
+// forgetRemoved drops the metric series of the deployments and providers
+// old served and g no longer does.
+func (g *generation) forgetRemoved(old *generation, m *metrics.Metrics) {
+	kept := map[[2]string]bool{}
+	providers := map[string]bool{}
+	for _, b := range g.routing.pool.Backends() {
+		kept[[2]string{b.Deployment.Provider, b.Deployment.Model}] = true
+		providers[b.Deployment.Provider] = true
+	}
+	for _, h := range g.routing.checks {
+		providers[h.Provider] = true
+	}
+	for _, b := range old.routing.pool.Backends() {
+		d := b.Deployment
+		if !kept[[2]string{d.Provider, d.Model}] {
+			m.Forget(d.Provider, d.Model)
+		}
+		if !providers[d.Provider] {
+			m.ForgetProvider(d.Provider)
+		}
+	}
+	for _, h := range old.routing.checks {
+		if !providers[h.Provider] {
+			m.ForgetProvider(h.Provider)
+		}
+	}
 }
 
 // start runs the probes under ctx.

@@ -9,8 +9,7 @@ package metrics
 
 import (
 	"net/http"
-	"strconv"
-	"time"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -26,11 +25,26 @@ type Metrics struct {
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	ttft            *prometheus.HistogramVec
+	overhead        *prometheus.HistogramVec
+	tokens          *prometheus.CounterVec
+	cost            *prometheus.CounterVec
+	cacheRequests   *prometheus.CounterVec
+	denials         *prometheus.CounterVec
+	inFlight        prometheus.Gauge
 	attempts        *prometheus.CounterVec
+	decisions       *prometheus.CounterVec
 	breakerState    *prometheus.GaugeVec
 	breakerChanges  *prometheus.CounterVec
 	upstreamDown    *prometheus.GaugeVec
+
+	bundles bundles
+	// load reads the current generation's deployments at scrape time.
+	load atomic.Pointer[func() []DeploymentLoad]
 }
+
+// overheadBuckets span the gateway's own time: tens of microseconds to a
+// slow second.
+var overheadBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, 1}
 
 // latencyBuckets span a cached answer (sub-millisecond) to a long
 // generation (minutes).
@@ -56,6 +70,35 @@ func New() *Metrics {
 			Help:    "Time from request received to the first streamed chunk written to the client.",
 			Buckets: latencyBuckets,
 		}, []string{"model"}),
+		overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gatehouse_overhead_seconds",
+			Help:    "The gateway's own time per request, upstream waits excluded, up to the response headers (x-gatehouse-overhead-ms).",
+			Buckets: overheadBuckets,
+		}, []string{"route"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_tokens_total",
+			Help: "Tokens of answered requests by project, client-facing model, provider and type: prompt, completion, cached (prompt tokens from the provider's cache), reasoning (completion tokens spent reasoning).",
+		}, []string{"project", "model", "provider", "type"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_cost_usd_total",
+			Help: "Cost settled, in US dollars, by project, client-facing model and provider.",
+		}, []string{"project", "model", "provider"}),
+		cacheRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_cache_requests_total",
+			Help: "Requests by what the response cache did: hit, semantic, miss or bypass (not read).",
+		}, []string{"project", "model", "result"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_limit_denials_total",
+			Help: "Requests refused by a limit, by project, the limit's scope (key, project, customer, key_model) and kind (requests, tokens, budget).",
+		}, []string{"project", "scope", "kind"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gatehouse_requests_in_flight",
+			Help: "API requests being served.",
+		}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_routing_decisions_total",
+			Help: "Deployments chosen, by client-facing model, the model's strategy and the provider chosen (one per upstream attempt).",
+		}, []string{"model", "strategy", "provider"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatehouse_upstream_attempts_total",
 			Help: "Upstream calls by provider, upstream model and outcome: success, failure (counts toward the breaker), rejected (the upstream refused the request itself) or canceled.",
@@ -73,7 +116,8 @@ func New() *Metrics {
 			Help: "1 while a provider's active health check fails (its deployments are skipped), else 0.",
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.requestDuration, m.ttft, m.attempts, m.breakerState, m.breakerChanges, m.upstreamDown,
+	reg.MustRegister(m.requests, m.requestDuration, m.ttft, m.overhead, m.tokens, m.cost, m.cacheRequests, m.denials,
+		m.inFlight, m.decisions, m.attempts, m.breakerState, m.breakerChanges, m.upstreamDown, deploymentCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
@@ -85,27 +129,35 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler { return m.handler }
 
-// Request records one answered API request. model is the client-facing
-// name when it was routed (never an unknown name from the client, which
-// would let callers grow the label set); kind is the error kind or "".
-// ttft is 0 for answers that were not streamed.
-func (m *Metrics) Request(model, route string, code int, kind string, took, ttft time.Duration) {
+// Attempt records one upstream call: the routing decision that chose
+// the deployment (group is the client-facing model, strategy its
+// strategy) and how the call went.
+func (m *Metrics) Attempt(group, strategy, provider, model, outcome string) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(model, route, strconv.Itoa(code), kind).Inc()
-	m.requestDuration.WithLabelValues(model, route).Observe(took.Seconds())
-	if ttft > 0 {
-		m.ttft.WithLabelValues(model).Observe(ttft.Seconds())
-	}
+	m.decisions.WithLabelValues(group, strategy, provider).Inc()
+	m.attempts.WithLabelValues(provider, model, outcome).Inc()
 }
 
-// Attempt records one upstream call.
-func (m *Metrics) Attempt(provider, model, outcome string) {
+// Forget drops the series of a deployment a config reload removed: its
+// breaker, its attempts and its routing decisions.
+func (m *Metrics) Forget(provider, model string) {
 	if m == nil {
 		return
 	}
-	m.attempts.WithLabelValues(provider, model, outcome).Inc()
+	m.breakerState.DeleteLabelValues(provider, model)
+	m.breakerChanges.DeletePartialMatch(prometheus.Labels{"provider": provider, "model": model})
+	m.attempts.DeletePartialMatch(prometheus.Labels{"provider": provider, "model": model})
+}
+
+// ForgetProvider drops the series of a provider a reload removed.
+func (m *Metrics) ForgetProvider(provider string) {
+	if m == nil {
+		return
+	}
+	m.upstreamDown.DeleteLabelValues(provider)
+	m.decisions.DeletePartialMatch(prometheus.Labels{"provider": provider})
 }
 
 // Breaker records a deployment's breaker state (0 closed, 1 half-open,

@@ -8,37 +8,100 @@ import (
 	"time"
 )
 
-func TestInstrumentsAreServed(t *testing.T) {
-	m := New()
-	m.Request("chat", "chat", 200, "", 120*time.Millisecond, 30*time.Millisecond)
-	m.Attempt("up", "gpt-4o-mini", "failure")
-	m.Attempt("up2", "gpt-4o-mini", "success")
-	m.Breaker("up", "gpt-4o-mini", 2, "open", true)
-	m.HealthCheck("box", true)
-
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
-	for _, want := range []string{
-		`gatehouse_requests_total{code="200",error_kind="",model="chat",route="chat"} 1`,
+	return string(body)
+}
+
+func wantSeries(t *testing.T, body string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("missing %s", w)
+		}
+	}
+}
+
+type sinkStats struct{}
+
+func (sinkStats) Depth() int       { return 3 }
+func (sinkStats) Written() uint64  { return 10 }
+func (sinkStats) Spilled() uint64  { return 4 }
+func (sinkStats) Replayed() uint64 { return 2 }
+func (sinkStats) Dropped() uint64  { return 1 }
+
+func TestInstrumentsAreServed(t *testing.T) {
+	m := New()
+	for range 2 { // the second goes through the cached bundle
+		m.Observe(&RequestObs{Project: "qa", Model: "chat", Provider: "up", Route: "/v1/chat/completions", Code: 200,
+			Took: 120 * time.Millisecond, TTFT: 30 * time.Millisecond, Overhead: 200 * time.Microsecond,
+			PromptTokens: 10, CompletionTokens: 20, CachedTokens: 4, ReasoningTokens: 5, CostMicros: 1500, Cache: "bypass"})
+	}
+	m.Observe(&RequestObs{Project: "qa", Model: "chat", Route: "/v1/chat/completions", Code: 429, ErrorKind: "budget",
+		DenialScope: "key", DenialKind: "budget", Cache: "bypass"})
+	m.Attempt("chat", "failover", "up", "gpt-4o-mini", "failure")
+	m.Attempt("chat", "failover", "up2", "gpt-4o-mini", "success")
+	m.Breaker("up", "gpt-4o-mini", 2, "open", true)
+	m.HealthCheck("box", true)
+	m.Begin()
+	m.Begin()
+	m.End()
+	m.Deployments(func() []DeploymentLoad { return []DeploymentLoad{{Provider: "up", Model: "gpt-4o-mini", Requests: 2, Tokens: 900}} })
+	m.UsageSink(sinkStats{})
+
+	wantSeries(t, scrape(t, m),
+		`gatehouse_requests_total{code="200",error_kind="",model="chat",route="/v1/chat/completions"} 2`,
+		`gatehouse_requests_total{code="429",error_kind="budget",model="chat",route="/v1/chat/completions"} 1`,
+		`gatehouse_tokens_total{model="chat",project="qa",provider="up",type="prompt"} 20`,
+		`gatehouse_tokens_total{model="chat",project="qa",provider="up",type="completion"} 40`,
+		`gatehouse_tokens_total{model="chat",project="qa",provider="up",type="cached"} 8`,
+		`gatehouse_tokens_total{model="chat",project="qa",provider="up",type="reasoning"} 10`,
+		`gatehouse_cost_usd_total{model="chat",project="qa",provider="up"} 0.003`,
+		`gatehouse_cache_requests_total{model="chat",project="qa",result="bypass"} 3`,
+		`gatehouse_limit_denials_total{kind="budget",project="qa",scope="key"} 1`,
+		`gatehouse_overhead_seconds_count{route="/v1/chat/completions"} 3`,
+		`gatehouse_requests_in_flight 1`,
+		`gatehouse_routing_decisions_total{model="chat",provider="up",strategy="failover"} 1`,
 		`gatehouse_upstream_attempts_total{model="gpt-4o-mini",outcome="failure",provider="up"} 1`,
 		`gatehouse_breaker_state{model="gpt-4o-mini",provider="up"} 2`,
 		`gatehouse_breaker_transitions_total{model="gpt-4o-mini",provider="up",state="open"} 1`,
 		`gatehouse_upstream_health_check_failing{provider="box"} 1`,
-		`gatehouse_time_to_first_token_seconds_count{model="chat"} 1`,
+		`gatehouse_time_to_first_token_seconds_count{model="chat"} 2`,
+		`gatehouse_deployment_in_flight_requests{model="gpt-4o-mini",provider="up"} 2`,
+		`gatehouse_deployment_in_flight_tokens{model="gpt-4o-mini",provider="up"} 900`,
+		`gatehouse_usage_queue_depth 3`,
+		`gatehouse_usage_records_spilled_total 4`,
+		`gatehouse_usage_records_replayed_total 2`,
+		`gatehouse_usage_records_dropped_total 1`,
+		`gatehouse_usage_records_written_total 10`,
 		`go_goroutines`,
-	} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("missing %s", want)
-		}
-	}
+	)
 	// Two processes (or tests) never share instruments.
-	other := New()
-	rec = httptest.NewRecorder()
-	other.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if strings.Contains(rec.Body.String(), `provider="up"`) {
+	if strings.Contains(scrape(t, New()), `provider="up"`) {
 		t.Fatal("instruments leaked between registries")
 	}
 	var none *Metrics
-	none.Request("m", "chat", 200, "", time.Second, 0) // a nil Metrics records nothing
+	none.Observe(&RequestObs{Model: "m"}) // a nil Metrics records nothing
+}
+
+// TestForgetDropsADeploymentsSeries: after a reload removes a
+// deployment, its series are gone and the others stay.
+func TestForgetDropsADeploymentsSeries(t *testing.T) {
+	m := New()
+	m.Attempt("chat", "round-robin", "old", "m1", "success")
+	m.Attempt("chat", "round-robin", "kept", "m1", "success")
+	m.Breaker("old", "m1", 0, "closed", true)
+	m.Breaker("kept", "m1", 0, "closed", true)
+	m.HealthCheck("old", false)
+	m.Forget("old", "m1")
+	m.ForgetProvider("old")
+	body := scrape(t, m)
+	if strings.Contains(body, `provider="old"`) {
+		t.Errorf("series of the removed deployment remain:\n%s", body)
+	}
+	wantSeries(t, body, `gatehouse_breaker_state{model="m1",provider="kept"} 0`,
+		`gatehouse_upstream_attempts_total{model="m1",outcome="success",provider="kept"} 1`)
 }

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/llm"
+	"gatehouse/internal/metrics"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
 )
@@ -60,7 +62,7 @@ func (x *exchange) attempted(a route.Attempt, res route.Result, o route.Outcome)
 	case res.Err != nil:
 		outcome = "rejected"
 	}
-	x.rt.Metrics.Attempt(a.Deployment.Provider, a.Deployment.Model, outcome)
+	x.rt.Metrics.Attempt(a.Group.Name, a.Group.Strategy, a.Deployment.Provider, a.Deployment.Model, outcome)
 	if res.Err == nil || res.Err.Kind == llm.KindCanceled || !x.rt.LogRequests {
 		return
 	}
@@ -105,17 +107,35 @@ func (x *exchange) promptFor(g *route.Group) {
 }
 
 // record feeds the request's metrics.
-func (x *exchange) record() {
+func (x *exchange) record(end time.Time) {
 	m := x.rt.Metrics
 	if m == nil {
 		return
 	}
-	model, kind := "", ""
+	m.End()
+	o := metrics.RequestObs{Route: x.r.URL.Path, Code: x.status, Took: end.Sub(x.start), TTFT: x.ttft,
+		Overhead: x.overhead, Cache: account.CacheBypass}
 	if x.group != nil {
-		model = x.group.Name
+		o.Model = x.group.Name
+	}
+	if p := x.principal; p != nil {
+		o.Project = p.Project
+	}
+	if d := x.deployment; d != nil {
+		o.Provider = d.Provider
 	}
 	if x.err != nil {
-		kind = string(x.err.Kind)
+		o.ErrorKind = string(x.err.Kind)
 	}
-	m.Request(model, x.r.URL.Path, x.status, kind, x.s.now().Sub(x.start), x.ttft)
+	if x.hasUsage {
+		u := &x.usage
+		o.PromptTokens, o.CompletionTokens, o.CachedTokens, o.ReasoningTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens, u.ReasoningTokens
+	}
+	if a := &x.adm; a.costed {
+		o.CostMicros = int64(a.cost)
+	}
+	if d := &x.adm.dec; x.adm.on && !d.Allowed && d.Refused.Kind != "" {
+		o.DenialScope, o.DenialKind = string(d.Refused.Scope), string(d.Refused.Kind)
+	}
+	m.Observe(&o)
 }

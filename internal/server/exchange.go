@@ -79,6 +79,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
 	x.id = newRequestID()
 	w.Header().Set("X-Gatehouse-Request-Id", x.id)
+	x.rt.Metrics.Begin() // ended by record
 	return x
 }
 
@@ -223,8 +224,9 @@ func (x *exchange) recover() {
 // finish records the request (metrics, usage record) and writes its log
 // line.
 func (x *exchange) finish() {
-	x.record()
-	x.keepRecord(x.s.now())
+	end := x.s.now()
+	x.record(end)
+	x.keepRecord(end)
 	if !x.rt.LogRequests {
 		return
 	}

@@ -1,0 +1,77 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// DeploymentLoad is what least-tokens sees of one deployment: the
+// requests (streams included) and the tokens the gateway has in flight
+// there.
+type DeploymentLoad struct {
+	Provider, Model string
+	Requests        int64
+	Tokens          int64
+}
+
+// Deployments sets how the in-flight gauges are read: at scrape time,
+// from the routing pool of the generation serving now, so the request
+// path pays nothing for them and a reload's removed deployments vanish
+// with it.
+func (m *Metrics) Deployments(read func() []DeploymentLoad) {
+	if m != nil {
+		m.load.Store(&read)
+	}
+}
+
+var (
+	inFlightRequestsDesc = prometheus.NewDesc("gatehouse_deployment_in_flight_requests",
+		"Requests (streams included) the gateway has in flight at each deployment.", []string{"provider", "model"}, nil)
+	inFlightTokensDesc = prometheus.NewDesc("gatehouse_deployment_in_flight_tokens",
+		"Estimated tokens (prompt plus output cap) the gateway has in flight at each deployment: what least-tokens balances.", []string{"provider", "model"}, nil)
+)
+
+// deploymentCollector reports Deployments' gauges.
+type deploymentCollector struct{ m *Metrics }
+
+func (c deploymentCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inFlightRequestsDesc
+	ch <- inFlightTokensDesc
+}
+
+func (c deploymentCollector) Collect(ch chan<- prometheus.Metric) {
+	read := c.m.load.Load()
+	if read == nil {
+		return
+	}
+	for _, d := range (*read)() {
+		ch <- prometheus.MustNewConstMetric(inFlightRequestsDesc, prometheus.GaugeValue, float64(d.Requests), d.Provider, d.Model)
+		ch <- prometheus.MustNewConstMetric(inFlightTokensDesc, prometheus.GaugeValue, float64(d.Tokens), d.Provider, d.Model)
+	}
+}
+
+// SinkStats is what the usage-record sink counts (*account.Sink).
+type SinkStats interface {
+	Depth() int
+	Written() uint64
+	Spilled() uint64
+	Replayed() uint64
+	Dropped() uint64
+}
+
+// UsageSink registers the sink's queue depth and counters, read at
+// scrape time.
+func (m *Metrics) UsageSink(s SinkStats) {
+	if m == nil || s == nil {
+		return
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gatehouse_usage_queue_depth",
+			Help: "Usage records waiting to be written."}, func() float64 { return float64(s.Depth()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_usage_records_written_total",
+			Help: "Usage records stored in the database (replayed ones included)."}, func() float64 { return float64(s.Written()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_usage_records_spilled_total",
+			Help: "Usage records written to the spill file because the database failed or the queue was full."}, func() float64 { return float64(s.Spilled()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_usage_records_replayed_total",
+			Help: "Spilled usage records stored in the database once it answered again."}, func() float64 { return float64(s.Replayed()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_usage_records_dropped_total",
+			Help: "Usage records lost: the spill file could not be written, or a line of it not read back."}, func() float64 { return float64(s.Dropped()) }),
+	)
+}

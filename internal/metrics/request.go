@@ -1,0 +1,136 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RequestObs is what one finished API request tells the metrics. Every
+// label it feeds is bounded: Model is a configured group name (never a
+// client's unknown model), Project a project's name, Provider a
+// configured provider; keys and customers are never labels.
+type RequestObs struct {
+	Project   string
+	Model     string // client-facing model; "" when the request was not routed
+	Provider  string // the provider that answered (or was tried last); ""
+	Route     string // the API path
+	Code      int
+	ErrorKind string // "" on success
+	Took      time.Duration
+	TTFT      time.Duration // 0 unless a stream's first chunk went out
+	Overhead  time.Duration // the gateway's own time (x-gatehouse-overhead-ms)
+
+	PromptTokens, CompletionTokens, CachedTokens, ReasoningTokens int
+	CostMicros                                                    int64
+	// Cache is hit, semantic, miss or bypass; "" records nothing.
+	Cache string
+	// DenialScope and DenialKind name the limit that refused the
+	// request (key, project, customer, key_model; requests, tokens,
+	// budget); "" when none did.
+	DenialScope, DenialKind string
+}
+
+// bundleKey is the label tuple of a request's instruments.
+type bundleKey struct {
+	project, model, provider, route, kind, cache string
+	code                                         int
+}
+
+// bundle holds one label tuple's instruments resolved once, so a request
+// costs one lock-free map lookup rather than a dozen vector lookups (each
+// of which takes the vector's lock and hashes its labels).
+type bundle struct {
+	requests, cost, cache      prometheus.Counter
+	duration, ttft, overhead   prometheus.Observer
+	prompt, completion, cached prometheus.Counter
+	reasoning                  prometheus.Counter
+}
+
+// maxBundles bounds the bundle cache; label tuples past it are resolved
+// on each request (correct, a little slower).
+const maxBundles = 10000
+
+type bundles struct {
+	m sync.Map // bundleKey → *bundle
+	n atomic.Int64
+}
+
+func (m *Metrics) bundle(k bundleKey) *bundle {
+	if b, ok := m.bundles.m.Load(k); ok {
+		return b.(*bundle)
+	}
+	code := strconv.Itoa(k.code)
+	b := &bundle{
+		requests:   m.requests.WithLabelValues(k.model, k.route, code, k.kind),
+		duration:   m.requestDuration.WithLabelValues(k.model, k.route),
+		ttft:       m.ttft.WithLabelValues(k.model),
+		overhead:   m.overhead.WithLabelValues(k.route),
+		prompt:     m.tokens.WithLabelValues(k.project, k.model, k.provider, "prompt"),
+		completion: m.tokens.WithLabelValues(k.project, k.model, k.provider, "completion"),
+		cached:     m.tokens.WithLabelValues(k.project, k.model, k.provider, "cached"),
+		reasoning:  m.tokens.WithLabelValues(k.project, k.model, k.provider, "reasoning"),
+		cost:       m.cost.WithLabelValues(k.project, k.model, k.provider),
+	}
+	if k.cache != "" {
+		b.cache = m.cacheRequests.WithLabelValues(k.project, k.model, k.cache)
+	}
+	if m.bundles.n.Load() < maxBundles {
+		if _, loaded := m.bundles.m.LoadOrStore(k, b); !loaded {
+			m.bundles.n.Add(1)
+		}
+	}
+	return b
+}
+
+// Observe records one finished API request.
+func (m *Metrics) Observe(o *RequestObs) {
+	if m == nil {
+		return
+	}
+	b := m.bundle(bundleKey{project: o.Project, model: o.Model, provider: o.Provider, route: o.Route, kind: o.ErrorKind, cache: o.Cache, code: o.Code})
+	b.requests.Inc()
+	b.duration.Observe(o.Took.Seconds())
+	if o.TTFT > 0 {
+		b.ttft.Observe(o.TTFT.Seconds())
+	}
+	b.overhead.Observe(o.Overhead.Seconds())
+	if o.PromptTokens > 0 {
+		b.prompt.Add(float64(o.PromptTokens))
+	}
+	if o.CompletionTokens > 0 {
+		b.completion.Add(float64(o.CompletionTokens))
+	}
+	if o.CachedTokens > 0 {
+		b.cached.Add(float64(o.CachedTokens))
+	}
+	if o.ReasoningTokens > 0 {
+		b.reasoning.Add(float64(o.ReasoningTokens))
+	}
+	if o.CostMicros > 0 {
+		b.cost.Add(float64(o.CostMicros) / 1e6)
+	}
+	if b.cache != nil {
+		b.cache.Inc()
+	}
+	if o.DenialKind != "" {
+		m.denials.WithLabelValues(o.Project, o.DenialScope, o.DenialKind).Inc() // refusals are the rare path
+	}
+}
+
+// Begin counts a request in flight until the returned func is called.
+func (m *Metrics) Begin() {
+	if m != nil {
+		m.inFlight.Inc()
+	}
+}
+
+// End ends what Begin counted.
+func (m *Metrics) End() {
+	if m != nil {
+		m.inFlight.Dec()
+	}
+}
