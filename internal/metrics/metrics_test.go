@@ -49,7 +49,9 @@ func TestInstrumentsAreServed(t *testing.T) {
 	m.Begin()
 	m.Begin()
 	m.End()
-	m.Deployments(func() []DeploymentLoad { return []DeploymentLoad{{Provider: "up", Model: "gpt-4o-mini", Requests: 2, Tokens: 900}} })
+	m.Deployments(func() []DeploymentLoad {
+		return []DeploymentLoad{{Provider: "up", Model: "gpt-4o-mini", Requests: 2, Tokens: 900}}
+	})
 	m.UsageSink(sinkStats{})
 
 	wantSeries(t, scrape(t, m),
