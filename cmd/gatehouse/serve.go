@@ -18,6 +18,7 @@ import (
 	"gatehouse/internal/config"
 	"gatehouse/internal/metrics"
 	"gatehouse/internal/server"
+	"gatehouse/internal/telemetry"
 )
 
 // gateway is a running gatehouse: the HTTP server plus the config
@@ -34,6 +35,8 @@ type gateway struct {
 	bg  context.Context // generations' background work runs under it; set by run
 
 	metrics *metrics.Metrics // the process's instruments (nil for a bare proxy), handed to every generation
+	tracer  *telemetry.Tracer // the process's span exporter (nil: traces off), handed to every generation
+	traces  *config.Traces    // the settings it was started with: a reload cannot change them
 }
 
 func serve(path string, bare bool) error {
@@ -78,12 +81,28 @@ func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger, lo
 			m.UsageSink(st.sink)
 		}
 	}
+	var tracer *telemetry.Tracer
+	if tr := cfg.Telemetry.Traces; tr != nil && !bare {
+		if tracer, err = startTracer(tr); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
 	gen.instrument(m)
+	gen.runtime.Tracer = tracer
 	srv := server.New(gen.runtime, log)
 	if logOut != nil {
 		srv.SetRequestLog(logOut)
 	}
-	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, metrics: m, srv: srv}, nil
+	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, metrics: m, tracer: tracer, traces: cfg.Telemetry.Traces, srv: srv}, nil
+}
+
+// startTracer starts the OTLP exporter of telemetry.traces.
+func startTracer(tr *config.Traces) (*telemetry.Tracer, error) {
+	if tr.Endpoint == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, telemetry.ErrNoEndpoint
+	}
+	return telemetry.New(context.Background(), telemetry.Options{Endpoint: tr.Endpoint, SampleRatio: *tr.SampleRatio, Version: version})
 }
 
 // run serves on ln until ctx ends, then drains: readiness fails at once,
@@ -114,6 +133,11 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		if err := g.st.close(); err != nil {
 			g.log.Error("closing the record store", "error", err.Error())
 		}
+		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := g.tracer.Shutdown(tctx); err != nil { // the last spans go out
+			g.log.Warn("exporting the last spans", "error", err.Error())
+		}
+		cancel()
 	}()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -188,6 +212,10 @@ func (g *gateway) apply(cfg *config.Config) {
 		gen.routing.pool.Inherit(g.gen.routing.pool) // breakers and latencies survive the reload
 	}
 	gen.instrument(g.metrics) // after Inherit: the breaker gauges show the inherited states
+	gen.runtime.Tracer = g.tracer
+	if !sameTraces(cfg.Telemetry.Traces, g.traces) {
+		g.log.Warn("telemetry settings changed: restart gatehouse to use them; the running exporter stays")
+	}
 	if g.gen != nil {
 		gen.forgetRemoved(g.gen, g.metrics)
 	}
@@ -203,6 +231,14 @@ func (g *gateway) apply(cfg *config.Config) {
 	if old != nil {
 		time.AfterFunc(time.Minute, old.close)
 	}
+}
+
+// sameTraces reports whether two telemetry.traces settings are equal.
+func sameTraces(a, b *config.Traces) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Endpoint == b.Endpoint && *a.SampleRatio == *b.SampleRatio
 }
 
 func logLevel(s string) slog.Level {

@@ -62,6 +62,7 @@ type Config struct {
 	Pricing   Pricing    `yaml:"pricing"` // cost accounting; see limits.go
 	Breaker   Breaker    `yaml:"breaker"` // circuit breaker of every deployment
 	Usage     Usage      `yaml:"usage"`   // usage records; see usage.go
+	Telemetry Telemetry  `yaml:"telemetry"` // traces; see telemetry.go
 
 	models    map[string]int // name → index in Models
 	providers map[string]int // name → index in Providers

@@ -77,6 +77,7 @@ func TestLoadDesignExample(t *testing.T) {
 		Exact:    ExactCache{Enabled: true, TTL: Duration(time.Hour)},
 		Semantic: SemanticCache{Threshold: 0.95, Embedder: Embedder{Provider: "local-embed", Model: "all-minilm"}},
 	}
+	want.Telemetry = Telemetry{Traces: &Traces{Endpoint: "http://127.0.0.1:4318", SampleRatio: ptr(1.0)}}
 	if diff := cmp.Diff(want, got, ignoreIndex); diff != "" {
 		t.Errorf("Load(design.yaml) mismatch (-want +got):\n%s", diff)
 	}

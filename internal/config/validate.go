@@ -134,6 +134,7 @@ func (c *checker) config(cfg *Config) {
 	}
 	c.cache(cfg.Cache, providers)
 	c.usage(cfg.Usage)
+	c.telemetry(cfg.Telemetry)
 	c.limits(cfg.Limits)
 	c.pricing(cfg.Pricing)
 }
@@ -366,6 +367,7 @@ func applyDefaults(cfg *Config, d *decoder) {
 	routingDefaults(cfg, d)
 	limitsDefaults(cfg)
 	usageDefaults(cfg, d)
+	telemetryDefaults(cfg)
 	if cfg.Cache.Exact.TTL == 0 {
 		cfg.Cache.Exact.TTL = DefaultExactCacheTTL
 	}

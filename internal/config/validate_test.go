@@ -145,6 +145,8 @@ func TestValidation(t *testing.T) {
 		{"usage retention negative days", "usage:\n  retention: -1d\n", []problem{{2, 14, "usage.retention", `invalid duration "-1d"`}}},
 		{"usage redaction pattern invalid", "usage:\n  bodies:\n    redact: [{pattern: 'a(b'}]\n", []problem{{3, 24, "usage.bodies.redact[0].pattern", "invalid regular expression"}}},
 		{"usage redaction pattern missing", "usage:\n  bodies:\n    redact: [{replace: x}]\n", []problem{{3, 14, "usage.bodies.redact[0].pattern", "is required"}}},
+		{"traces endpoint not a URL", "telemetry:\n  traces: {endpoint: 'localhost:4318'}\n", []problem{{2, 22, "telemetry.traces.endpoint", "absolute http"}}},
+		{"traces ratio above one", "telemetry:\n  traces: {sample_ratio: 1.5}\n", []problem{{2, 26, "telemetry.traces.sample_ratio", "from 0 to 1"}}},
 		{"usage queue negative", "usage:\n  queue: -1\n", []problem{{2, 10, "usage.queue", ""}}},
 		{"embedder provider unknown", "cache:\n  semantic:\n    embedder: {provider: nope, model: e}\n", []problem{{3, 26, "cache.semantic.embedder.provider", `unknown provider "nope"`}}},
 	}
@@ -177,6 +179,8 @@ func TestValidationAccepts(t *testing.T) {
 		"timeouts: {connect: 0}\n",
 		"usage: {retention: 0, records: false}\n",
 		"usage: {retention: 2d12h30m}\n",
+		"telemetry: {traces: {endpoint: 'http://127.0.0.1:4318', sample_ratio: 0}}\n",
+		"telemetry: {traces: {}}\n",
 	} {
 		if _, err := Parse([]byte(y), "t.yaml"); err != nil {
 			t.Errorf("Parse(%q): %v", y, err)

@@ -83,6 +83,13 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 	if l == nil || p == nil {
 		return g, true
 	}
+	sp := x.span.Child(x.rt.Tracer, "admission", false)
+	defer func() {
+		if sp.On() {
+			sp.Str("gatehouse.refused", string(x.adm.dec.Refused.Kind))
+			sp.End()
+		}
+	}()
 	a := &x.adm
 	a.on = true
 	a.maxOut = l.Prices.MaxOutput(r.maxOut)

@@ -29,7 +29,9 @@ func (x *exchange) runAttempts(g *route.Group, maxTokens int, try func(ctx conte
 				x.upstreamWait += x.s.now().Sub(failedAt)
 			}
 			x.deployment, x.attempts = a.Deployment, a.N // for the headers of this attempt's answer
+			x.startAttemptSpan(a)
 			res := try(ctx, a)
+			x.endAttemptSpan(res)
 			if res.Err != nil && !res.Started {
 				failedAt = x.s.now()
 			}

@@ -15,6 +15,7 @@ import (
 // chat serves POST /v1/chat/completions.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(w, r)
+	x.op = "chat"
 	defer x.recover()
 	x.serveChat()
 	x.finish()
@@ -52,6 +53,7 @@ type reply struct {
 // says.
 func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 	x.stream = req.Stream
+	x.op = "chat"
 	g, ok := x.resolve(req.Model)
 	if !ok {
 		return
@@ -78,6 +80,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	if err != nil {
 		return route.Result{Err: llm.AsError(err)}
 	}
+	x.attemptSpan.Inject(x.rt.Tracer, up.Header)
 	t0 := x.s.now()
 	resp, uerr := upstream(call, d, up)
 	if uerr != nil {
@@ -116,6 +119,8 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	}
 	x.headers()
 	x.declareCostTrailer()
+	sp := x.span.Child(x.rt.Tracer, "stream", false)
+	defer sp.End()
 	res, err := stream.Relay(x.w, st, stream.Options{
 		IncludeUsage: req.IncludeUsage,
 		OnChunk:      call.Progress,
@@ -124,6 +129,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		Encoder:      enc,
 		UsageCost:    x.streamUsageCost(d),
 	})
+	sp.Int("gatehouse.chunks", res.Chunks)
 	if res.Started {
 		x.written = true
 		x.usage, x.hasUsage = res.Usage, res.HasUsage
@@ -132,6 +138,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		}
 		if !res.FirstChunk.IsZero() {
 			x.ttft = res.FirstChunk.Sub(x.start)
+			sp.Float("gatehouse.ttft_ms", ms(x.ttft))
 		}
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 // embeddings serves POST /v1/embeddings.
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(w, r)
+	x.op = "embeddings"
 	defer x.recover()
 	x.serveEmbeddings()
 	x.finish()
@@ -63,6 +64,7 @@ func (x *exchange) embedAttempt(ctx context.Context, a route.Attempt, req *llm.E
 	if err != nil {
 		return route.Result{Err: llm.AsError(err)}
 	}
+	x.attemptSpan.Inject(x.rt.Tracer, up.Header)
 	t0 := x.s.now()
 	resp, uerr := upstream(call, d, up)
 	if uerr != nil {

@@ -14,6 +14,7 @@ import (
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
+	"gatehouse/internal/telemetry"
 )
 
 // exchange is the state of one API request as it moves through the
@@ -64,6 +65,11 @@ type exchange struct {
 	// between attempts; overhead the rest, up to the response headers.
 	upstreamWait time.Duration
 	overhead     time.Duration
+
+	// Traces (trace.go); zero Spans when tracing is off.
+	op          string // gen_ai.operation.name: chat or embeddings
+	span        telemetry.Span
+	attemptSpan telemetry.Span
 }
 
 // dialect is the API family a route speaks; it decides the shape of
@@ -80,6 +86,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x.id = newRequestID()
 	w.Header().Set("X-Gatehouse-Request-Id", x.id)
 	x.rt.Metrics.Begin() // ended by record
+	x.span = x.rt.Tracer.Request(r)
 	return x
 }
 
@@ -158,6 +165,7 @@ func tooLarge(limit int64) *llm.Error {
 // resolve finds the model's group and checks the caller may use it.
 func (x *exchange) resolve(model string) (*route.Group, bool) {
 	x.model = model
+	x.nameSpan(model)
 	g, ok := x.rt.Routes.Lookup(model)
 	if !ok {
 		x.fail(llm.ModelNotFound(model))
@@ -227,6 +235,7 @@ func (x *exchange) finish() {
 	end := x.s.now()
 	x.record(end)
 	x.keepRecord(end)
+	x.endSpan()
 	if !x.rt.LogRequests {
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"gatehouse/internal/llm"
 	"gatehouse/internal/metrics"
 	"gatehouse/internal/route"
+	"gatehouse/internal/telemetry"
 	"gatehouse/internal/tokens"
 )
 
@@ -55,6 +56,9 @@ type Runtime struct {
 	// Bodies redacts and cuts the bodies kept in the records of projects
 	// with log_bodies on; nil keeps no bodies.
 	Bodies *account.Redactor
+	// Tracer exports OpenTelemetry spans; nil (the default) none. Like
+	// Metrics, the process's one, handed to every generation.
+	Tracer *telemetry.Tracer
 }
 
 // Server serves the gateway API.
