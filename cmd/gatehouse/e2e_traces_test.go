@@ -170,7 +170,6 @@ func TestTracesFollowGenAIConventions(t *testing.T) {
 	}
 }
 
-
 // TestTracesNeedAnEndpoint: traces asked for with no endpoint, in the
 // config or the environment, stop the start with an error that says so;
 // the environment's endpoint is enough.

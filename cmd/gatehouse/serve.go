@@ -34,7 +34,7 @@ type gateway struct {
 	gen *generation
 	bg  context.Context // generations' background work runs under it; set by run
 
-	metrics *metrics.Metrics // the process's instruments (nil for a bare proxy), handed to every generation
+	metrics *metrics.Metrics  // the process's instruments (nil for a bare proxy), handed to every generation
 	tracer  *telemetry.Tracer // the process's span exporter (nil: traces off), handed to every generation
 	traces  *config.Traces    // the settings it was started with: a reload cannot change them
 }

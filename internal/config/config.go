@@ -56,12 +56,12 @@ type Config struct {
 	Models    []Model    `yaml:"models"`
 	Keys      []Key      `yaml:"keys"`
 	Cache     Cache      `yaml:"cache"`
-	Routing   Routing    `yaml:"routing"` // default routing mode of every model
-	Retry     Retry      `yaml:"retry"`   // defaults for every model; see routing.go
-	Limits    Limits     `yaml:"limits"`  // admission control; see limits.go
-	Pricing   Pricing    `yaml:"pricing"` // cost accounting; see limits.go
-	Breaker   Breaker    `yaml:"breaker"` // circuit breaker of every deployment
-	Usage     Usage      `yaml:"usage"`   // usage records; see usage.go
+	Routing   Routing    `yaml:"routing"`   // default routing mode of every model
+	Retry     Retry      `yaml:"retry"`     // defaults for every model; see routing.go
+	Limits    Limits     `yaml:"limits"`    // admission control; see limits.go
+	Pricing   Pricing    `yaml:"pricing"`   // cost accounting; see limits.go
+	Breaker   Breaker    `yaml:"breaker"`   // circuit breaker of every deployment
+	Usage     Usage      `yaml:"usage"`     // usage records; see usage.go
 	Telemetry Telemetry  `yaml:"telemetry"` // traces; see telemetry.go
 
 	models    map[string]int // name → index in Models
