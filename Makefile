@@ -5,13 +5,14 @@
 #   make test-real  end-to-end tests against real llama-server inference (builds it once; not in CI)
 #   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
 #   make bench-balance  balancing benchmark: round-robin vs least-requests vs least-tokens
+#   make prices  regenerate the embedded price catalog from LiteLLM's dataset (pinned; needs PyPI)
 
 GO          ?= go
 BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 
-.PHONY: run build test test-real vet lint unit bench bench-balance fuzz clean
+.PHONY: run build test test-real vet lint unit bench bench-balance fuzz prices clean
 
 build:
 	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -57,6 +58,9 @@ bench: build
 bench-balance: build
 	cd bench && $(GO) run ./cmd/balance -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BALANCEFLAGS)
 
+prices:
+	scripts/prices
+
 # fuzz runs each fuzz target for FUZZTIME (their seed corpora already run in make test).
 FUZZTIME ?= 30s
 fuzz:
@@ -65,6 +69,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseChatRequest$$' -fuzztime=$(FUZZTIME) ./internal/llm/
 	$(GO) test -run='^$$' -fuzz='^FuzzAppendQuote$$' -fuzztime=$(FUZZTIME) ./internal/llm/
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./internal/config/
+	$(GO) test -run='^$$' -fuzz='^FuzzSetUsageCost$$' -fuzztime=$(FUZZTIME) ./internal/llm/
 
 clean:
 	rm -rf $(BIN)

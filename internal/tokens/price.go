@@ -3,8 +3,9 @@ package tokens
 // The price catalog lives here, beside the token counter, because a cost
 // estimate is a token count times a price: the admission path needs both
 // and nothing else. Prices are data (prices.json, embedded and dated),
-// not code, so updating them is a one-line diff; the config and the admin
-// API override them per model.
+// generated from LiteLLM's public price dataset at a pinned version by
+// make prices (genprices); the config and the admin API override them
+// per model.
 
 import (
 	_ "embed"
@@ -101,6 +102,7 @@ type CatalogOptions struct {
 type Catalog struct {
 	asOf     string
 	base     map[string]Price
+	context  map[string]int // context windows (input tokens) from the embedded catalog
 	over     priceIndex
 	store    *Overlay
 	def      *Price
@@ -121,9 +123,10 @@ const maxResolved = 4096
 type catalogFile struct {
 	AsOf   string `json:"as_of"`
 	Models map[string]struct {
-		Input  float64 `json:"input"`
-		Cached float64 `json:"cached"`
-		Output float64 `json:"output"`
+		Input   float64 `json:"input"`
+		Cached  float64 `json:"cached"`
+		Output  float64 `json:"output"`
+		Context int     `json:"context"`
 	} `json:"models"`
 }
 
@@ -134,8 +137,12 @@ func NewCatalog(o CatalogOptions) (*Catalog, error) {
 		return nil, fmt.Errorf("price catalog: %w", err)
 	}
 	c := &Catalog{asOf: f.AsOf, base: make(map[string]Price, len(f.Models)), over: newPriceIndex(o.Overrides), store: o.Store, def: o.Default, maxOut: o.DefaultMaxOutput}
+	c.context = make(map[string]int, len(f.Models))
 	for id, m := range f.Models {
 		c.base[id] = PerMillion(m.Input, m.Cached, m.Output)
+		if m.Context > 0 {
+			c.context[id] = m.Context
+		}
 	}
 	for id, p := range o.Overrides {
 		if p.Input < 0 || p.CachedInput < 0 || p.Output < 0 {
@@ -207,23 +214,73 @@ func (c *Catalog) find(stored priceIndex, model string, withBase bool) (Price, b
 	if p, ok := c.over.find(exact, true); ok {
 		return p, true
 	}
-	id := normalise(model)
-	for {
+	// At each step down the chain of shorter IDs, an override beats the
+	// catalog; and a catalog snapshot ("gpt-4o-2024-08-06") gives way to
+	// an override of its family ("gpt-4o"), which the operator meant for
+	// every snapshot of it.
+	for id := normalise(model); id != ""; id = parent(id) {
 		if p, ok := stored.find(id, false); ok {
 			return p, true
 		}
 		if p, ok := c.over.find(id, false); ok {
 			return p, true
 		}
-		if p, ok := c.base[id]; ok && withBase {
+		if !withBase {
+			continue
+		}
+		if p, ok := c.base[id]; ok {
+			if fam, snap := Family(id); snap {
+				if fp, ok := stored.find(fam, false); ok {
+					return fp, true
+				}
+				if fp, ok := c.over.find(fam, false); ok {
+					return fp, true
+				}
+			}
 			return p, true
 		}
-		i := strings.LastIndexByte(id, '-')
-		if i <= 0 {
-			return Price{}, false
-		}
-		id = id[:i]
 	}
+	return Price{}, false
+}
+
+// Family is the model family a snapshot ID belongs to — the ID without a
+// trailing date (-20250514, -2024-08-06, -0125, -240620) or "-latest" —
+// and whether id is such a snapshot.
+func Family(id string) (string, bool) {
+	if f, ok := strings.CutSuffix(id, "-latest"); ok {
+		return f, f != ""
+	}
+	parts := strings.Split(id, "-")
+	n := len(parts)
+	switch {
+	case n >= 4 && digitsN(parts[n-3], 4) && digitsN(parts[n-2], 2) && digitsN(parts[n-1], 2):
+		return strings.Join(parts[:n-3], "-"), true
+	case n >= 2 && (digitsN(parts[n-1], 8) || digitsN(parts[n-1], 6) || digitsN(parts[n-1], 4)):
+		return strings.Join(parts[:n-1], "-"), true
+	}
+	return "", false
+}
+
+func digitsN(s string, n int) bool { return len(s) == n && isDigits(s) }
+
+// parent is id without its last '-' segment; "" when none is left.
+func parent(id string) string {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return ""
+	}
+	return id[:i]
+}
+
+// ContextWindow is the model's context window in input tokens, from the
+// embedded catalog (matched as Lookup matches IDs); false when unknown.
+func (c *Catalog) ContextWindow(model string) (int, bool) {
+	for id := normalise(model); id != ""; id = parent(id) {
+		if n, ok := c.context[id]; ok {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // Price is Lookup with the default applied: an *UnknownPriceError when
@@ -271,6 +328,10 @@ func (c *Catalog) Cost(model string, u llm.Usage) (int64, error) {
 // and inference-profile IDs ("us.anthropic.claude-…", "amazon.nova-…").
 var bedrockRegions = []string{"us.", "eu.", "apac.", "global.", "us-gov.", "jp.", "au.", "ca."}
 var bedrockVendors = []string{"anthropic.", "amazon.", "meta.", "mistral.", "cohere.", "ai21.", "deepseek.", "openai.", "writer."}
+
+// Normalise is the form of a model ID the catalog is keyed by (see
+// normalise); the catalog generator keys its entries with it.
+func Normalise(id string) string { return normalise(id) }
 
 // normalise lower-cases an upstream model ID and drops the parts that do
 // not change its price.

@@ -7,6 +7,10 @@ import (
 	"gatehouse/internal/llm"
 )
 
+// The expected prices are the committed catalog's (LiteLLM 1.106.2, see
+// make prices); where the dataset moved since the hand-written catalog of
+// 2025-08-15 (Gemini and Mistral cache reads, Mistral Large 3, DeepSeek
+// V3.2's one price for chat and reasoner), the dataset's figure is here.
 func TestLookupNormalises(t *testing.T) {
 	c, err := NewCatalog(CatalogOptions{})
 	if err != nil {
@@ -32,15 +36,17 @@ func TestLookupNormalises(t *testing.T) {
 		{"us.anthropic.claude-sonnet-4-20250514-v1:0", PerMillion(3, 0.3, 15)},
 		{"anthropic.claude-3-haiku-20240307-v1:0", PerMillion(0.25, 0.03, 1.25)},
 		{"claude-3-5-sonnet-v2@20241022", PerMillion(3, 0.3, 15)},
-		{"amazon.nova-pro-v1:0", PerMillion(0.8, 0, 3.2)},
-		{"models/gemini-2.5-flash", PerMillion(0.3, 0.075, 2.5)},
-		{"gemini-2.5-flash-lite-preview-06-17", PerMillion(0.1, 0.025, 0.4)},
+		{"amazon.nova-pro-v1:0", PerMillion(0.8, 0.2, 3.2)},
+		{"models/gemini-2.5-flash", PerMillion(0.3, 0.03, 2.5)},
+		{"gemini-2.5-flash-lite-preview-06-17", PerMillion(0.1, 0.01, 0.4)},
 		{"gemini-1.5-flash-002", PerMillion(0.075, 0.01875, 0.3)},
-		{"mistral-large-latest", PerMillion(2, 0, 6)},
-		{"mistral-small-2503", PerMillion(0.1, 0, 0.3)},
+		{"mistral-large-latest", PerMillion(0.5, 0.05, 1.5)},
+		{"mistral-small-2503", PerMillion(0.1, 0.01, 0.3)},
 		{"groq/llama-3.3-70b-versatile", PerMillion(0.59, 0, 0.79)},
-		{"deepseek-reasoner", PerMillion(0.55, 0.14, 2.19)},
+		{"deepseek-reasoner", PerMillion(0.28, 0.028, 0.42)},
 		{"grok-3-mini", PerMillion(0.3, 0.075, 0.5)},
+		{"text-embedding-3-small", PerMillion(0.02, 0, 0)},
+		{"gemini/gemini-2.5-pro", PerMillion(1.25, 0.125, 10)},
 	} {
 		got, ok := c.Lookup(tc.model)
 		if !ok || got != tc.want {
@@ -134,5 +140,31 @@ func BenchmarkLookupAndEstimate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Estimate("gpt-4o-mini-2024-07-18", 1200, 512)
+	}
+}
+
+func TestContextWindow(t *testing.T) {
+	c, err := NewCatalog(CatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for model, want := range map[string]int{"gpt-4o": 128000, "openai/gpt-4o-mini-2024-07-18": 128000,
+		"claude-sonnet-4-5": 200000, "models/gemini-2.5-flash": 1048576, "text-embedding-3-small": 8191} {
+		if got, ok := c.ContextWindow(model); !ok || got != want {
+			t.Errorf("ContextWindow(%q) = %d, %v; want %d", model, got, ok, want)
+		}
+	}
+	if _, ok := c.ContextWindow("my-own-finetune"); ok {
+		t.Error("a context window for an unknown model")
+	}
+}
+
+func TestFamily(t *testing.T) {
+	for id, want := range map[string]string{"claude-sonnet-4-20250514": "claude-sonnet-4", "gpt-4o-2024-08-06": "gpt-4o",
+		"gpt-3.5-turbo-0125": "gpt-3.5-turbo", "mistral-large-latest": "mistral-large", "gpt-4o": "", "o3-mini": ""} {
+		got, ok := Family(id)
+		if got != want || ok != (want != "") {
+			t.Errorf("Family(%q) = %q, %v; want %q", id, got, ok, want)
+		}
 	}
 }
