@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -196,3 +197,77 @@ func Paginate(rs []Record, limit int) LogPage {
 	rs = rs[:limit]
 	return LogPage{Records: rs, Next: EncodeCursor(rs[len(rs)-1])}
 }
+
+// Hourly rollup: stores keep, besides the records, their sums per UTC
+// hour, key, project, model and provider, and answer a usage question
+// from it for the whole hours of its window and from the records for the
+// partial hours at its edges. These decide the split and merge the
+// parts, the same way for every store.
+
+// RollupAnswers reports whether the rollup holds what q asks: it has no
+// customer and no status, so a question about those reads the records.
+func RollupAnswers(q UsageQuery) bool {
+	return q.Customer == "" && q.Status == 0 && q.GroupBy != GroupCustomer
+}
+
+// SplitHours cuts q's window into the partial hour at its start (head),
+// the whole hours (body) and the partial hour at its end (tail); ok is
+// false when the window holds no whole hour, or is open at either end.
+// A part with From == To is empty.
+func SplitHours(f Filter) (head, body, tail Filter, ok bool) {
+	if f.From.IsZero() || f.To.IsZero() {
+		return f, f, f, false
+	}
+	start := f.From.Truncate(time.Hour)
+	if start.Before(f.From) {
+		start = start.Add(time.Hour)
+	}
+	end := f.To.Truncate(time.Hour)
+	if !start.Before(end) {
+		return f, f, f, false
+	}
+	head, body, tail = f, f, f
+	head.To, body.From, body.To, tail.From = start, start, end, end
+	return head, body, tail, true
+}
+
+// MergeUsage adds up rows of the same group and bucket from the parts of
+// a split question, ordered by bucket then group as a single query
+// orders them.
+func MergeUsage(parts ...[]UsageRow) []UsageRow {
+	type key struct {
+		group  string
+		bucket time.Time
+	}
+	at := map[key]int{}
+	out := []UsageRow{}
+	for _, rows := range parts {
+		for _, r := range rows {
+			k := key{r.Group, r.Bucket}
+			i, ok := at[k]
+			if !ok {
+				at[k] = len(out)
+				out = append(out, r)
+				continue
+			}
+			m := &out[i]
+			m.Requests += r.Requests
+			m.Errors += r.Errors
+			m.PromptTokens += r.PromptTokens
+			m.CompletionTokens += r.CompletionTokens
+			m.CachedTokens += r.CachedTokens
+			m.Cost += r.Cost
+			m.CacheHits += r.CacheHits
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Bucket.Equal(out[j].Bucket) {
+			return out[i].Bucket.Before(out[j].Bucket)
+		}
+		return out[i].Group < out[j].Group
+	})
+	return out
+}
+
+// Empty reports whether f's window holds no time.
+func (f Filter) Empty() bool { return !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) }

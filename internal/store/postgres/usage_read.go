@@ -24,16 +24,22 @@ var bucketWidths = map[account.Interval]string{
 // filterSQL appends the WHERE clause of f to b and its arguments to args
 // ($n placeholders numbered after the arguments already there).
 func filterSQL(b *strings.Builder, args []any, f account.Filter) []any {
+	return filterOn(b, args, f, "time")
+}
+
+// filterOn is filterSQL with the window on column timeCol (the rollup's
+// is "hour").
+func filterOn(b *strings.Builder, args []any, f account.Filter, timeCol string) []any {
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
 	b.WriteString(" WHERE true")
 	if !f.From.IsZero() {
-		b.WriteString(" AND time >= " + arg(f.From.UTC()))
+		b.WriteString(" AND " + timeCol + " >= " + arg(f.From.UTC()))
 	}
 	if !f.To.IsZero() {
-		b.WriteString(" AND time < " + arg(f.To.UTC()))
+		b.WriteString(" AND " + timeCol + " < " + arg(f.To.UTC()))
 	}
 	for _, c := range account.FilterColumns(f) {
 		if c.Column == "project" {
@@ -46,8 +52,59 @@ func filterSQL(b *strings.Builder, args []any, f account.Filter) []any {
 	return args
 }
 
-// Usage implements account.Querier: one aggregate query.
+// Usage implements account.Querier: the whole hours of the window from
+// the hourly rollup, the partial hours at its edges (and questions the
+// rollup cannot answer) from the records.
 func (s *Store) Usage(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
+	if !account.RollupAnswers(q) {
+		return s.usageRecords(ctx, q)
+	}
+	head, body, tail, ok := account.SplitHours(q.Filter)
+	if !ok {
+		return s.usageRecords(ctx, q)
+	}
+	var parts [][]account.UsageRow
+	for i, f := range []account.Filter{head, body, tail} {
+		if f.Empty() {
+			continue
+		}
+		part := q
+		part.Filter = f
+		var rows []account.UsageRow
+		var err error
+		if i == 1 {
+			rows, err = s.usageRollup(ctx, part)
+		} else {
+			rows, err = s.usageRecords(ctx, part)
+		}
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, rows)
+	}
+	return account.MergeUsage(parts...), nil
+}
+
+// usageRollup aggregates the rollup's rows of q's window (whole hours).
+func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
+	group := "''"
+	if q.GroupBy != account.GroupNone {
+		group = account.GroupColumn(q.GroupBy)
+	}
+	bucket := "'epoch'::timestamptz"
+	if w, ok := bucketWidths[q.Interval]; ok {
+		bucket = "date_bin('" + w + "', hour, '2000-01-01 00:00:00+00')"
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, sum(requests)::bigint, sum(errors)::bigint, sum(prompt_tokens)::bigint,
+		sum(completion_tokens)::bigint, sum(cached_tokens)::bigint, sum(cost_micros)::bigint, sum(cache_hits)::bigint FROM usage_hourly`)
+	args := filterOn(&b, nil, q.Filter, "hour")
+	b.WriteString(" GROUP BY 1, 2")
+	return s.scanUsage(ctx, q, b.String(), args)
+}
+
+// usageRecords aggregates the records themselves.
+func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
 	group := "''"
 	if q.GroupBy != account.GroupNone {
 		group = account.GroupColumn(q.GroupBy)
@@ -62,7 +119,11 @@ func (s *Store) Usage(ctx context.Context, q account.UsageQuery) ([]account.Usag
 		coalesce(sum(cost_micros), 0)::bigint, count(*) FILTER (WHERE cache IN ('hit', 'semantic')) FROM usage_records`)
 	args := filterSQL(&b, nil, q.Filter)
 	b.WriteString(" GROUP BY 1, 2 ORDER BY 2, 1")
-	rows, err := s.pool.Query(ctx, b.String(), args...)
+	return s.scanUsage(ctx, q, b.String(), args)
+}
+
+func (s *Store) scanUsage(ctx context.Context, q account.UsageQuery, query string, args []any) ([]account.UsageRow, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: usage: %w", err)
 	}

@@ -51,7 +51,22 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_records_in"}, usageCols, pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO usage_records SELECT * FROM usage_records_in ON CONFLICT (request_id) DO NOTHING`)
+		_, err := tx.Exec(ctx, `WITH ins AS (
+				INSERT INTO usage_records SELECT * FROM usage_records_in ON CONFLICT (request_id) DO NOTHING
+				RETURNING time, key_id, project_id, project, model, provider, status, prompt_tokens, completion_tokens,
+					cached_tokens, cost_micros, cache)
+			INSERT INTO usage_hourly AS h (hour, key_id, project, model, provider, project_id, requests, errors,
+				prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits)
+			SELECT date_bin('1 hour', time, '2000-01-01 00:00:00+00'), key_id, project, model, provider, max(project_id),
+				count(*), count(*) FILTER (WHERE status >= 400), sum(prompt_tokens), sum(completion_tokens),
+				sum(cached_tokens), sum(cost_micros), count(*) FILTER (WHERE cache IN ('hit', 'semantic'))
+			FROM ins GROUP BY 1, 2, 3, 4, 5
+			ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
+				requests = h.requests + excluded.requests, errors = h.errors + excluded.errors,
+				prompt_tokens = h.prompt_tokens + excluded.prompt_tokens,
+				completion_tokens = h.completion_tokens + excluded.completion_tokens,
+				cached_tokens = h.cached_tokens + excluded.cached_tokens,
+				cost_micros = h.cost_micros + excluded.cost_micros, cache_hits = h.cache_hits + excluded.cache_hits`)
 		return err
 	})
 	if err != nil {
@@ -66,6 +81,10 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 		(SELECT request_id FROM usage_records WHERE time < $1 ORDER BY time LIMIT $2)`, before.UTC(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: prune usage records: %w", err)
+	}
+	// The rollup's hours that lie wholly before the cut go too.
+	if _, err := s.pool.Exec(ctx, `DELETE FROM usage_hourly WHERE hour < date_bin('1 hour', $1::timestamptz, '2000-01-01 00:00:00+00')`, before.UTC()); err != nil {
+		return 0, fmt.Errorf("postgres: prune usage rollup: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
 }

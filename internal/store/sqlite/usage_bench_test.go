@@ -25,6 +25,7 @@ func BenchmarkUsageQueries(b *testing.B) {
 	end := storetest.BenchEnd.UnixMicro()
 	step := (30 * 24 * time.Hour).Microseconds() / int64(n)
 	stmts := []string{
+		`DROP TRIGGER usage_records_rollup`,
 		`DROP INDEX usage_records_time`, `DROP INDEX usage_records_key`, `DROP INDEX usage_records_project`,
 		`DROP INDEX usage_records_customer`, `DROP INDEX usage_records_model`, `DROP INDEX usage_records_provider`,
 		`WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i + 1 < ?)
@@ -40,6 +41,11 @@ func BenchmarkUsageQueries(b *testing.B) {
 			i % 2000, i % 700, i % 300, CASE WHEN i % 50 = 0 THEN 0 ELSE i % 9000 END, 'reported',
 			100 + i % 900, 0, 0.2, 'bypass', 1, i % 2 = 0
 		FROM c`,
+		`INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors, prompt_tokens,
+			completion_tokens, cached_tokens, cost_micros, cache_hits)
+		SELECT time - time % 3600000000, key_id, project, model, provider, max(project_id), count(*), sum(status >= 400),
+			sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(cost_micros), sum(cache IN ('hit', 'semantic'))
+		FROM usage_records GROUP BY 1, 2, 3, 4, 5`,
 		`CREATE INDEX usage_records_time ON usage_records (time, request_id)`,
 		`CREATE INDEX usage_records_key ON usage_records (key_id, time)`,
 		`CREATE INDEX usage_records_project ON usage_records (project, time)`,

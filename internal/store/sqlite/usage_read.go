@@ -21,13 +21,19 @@ var bucketMicros = map[account.Interval]int64{
 
 // filterSQL appends the WHERE clause of f to b and its arguments to args.
 func filterSQL(b *strings.Builder, args []any, f account.Filter) []any {
+	return filterOn(b, args, f, "time")
+}
+
+// filterOn is filterSQL with the window on column timeCol (the rollup's
+// is "hour").
+func filterOn(b *strings.Builder, args []any, f account.Filter, timeCol string) []any {
 	b.WriteString(" WHERE 1=1")
 	if !f.From.IsZero() {
-		b.WriteString(" AND time >= ?")
+		b.WriteString(" AND " + timeCol + " >= ?")
 		args = append(args, unixMicros(f.From))
 	}
 	if !f.To.IsZero() {
-		b.WriteString(" AND time < ?")
+		b.WriteString(" AND " + timeCol + " < ?")
 		args = append(args, unixMicros(f.To))
 	}
 	for _, c := range account.FilterColumns(f) {
@@ -42,8 +48,59 @@ func filterSQL(b *strings.Builder, args []any, f account.Filter) []any {
 	return args
 }
 
-// Usage implements account.Querier: one aggregate query.
+// Usage implements account.Querier: the whole hours of the window from
+// the hourly rollup, the partial hours at its edges (and questions the
+// rollup cannot answer) from the records.
 func (s *Store) Usage(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
+	if !account.RollupAnswers(q) {
+		return s.usageRecords(ctx, q)
+	}
+	head, body, tail, ok := account.SplitHours(q.Filter)
+	if !ok {
+		return s.usageRecords(ctx, q)
+	}
+	var parts [][]account.UsageRow
+	for i, f := range []account.Filter{head, body, tail} {
+		if f.Empty() {
+			continue
+		}
+		part := q
+		part.Filter = f
+		var rows []account.UsageRow
+		var err error
+		if i == 1 {
+			rows, err = s.usageRollup(ctx, part)
+		} else {
+			rows, err = s.usageRecords(ctx, part)
+		}
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, rows)
+	}
+	return account.MergeUsage(parts...), nil
+}
+
+// usageRollup aggregates the rollup's rows of q's window (whole hours).
+func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
+	group := "''"
+	if q.GroupBy != account.GroupNone {
+		group = account.GroupColumn(q.GroupBy)
+	}
+	bucket := "0"
+	if w, ok := bucketMicros[q.Interval]; ok {
+		bucket = fmt.Sprintf("hour - hour %% %d", w)
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, sum(requests), sum(errors), sum(prompt_tokens),
+		sum(completion_tokens), sum(cached_tokens), sum(cost_micros), sum(cache_hits) FROM usage_hourly`)
+	args := filterOn(&b, nil, q.Filter, "hour")
+	b.WriteString(" GROUP BY 1, 2")
+	return s.scanUsage(ctx, q, b.String(), args)
+}
+
+// usageRecords aggregates the records themselves.
+func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
 	group := "''"
 	if q.GroupBy != account.GroupNone {
 		group = account.GroupColumn(q.GroupBy)
@@ -58,7 +115,11 @@ func (s *Store) Usage(ctx context.Context, q account.UsageQuery) ([]account.Usag
 		coalesce(sum(cost_micros), 0), coalesce(sum(cache IN ('hit', 'semantic')), 0) FROM usage_records`)
 	args := filterSQL(&b, nil, q.Filter)
 	b.WriteString(" GROUP BY 1, 2 ORDER BY 2, 1")
-	rows, err := s.r.QueryContext(ctx, b.String(), args...)
+	return s.scanUsage(ctx, q, b.String(), args)
+}
+
+func (s *Store) scanUsage(ctx context.Context, q account.UsageQuery, query string, args []any) ([]account.UsageRow, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: usage: %w", err)
 	}

@@ -125,7 +125,15 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 		return 0, fmt.Errorf("sqlite: prune usage records: %w", err)
 	}
 	n, err := res.RowsAffected()
-	return int(n), err
+	if err != nil {
+		return 0, err
+	}
+	// The rollup's hours that lie wholly before the cut go too.
+	hour := int64(time.Hour / time.Microsecond)
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM usage_hourly WHERE hour < ?`, unixMicros(before)-unixMicros(before)%hour); err != nil {
+		return 0, fmt.Errorf("sqlite: prune usage rollup: %w", err)
+	}
+	return int(n), nil
 }
 
 func unixMicros(t time.Time) int64 { return t.UnixMicro() }

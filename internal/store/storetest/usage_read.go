@@ -41,6 +41,13 @@ func testUsageReads(t *testing.T, s auth.Store) {
 		}
 		recs = append(recs, r)
 	}
+	// A burst in one hour from one key to one model: the rollup adds
+	// these up in one row.
+	for i := range 6 {
+		recs = append(recs, account.Record{RequestID: fmt.Sprintf("gh-burst%d", i), Time: day.Add(10*time.Hour + time.Duration(i)*7*time.Minute),
+			KeyID: "key_a", Project: "alpha", ProjectID: "proj_1", Model: "chat", Provider: "openai", Status: 200 + 229*(i%3/2),
+			PromptTokens: 100 + i, CompletionTokens: 7, CachedTokens: 1, Cost: 55, Cache: []string{account.CacheHit, account.CacheMiss}[i%2]})
+	}
 	if err := w.WriteRecords(ctx, recs); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +140,70 @@ func testUsageReads(t *testing.T, s auth.Store) {
 	}
 	if want := sum(func(x account.Record) bool { return x.Model == "chat" && x.Time.Before(day.Add(6*time.Hour)) }); total != want.req {
 		t.Fatalf("chat in the first 6 hours: %d requests, want %d", total, want.req)
+	}
+
+	// A replayed batch adds nothing, to the records or to the rollup.
+	if err := w.WriteRecords(ctx, recs[5:20]); err != nil {
+		t.Fatal(err)
+	}
+	// Windows that do not start or end on the hour: the rollup answers
+	// the whole hours, the records the edges; every grouping and bucket
+	// must equal the records' own sums.
+	field := map[account.GroupBy]func(account.Record) string{
+		account.GroupNone: func(account.Record) string { return "" }, account.GroupKey: func(r account.Record) string { return r.KeyID },
+		account.GroupProject: func(r account.Record) string { return r.Project }, account.GroupModel: func(r account.Record) string { return r.Model },
+		account.GroupProvider: func(r account.Record) string { return r.Provider }, account.GroupCustomer: func(r account.Record) string { return r.Customer },
+	}
+	for _, win := range []account.Filter{
+		{From: day.Add(17 * time.Minute), To: day.Add(29*time.Hour + 41*time.Minute)},
+		{From: day.Add(-time.Hour), To: day.Add(47 * time.Hour)},
+		{From: day.Add(90 * time.Minute), To: day.Add(150 * time.Minute)},
+		{From: day.Add(5 * time.Minute), To: day.Add(35 * time.Minute)},
+		{From: day.Add(5 * time.Minute), To: day.Add(40 * time.Hour), Project: "proj_1", Model: "chat"},
+		{From: day.Add(5 * time.Minute), To: day.Add(40 * time.Hour), Status: 429},
+	} {
+		for g, get := range field {
+			for _, iv := range []account.Interval{account.IntervalNone, account.IntervalHour, account.IntervalDay} {
+				rows, err := q.Usage(ctx, account.UsageQuery{Filter: win, GroupBy: g, Interval: iv})
+				if err != nil {
+					t.Fatal(err)
+				}
+				type gk struct {
+					group  string
+					bucket time.Time
+				}
+				want := map[gk]sums{}
+				for _, r := range recs {
+					if !matches(r, win) {
+						continue
+					}
+					k := gk{group: get(r)}
+					switch iv {
+					case account.IntervalHour:
+						k.bucket = r.Time.Truncate(time.Hour)
+					case account.IntervalDay:
+						k.bucket = r.Time.Truncate(24 * time.Hour)
+					}
+					one := sum(func(x account.Record) bool { return x.RequestID == r.RequestID })
+					w := want[k]
+					w.req, w.errs, w.prompt, w.compl, w.cached, w.hits, w.cost = w.req+one.req, w.errs+one.errs,
+						w.prompt+one.prompt, w.compl+one.compl, w.cached+one.cached, w.hits+one.hits, w.cost+one.cost
+					want[k] = w
+				}
+				got := map[gk]sums{}
+				for _, r := range rows {
+					got[gk{r.Group, r.Bucket}] = of(r)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("window %v–%v group %q interval %q: %d rows, want %d: %+v", win.From, win.To, g, iv, len(got), len(want), rows)
+				}
+				for k, w := range want {
+					if got[k] != w {
+						t.Fatalf("window %v–%v group %q interval %q, %v: %+v, want %+v", win.From, win.To, g, iv, k, got[k], w)
+					}
+				}
+			}
+		}
 	}
 
 	// Pages of 7, newest first, each record once, for several filters.
