@@ -231,6 +231,37 @@ func SplitHours(f Filter) (head, body, tail Filter, ok bool) {
 	return head, body, tail, true
 }
 
+// AnswerUsage answers q with a store's two aggregations: rollup for the
+// whole hours of the window, records for the partial hours at its edges
+// and for everything the rollup cannot answer; the parts are merged.
+func AnswerUsage(ctx context.Context, q UsageQuery, records, rollup func(context.Context, UsageQuery) ([]UsageRow, error)) ([]UsageRow, error) {
+	if !RollupAnswers(q) {
+		return records(ctx, q)
+	}
+	head, body, tail, ok := SplitHours(q.Filter)
+	if !ok {
+		return records(ctx, q)
+	}
+	var parts [][]UsageRow
+	for i, f := range []Filter{head, body, tail} {
+		if f.Empty() {
+			continue
+		}
+		part := q
+		part.Filter = f
+		query := records
+		if i == 1 {
+			query = rollup
+		}
+		rows, err := query(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, rows)
+	}
+	return MergeUsage(parts...), nil
+}
+
 // MergeUsage adds up rows of the same group and bucket from the parts of
 // a split question, ordered by bucket then group as a single query
 // orders them.

@@ -56,33 +56,7 @@ func filterOn(b *strings.Builder, args []any, f account.Filter, timeCol string) 
 // the hourly rollup, the partial hours at its edges (and questions the
 // rollup cannot answer) from the records.
 func (s *Store) Usage(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
-	if !account.RollupAnswers(q) {
-		return s.usageRecords(ctx, q)
-	}
-	head, body, tail, ok := account.SplitHours(q.Filter)
-	if !ok {
-		return s.usageRecords(ctx, q)
-	}
-	var parts [][]account.UsageRow
-	for i, f := range []account.Filter{head, body, tail} {
-		if f.Empty() {
-			continue
-		}
-		part := q
-		part.Filter = f
-		var rows []account.UsageRow
-		var err error
-		if i == 1 {
-			rows, err = s.usageRollup(ctx, part)
-		} else {
-			rows, err = s.usageRecords(ctx, part)
-		}
-		if err != nil {
-			return nil, err
-		}
-		parts = append(parts, rows)
-	}
-	return account.MergeUsage(parts...), nil
+	return account.AnswerUsage(ctx, q, s.usageRecords, s.usageRollup)
 }
 
 // usageRollup aggregates the rollup's rows of q's window (whole hours).
