@@ -64,13 +64,13 @@ keys:
 
 // clusterStorage is the storage section for cluster mode on the test
 // services, with a Redis prefix of its own so runs never share counters.
-func clusterStorage(t *testing.T) string {
+func clusterStorage(t testing.TB) string {
 	t.Helper()
 	return clusterStorageOn(t, os.Getenv("GATEHOUSE_TEST_REDIS"))
 }
 
 // clusterStorageOn is clusterStorage with the Redis server given.
-func clusterStorageOn(t *testing.T, r string) string {
+func clusterStorageOn(t testing.TB, r string) string {
 	t.Helper()
 	p := os.Getenv("GATEHOUSE_TEST_POSTGRES")
 	if r == "" || p == "" {

@@ -16,7 +16,9 @@ import (
 // ("limits"), and with the same key under limits.headers: refusals
 // ("limits-quiet": no x-ratelimit-* headers on admitted responses), and
 // with no limits and no request log line ("nolimits-nolog"), with no
-// limits and no usage records ("nolimits-norecords"), and through
+// limits and no usage records ("nolimits-norecords"), the key with no
+// limits in cluster mode with and without records ("cluster",
+// "cluster-norecords": needs the test services), and through
 // gatehouse serve --bare ("bare": no auth, log or limits). The
 // differences are what admission control costs a request, how much of it
 // is the six headers, and what the log line and the usage record cost;
@@ -37,6 +39,10 @@ func BenchmarkRequestPath(b *testing.B) {
 		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false, false},
 		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false, false},
 		{"nolimits-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "usage: {records: false}\n", false, false},
+		// Cluster mode (needs the test services: PostgreSQL takes the
+		// records with COPY, out of this process).
+		{"cluster", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster", false, false},
+		{"cluster-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster usage: {records: false}\n", false, false},
 	}
 	for _, sc := range []struct {
 		name string
@@ -47,7 +53,11 @@ func BenchmarkRequestPath(b *testing.B) {
 	} {
 		for _, v := range variants {
 			b.Run(sc.name+"/"+v.name, func(b *testing.B) {
-				yaml := strings.Replace(baseConfig(up, v.extra), "keys:\n", "keys:\n"+v.keyYAML, 1)
+				extra := v.extra
+				if rest, ok := strings.CutPrefix(extra, "cluster"); ok {
+					extra = clusterStorage(b) + strings.TrimSpace(rest) + "\n"
+				}
+				yaml := strings.Replace(baseConfig(up, extra), "keys:\n", "keys:\n"+v.keyYAML, 1)
 				gw := startGatewayMode(b, yaml, v.bare)
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 				body := []byte(sc.body)
