@@ -106,7 +106,7 @@ func TestUsageRecordsMatchWhatClientsSaw(t *testing.T) {
 	s := chat(budgeted, "hello", option.WithHeader("X-Gatehouse-Label-Team", "blue"))
 	s.label = "blue"
 	all = append(all, s)
-	// Streamed with usage: the cost arrives as a trailer.
+	// Streamed with usage.
 	{
 		var resp *http.Response
 		st := budgeted.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
@@ -125,7 +125,9 @@ func TestUsageRecordsMatchWhatClientsSaw(t *testing.T) {
 			t.Fatal(err)
 		}
 		st.Close()
-		s.id, s.cost = resp.Header.Get("X-Gatehouse-Request-Id"), resp.Trailer.Get("X-Gatehouse-Cost-Usd")
+		// The cost in the usage chunk: the SDK stops reading at [DONE],
+		// before the trailer with the same figure.
+		s.id, s.cost = resp.Header.Get("X-Gatehouse-Request-Id"), s.usage.JSON.ExtraFields["cost"].Raw()
 		all = append(all, s)
 	}
 	// Failed upstream: the client gets an error status and pays nothing.
