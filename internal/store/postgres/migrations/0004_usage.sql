@@ -42,25 +42,3 @@ CREATE INDEX usage_records_project ON usage_records (project, time);
 CREATE INDEX usage_records_customer ON usage_records (customer, time);
 CREATE INDEX usage_records_model ON usage_records (model, time);
 CREATE INDEX usage_records_provider ON usage_records (provider, time);
-
--- Hourly rollup of the records, so the usage API reads one row per hour
--- and combination instead of every record: a 30-day question over ten
--- million records would otherwise scan them all. WriteRecords adds to it
--- the records its INSERT really inserted (RETURNING), in the same
--- transaction, so a replayed duplicate never counts twice.
-CREATE TABLE usage_hourly (
-    hour              timestamptz NOT NULL,
-    key_id            text NOT NULL,
-    project           text NOT NULL,
-    model             text NOT NULL,
-    provider          text NOT NULL,
-    project_id        text NOT NULL DEFAULT '',
-    requests          bigint NOT NULL DEFAULT 0,
-    errors            bigint NOT NULL DEFAULT 0,
-    prompt_tokens     bigint NOT NULL DEFAULT 0,
-    completion_tokens bigint NOT NULL DEFAULT 0,
-    cached_tokens     bigint NOT NULL DEFAULT 0,
-    cost_micros       bigint NOT NULL DEFAULT 0,
-    cache_hits        bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (hour, key_id, project, model, provider)
-);
