@@ -1,8 +1,8 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -11,12 +11,12 @@ import (
 	"gatehouse/internal/account"
 )
 
-// usageCols are the columns of usage_records in the order WriteRecords
-// copies them.
-var usageCols = []string{"request_id", "time", "endpoint", "key_id", "project_id", "project", "customer", "model",
-	"served_model", "provider", "deployment", "status", "error_kind", "prompt_tokens", "completion_tokens",
-	"cached_tokens", "reasoning_tokens", "cost_micros", "usage_source", "latency_ms", "ttft_ms", "overhead_ms",
-	"cache", "attempts", "stream", "labels", "request_body", "response_body"}
+// copySQL copies a batch into the temporary table, the columns in the
+// order appendCopyRow writes them.
+const copySQL = `COPY usage_records_in (request_id, time, endpoint, key_id, project_id, project, customer, model,
+	served_model, provider, deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens,
+	reasoning_tokens, cost_micros, usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream,
+	labels, request_body, response_body) FROM STDIN`
 
 // WriteRecords implements account.RecordStore with COPY: the batch is
 // copied into a temporary table and moved into usage_records with ON
@@ -27,28 +27,19 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	rows := make([][]any, len(rs))
+	buf := make([]byte, 0, len(rs)*320)
 	for i := range rs {
-		r := &rs[i]
-		labels := []byte("{}")
-		if len(r.Labels) > 0 {
-			var err error
-			if labels, err = json.Marshal(r.Labels); err != nil {
-				return fmt.Errorf("postgres: write usage records: %w", err)
-			}
+		var err error
+		if buf, err = appendCopyRow(buf, &rs[i]); err != nil {
+			return fmt.Errorf("postgres: write usage records: %w", err)
 		}
-		rows[i] = []any{r.RequestID, r.Time.UTC(), r.Endpoint, r.KeyID, r.ProjectID, r.Project, r.Customer, r.Model,
-			r.ServedModel, r.Provider, r.Deployment, int32(r.Status), r.ErrorKind, int32(r.PromptTokens),
-			int32(r.CompletionTokens), int32(r.CachedTokens), int32(r.ReasoningTokens), int64(r.Cost), r.UsageSource,
-			r.LatencyMS, r.TTFTMS, r.OverheadMS, r.Cache, int32(r.Attempts), r.Stream, string(labels),
-			nullText(r.RequestBody), nullText(r.ResponseBody)}
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS usage_records_in
 			(LIKE usage_records INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
 			return err
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_records_in"}, usageCols, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), copySQL); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `WITH ins AS (
@@ -87,13 +78,6 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 		return 0, fmt.Errorf("postgres: prune usage rollup: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
-}
-
-func nullText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 var _ account.RecordStore = (*Store)(nil)

@@ -67,6 +67,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		{"Prices", testPrices},
 		{"UsageWrites", testUsageWrites},
 		{"UsageReads", testUsageReads},
+		{"UsageRoundTrip", testUsageRoundTrip},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

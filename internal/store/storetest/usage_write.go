@@ -65,3 +65,46 @@ func testUsageWrites(t *testing.T, s auth.Store) {
 		t.Fatalf("recent records stored: %d, want 2 (duplicates skipped)", n)
 	}
 }
+
+// testUsageRoundTrip holds a store to keeping every field of a record as
+// written, whatever its strings hold: tabs, newlines, backslashes, quotes
+// and multi-byte text are data, never syntax of the store's wire format.
+// A record with a NUL byte or invalid UTF-8 (which PostgreSQL's text
+// cannot hold) still goes in, and never fails the batch it came with.
+func testUsageRoundTrip(t *testing.T, s auth.Store) {
+	ctx := ctxFor(t)
+	rs := s.(account.RecordStore)
+	q := s.(account.Querier)
+	odd := "tab\there, line\nbreak, cr\r, back\\slash \\N, \"quoted\", ünï €, 🦊"
+	want := account.Record{RequestID: "gh-round", Time: time.Date(2026, 3, 4, 5, 6, 7, 891234000, time.UTC),
+		Endpoint: "/v1/chat/completions", KeyID: "key\t1", ProjectID: "p1", Project: odd, Customer: odd,
+		Model: "gpt-4o\\mini", ServedModel: "gpt-4o-mini-2024-07-18", Provider: "open\nai", Deployment: "openai/x",
+		Status: 499, ErrorKind: "client_closed", PromptTokens: 12, CompletionTokens: 34, CachedTokens: 5,
+		ReasoningTokens: 6, Cost: 1234567, UsageSource: "estimated", LatencyMS: 12.345, TTFTMS: 0.001,
+		OverheadMS: 1.5e-3, Cache: "miss", Attempts: 2, Stream: true,
+		Labels:      map[string]string{"team": odd, "app": `a"b\c`},
+		RequestBody: "{\"messages\":[{\"content\":\"" + odd + "\"}]}", ResponseBody: "data: x\n\ndata: [DONE]\n\n"}
+	bad := account.Record{RequestID: "gh-bad", Time: want.Time, Model: "nul\x00byte", Customer: "bad\xffutf8",
+		Status: 200, Labels: map[string]string{"x": "y"}, RequestBody: "\x00\xfe"}
+	plain := account.Record{RequestID: "gh-plain", Time: want.Time, Model: "m", Status: 200}
+	if err := rs.WriteRecords(ctx, []account.Record{want, bad, plain}); err != nil {
+		t.Fatalf("a batch with odd strings: %v", err)
+	}
+	got, err := q.Record(ctx, want.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Time = want.Time.Truncate(time.Microsecond)
+	if !got.Time.Equal(want.Time) {
+		t.Errorf("time %v, want %v", got.Time, want.Time)
+	}
+	got.Time = want.Time
+	if fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+		t.Errorf("read back\n%#v\nwant\n%#v", got, want)
+	}
+	for _, id := range []string{"gh-bad", "gh-plain"} {
+		if _, err := q.Record(ctx, id); err != nil {
+			t.Errorf("record %s: %v", id, err)
+		}
+	}
+}
