@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -42,18 +43,29 @@ func insertSQL(n int) string {
 	return b.String()
 }
 
+// rollupSQL adds one combination's sums to its hour of usage_hourly.
+const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors,
+	prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+	ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
+	requests = requests + excluded.requests, errors = errors + excluded.errors,
+	prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+	completion_tokens = completion_tokens + excluded.completion_tokens,
+	cached_tokens = cached_tokens + excluded.cached_tokens,
+	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits`
+
 // insertStmts returns the prepared INSERTs, one per insertSizes entry,
-// preparing them on the writer the first time. The writer pool has one
-// connection, so they stay prepared on it.
+// followed by the rollup's upsert, preparing them on the writer the
+// first time. The writer pool has one connection, so they stay prepared
+// on it.
 func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 	s.insertMu.Lock()
 	defer s.insertMu.Unlock()
 	if s.inserts != nil {
 		return s.inserts, nil
 	}
-	stmts := make([]*sql.Stmt, 0, len(insertSizes))
-	for _, n := range insertSizes {
-		st, err := s.w.PrepareContext(ctx, insertSQL(n))
+	stmts := make([]*sql.Stmt, 0, len(insertSizes)+1)
+	for _, q := range append(insertQueries(), rollupSQL) {
+		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			for _, p := range stmts {
 				p.Close()
@@ -66,9 +78,26 @@ func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 	return stmts, nil
 }
 
+func insertQueries() []string {
+	qs := make([]string, len(insertSizes))
+	for i, n := range insertSizes {
+		qs[i] = insertSQL(n)
+	}
+	return qs
+}
+
+// errReplayed says a batch held a record already stored: the batch is
+// written again one record at a time, so the rollup counts only the
+// records really inserted.
+var errReplayed = errors.New("batch holds stored records")
+
 // WriteRecords implements account.RecordStore: one transaction per
-// batch on the writer connection, cut into multi-row INSERTs; a request
-// id already stored is skipped.
+// batch on the writer connection, cut into multi-row INSERTs, and the
+// batch's sums added to the hourly rollup, one upsert per hour and
+// combination (a trigger's upsert per record cost more than the record's
+// own insert). A request id already stored is skipped; such a batch (a
+// replay, which is rare) is written again a record at a time so that
+// only the records inserted reach the rollup.
 func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	if len(rs) == 0 {
 		return nil
@@ -77,30 +106,123 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: write usage records: %w", err)
 	}
-	args := make([]any, 0, min(len(rs), insertSizes[0])*usageColCount)
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		for len(rs) > 0 {
-			k := 0
-			for insertSizes[k] > len(rs) {
-				k++
-			}
-			n := insertSizes[k]
-			args = args[:0]
-			for i := range rs[:n] {
-				var err error
-				if args, err = appendRecordArgs(args, &rs[i]); err != nil {
-					return err
-				}
-			}
-			if _, err := tx.StmtContext(ctx, stmts[k]).ExecContext(ctx, args...); err != nil {
-				return err
-			}
-			rs = rs[n:]
-		}
-		return nil
-	})
+	err = s.tx(ctx, func(tx *sql.Tx) error { return writeBatch(ctx, tx, stmts, rs) })
+	if errors.Is(err, errReplayed) {
+		err = s.tx(ctx, func(tx *sql.Tx) error { return writeOneByOne(ctx, tx, stmts, rs) })
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: write usage records: %w", err)
+	}
+	return nil
+}
+
+// writeBatch inserts rs with the multi-row INSERTs and adds them all to
+// the rollup; errReplayed when any was already stored.
+func writeBatch(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []account.Record) error {
+	args := make([]any, 0, min(len(rs), insertSizes[0])*usageColCount)
+	for rest := rs; len(rest) > 0; {
+		k := 0
+		for insertSizes[k] > len(rest) {
+			k++
+		}
+		n := insertSizes[k]
+		args = args[:0]
+		for i := range rest[:n] {
+			var err error
+			if args, err = appendRecordArgs(args, &rest[i]); err != nil {
+				return err
+			}
+		}
+		res, err := tx.StmtContext(ctx, stmts[k]).ExecContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		if added, err := res.RowsAffected(); err != nil {
+			return err
+		} else if added != int64(n) {
+			return errReplayed
+		}
+		rest = rest[n:]
+	}
+	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, nil)
+}
+
+// writeOneByOne inserts rs a record at a time and adds to the rollup
+// only those inserted.
+func writeOneByOne(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []account.Record) error {
+	one := tx.StmtContext(ctx, stmts[len(insertSizes)-1])
+	inserted := make([]bool, len(rs))
+	var args []any
+	for i := range rs {
+		var err error
+		if args, err = appendRecordArgs(args[:0], &rs[i]); err != nil {
+			return err
+		}
+		res, err := one.ExecContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		added, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		inserted[i] = added == 1
+	}
+	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, inserted)
+}
+
+// hourCombo is a row of usage_hourly's key.
+type hourCombo struct {
+	hour                             int64
+	keyID, project, model, provider string
+}
+
+// hourSums are the sums a batch adds to one row of usage_hourly.
+type hourSums struct {
+	projectID                                                   string
+	requests, errors, prompt, completion, cached, cost, hits int64
+}
+
+// addRollup adds the records of rs (those marked in inserted, when it is
+// not nil) to the hourly rollup, one upsert per hour and combination.
+// The combinations go in first-seen order, so replicas' batches touch
+// rows in the same order and a run is reproducible.
+func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inserted []bool) error {
+	const hour = int64(time.Hour / time.Microsecond)
+	sums := make(map[hourCombo]*hourSums, 4)
+	var order []hourCombo
+	for i := range rs {
+		if inserted != nil && !inserted[i] {
+			continue
+		}
+		r := &rs[i]
+		t := unixMicros(r.Time)
+		c := hourCombo{t - t%hour, r.KeyID, r.Project, r.Model, r.Provider}
+		h := sums[c]
+		if h == nil {
+			h = &hourSums{}
+			sums[c] = h
+			order = append(order, c)
+		}
+		h.projectID = max(h.projectID, r.ProjectID)
+		h.requests++
+		if r.Status >= 400 {
+			h.errors++
+		}
+		h.prompt += int64(r.PromptTokens)
+		h.completion += int64(r.CompletionTokens)
+		h.cached += int64(r.CachedTokens)
+		h.cost += int64(r.Cost)
+		if r.Cache == "hit" || r.Cache == "semantic" {
+			h.hits++
+		}
+	}
+	for _, c := range order {
+		h := sums[c]
+		if _, err := upsert.ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
+			h.requests, h.errors, h.prompt, h.completion, h.cached, h.cost, h.hits); err != nil {
+			return err
+		}
 	}
 	return nil
 }
