@@ -173,13 +173,13 @@ func writeOneByOne(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []acco
 
 // hourCombo is a row of usage_hourly's key.
 type hourCombo struct {
-	hour                             int64
+	hour                            int64
 	keyID, project, model, provider string
 }
 
 // hourSums are the sums a batch adds to one row of usage_hourly.
 type hourSums struct {
-	projectID                                                   string
+	projectID                                                string
 	requests, errors, prompt, completion, cached, cost, hits int64
 }
 
