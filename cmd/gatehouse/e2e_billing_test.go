@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tiktoken-go/tokenizer/codec"
@@ -177,6 +178,41 @@ func TestCostInTheUsageObject(t *testing.T) {
 	}
 	if v := resp.Header.Get("X-Gatehouse-Budget-Remaining-Usd"); v != "" {
 		t.Fatalf("budget remaining %q for a key with no budget", v)
+	}
+}
+
+// TestCostInTheAnthropicUsage: through the Anthropic SDK the cost sits
+// in the usage object too — the message's, and message_delta's in a
+// stream — equal to the cost header and to the stream's record.
+func TestCostInTheAnthropicUsage(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	gw := startGateway(t, usageConfig(up, ""))
+	c := gw.messagesClient(aoption.WithAPIKey("gh-usage-budgeted"))
+	ctx := context.Background()
+
+	var resp *http.Response
+	msg, err := c.Messages.New(ctx, msgsUserTurn("hello"), aoption.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := resp.Header.Get("X-Gatehouse-Cost-Usd")
+	if got := msg.Usage.JSON.ExtraFields["cost"].Raw(); got != header || header == "" || header == "0.000000" {
+		t.Fatalf("usage.cost %q, header %q", got, header)
+	}
+
+	st := c.Messages.NewStreaming(ctx, msgsUserTurn("hello"), aoption.WithResponseInto(&resp))
+	var cost string
+	for st.Next() {
+		if ev := st.Current(); ev.Type == "message_delta" {
+			cost = ev.Usage.JSON.ExtraFields["cost"].Raw()
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if r := recordOf(t, gw.URL, resp.Header.Get("X-Gatehouse-Request-Id")); cost != r.Cost.String() || r.Cost == 0 {
+		t.Fatalf("message_delta usage.cost %q, record %s", cost, r.Cost)
 	}
 }
 

@@ -24,6 +24,10 @@ type Stream struct {
 	// InputTokens, when set before the first chunk, is reported in
 	// message_start; the real count follows in message_delta.
 	InputTokens int
+	// UsageCost, when set, prices the upstream's reported usage for
+	// message_delta's usage object ("cost", USD), so a client that never
+	// reads HTTP trailers still learns what the stream cost.
+	UsageCost func(llm.Usage) string
 
 	started bool
 	open    blockKind // the block being streamed, if any
@@ -254,6 +258,11 @@ func (s *Stream) end(b []byte) []byte {
 	d = append(d, `},"usage":`...)
 	if s.usage != nil {
 		d = appendUsage(d, *s.usage, true)
+		if s.UsageCost != nil {
+			d = append(d[:len(d)-1], `,"cost":`...)
+			d = append(d, s.UsageCost(*s.usage)...)
+			d = append(d, '}')
+		}
 	} else {
 		d = appendUsage(d, llm.Usage{}, false)
 	}

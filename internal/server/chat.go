@@ -45,7 +45,7 @@ type reply struct {
 	// encoder returns a fresh re-encoder for a stream (one per attempt: an
 	// attempt that fails before its first byte may have fed it); nil
 	// relays OpenAI chunks.
-	encoder func() stream.Encoder
+	encoder func(usageCost func(llm.Usage) string) stream.Encoder
 }
 
 // serveChatRequest routes a parsed chat request through the model's
@@ -114,8 +114,9 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	}
 	defer st.Close()
 	var enc stream.Encoder
+	usageCost := x.streamUsageCost(d)
 	if rp.encoder != nil {
-		enc = rp.encoder()
+		enc = rp.encoder(usageCost)
 	}
 	x.headers()
 	x.declareCostTrailer()
@@ -127,7 +128,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		Classify:     func(err error) *llm.Error { return call.Err(d.Provider, err) },
 		Now:          x.s.now,
 		Encoder:      enc,
-		UsageCost:    x.streamUsageCost(d),
+		UsageCost:    usageCost,
 	})
 	sp.Int("gatehouse.chunks", res.Chunks)
 	if res.Started {

@@ -55,7 +55,11 @@ func (x *exchange) serveMessages() {
 	id := "msg_" + x.id
 	x.serveChatRequest(req, reply{
 		completion: func(body []byte) ([]byte, error) { return messages.EncodeMessage(body, id, req.Model) },
-		encoder:    func() stream.Encoder { return messages.NewStream(id, req.Model) },
+		encoder: func(usageCost func(llm.Usage) string) stream.Encoder {
+			st := messages.NewStream(id, req.Model)
+			st.UsageCost = usageCost
+			return st
+		},
 	})
 }
 
