@@ -1,0 +1,95 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"gatehouse/internal/account"
+	"gatehouse/internal/store"
+)
+
+// TestRollupBackfill opens a schema last written by a gatehouse that had
+// usage records but no rollup (schema 4): migration 0005 must fill the
+// rollup from the records already there, and records written afterwards,
+// replayed or not, count once.
+func TestRollupBackfill(t *testing.T) {
+	ctx := context.Background()
+	dsn := testDSN(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := store.Migrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := c.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	mustExec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`)
+	for _, m := range ms {
+		if m.Version > 4 {
+			break
+		}
+		mustExec(m.SQL)
+		mustExec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+	}
+	h := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, r := range []struct {
+		id     string
+		min    int
+		key    string
+		status int
+		prompt int
+		cost   int64
+		cache  string
+	}{
+		{"gh-old1", 5, "k1", 200, 10, 100, "miss"},
+		{"gh-old2", 50, "k1", 429, 0, 0, ""},
+		{"gh-old3", 70, "k2", 200, 7, 30, "hit"},
+	} {
+		mustExec(`INSERT INTO usage_records (request_id, time, key_id, project, model, provider, status, prompt_tokens,
+			cost_micros, cache) VALUES ($1, $2, $3, 'p', 'm', 'up', $4, $5, $6, $7)`,
+			r.id, h.Add(time.Duration(r.min)*time.Minute), r.key, r.status, r.prompt, r.cost, r.cache)
+	}
+	c.Close(ctx)
+
+	s := openTest(t, dsn)
+	defer s.Close()
+	now := account.Record{RequestID: "gh-new", Time: h.Add(30 * time.Minute), KeyID: "k1", Project: "p", Model: "m",
+		Provider: "up", Status: 200, PromptTokens: 1000, Cost: 5000}
+	for range 2 {
+		if err := s.WriteRecords(ctx, []account.Record{now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type sums struct{ requests, errors, prompt, cost, hits int64 }
+	var got sums
+	if err := s.pool.QueryRow(ctx, `SELECT sum(requests)::bigint, sum(errors)::bigint, sum(prompt_tokens)::bigint,
+		sum(cost_micros)::bigint, sum(cache_hits)::bigint FROM usage_hourly`).Scan(&got.requests, &got.errors,
+		&got.prompt, &got.cost, &got.hits); err != nil {
+		t.Fatal(err)
+	}
+	if want := (sums{4, 1, 1017, 5130, 1}); got != want {
+		t.Fatalf("rollup %+v, want %+v", got, want)
+	}
+	rows, err := s.Usage(ctx, account.UsageQuery{Filter: account.Filter{From: h, To: h.Add(2 * time.Hour)},
+		GroupBy: account.GroupKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]int64{}
+	for _, r := range rows {
+		byKey[r.Group] = r.Requests
+	}
+	if len(byKey) != 2 || byKey["k1"] != 3 || byKey["k2"] != 1 {
+		t.Fatalf("requests by key %v, want k1:3 k2:1", byKey)
+	}
+}
