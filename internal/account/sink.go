@@ -85,6 +85,7 @@ type Sink struct {
 	mu     sync.RWMutex // guards closing ch against concurrent Adds
 	closed bool
 	ch     chan Record
+	kick   chan struct{} // wakes the writer before its tick when a batch is waiting
 	done   chan struct{}
 	prune  chan struct{} // closed by Close: stops the retention loop
 	pruned chan struct{}
@@ -100,7 +101,7 @@ func NewSink(store RecordStore, o SinkOptions) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{o: o, store: store, spill: sp, ch: make(chan Record, o.Queue),
+	s := &Sink{o: o, store: store, spill: sp, ch: make(chan Record, o.Queue), kick: make(chan struct{}, 1),
 		done: make(chan struct{}), prune: make(chan struct{}), pruned: make(chan struct{})}
 	go s.run()
 	if o.Retention > 0 {
@@ -123,8 +124,19 @@ func (s *Sink) Add(r Record) {
 	}
 	select {
 	case s.ch <- r:
+		if len(s.ch) >= s.o.Batch {
+			s.wake()
+		}
 	default:
 		s.spillNow([]Record{r}, false)
+	}
+}
+
+// wake asks the writer to drain the queue now rather than at its tick.
+func (s *Sink) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default: // already asked
 	}
 }
 
@@ -146,6 +158,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		s.closed = true
 		close(s.ch)
 		close(s.prune)
+		s.wake()
 	}
 	s.mu.Unlock()
 	select {
@@ -166,9 +179,12 @@ func (s *Sink) spillNow(rs []Record, sync bool) {
 	s.spilled.Add(uint64(len(rs)))
 }
 
-// run is the writer: it batches the queue and writes each batch, keeping
-// the store's order equal to the arrival order whenever it can (while a
-// spill is pending, new batches join the spill behind it).
+// run is the writer. Add wakes it when a batch's worth is queued, and
+// it writes the full batches; at each tick it writes whatever is queued.
+// It sleeps in between rather than waking for every record, which would
+// cost each request a goroutine switch. The store's order equals the
+// arrival order whenever it can (while a spill is pending, new batches
+// join the spill behind it).
 func (s *Sink) run() {
 	defer close(s.done)
 	batch := make([]Record, 0, s.o.Batch)
@@ -176,24 +192,14 @@ func (s *Sink) run() {
 	defer tick.Stop()
 	retry := s.o.Retry
 	var nextReplay time.Time // zero: replay at once
-	for {
-		open := true
+	for open := true; open; {
+		all := true
 		select {
-		case r, ok := <-s.ch:
-			if !ok {
-				open = false
-				break
-			}
-			batch = append(batch, r)
-			if len(batch) < s.o.Batch {
-				continue
-			}
+		case <-s.kick:
+			all = false
 		case <-tick.C:
 		}
-		if len(batch) > 0 {
-			s.write(batch)
-			batch = batch[:0]
-		}
+		batch, open = s.drain(batch, all)
 		if s.spill.pending() && !s.o.Now().Before(nextReplay) {
 			if s.replay() {
 				retry = s.o.Retry
@@ -203,8 +209,34 @@ func (s *Sink) run() {
 				retry = min(retry*2, 30*time.Second)
 			}
 		}
-		if !open {
-			return
+	}
+}
+
+// drain takes what is queued without waiting for more and writes it a
+// full batch at a time; with all, the last partial batch too, otherwise
+// that stays in the returned batch for the next call. It reports false
+// once the queue is closed and empty, everything written.
+func (s *Sink) drain(batch []Record, all bool) ([]Record, bool) {
+	for {
+		select {
+		case r, ok := <-s.ch:
+			if !ok {
+				if len(batch) > 0 {
+					s.write(batch)
+				}
+				return batch[:0], false
+			}
+			batch = append(batch, r)
+			if len(batch) == s.o.Batch {
+				s.write(batch)
+				batch = batch[:0]
+			}
+		default:
+			if all && len(batch) > 0 {
+				s.write(batch)
+				batch = batch[:0]
+			}
+			return batch, true
 		}
 	}
 }

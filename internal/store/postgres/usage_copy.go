@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"gatehouse/internal/account"
@@ -21,7 +22,7 @@ func appendCopyRow(b []byte, r *account.Record) ([]byte, error) {
 	b = append(b, '\t')
 	// Microseconds, as PostgreSQL keeps them; the layout truncates as
 	// the binary encoding does.
-	b = r.Time.UTC().AppendFormat(b, "2006-01-02 15:04:05.999999Z07:00")
+	b = appendTimestamp(b, r.Time)
 	for _, s := range [...]string{r.Endpoint, r.KeyID, r.ProjectID, r.Project, r.Customer, r.Model,
 		r.ServedModel, r.Provider, r.Deployment} {
 		b = append(b, '\t')
@@ -81,7 +82,7 @@ func appendCopyRow(b []byte, r *account.Record) ([]byte, error) {
 func appendCopyText(b []byte, s string) []byte {
 	clean := true
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '\\' || c == '\t' || c == '\n' || c == '\r' || c == 0 || c >= utf8.RuneSelf {
+		if copySpecial[s[i]] {
 			clean = false
 			break
 		}
@@ -106,6 +107,57 @@ func appendCopyText(b []byte, s string) []byte {
 		default:
 			b = append(b, c)
 		}
+	}
+	return b
+}
+
+// copySpecial marks the bytes appendCopyText cannot copy as they are:
+// COPY's escapes, NUL, and the bytes of multi-byte UTF-8 (checked for
+// validity on the slow path).
+var copySpecial = func() (t [256]bool) {
+	for _, c := range []byte{'\\', '\t', '\n', '\r', 0} {
+		t[c] = true
+	}
+	for c := utf8.RuneSelf; c < 256; c++ {
+		t[c] = true
+	}
+	return t
+}()
+
+// appendTimestamp appends t in UTC to the microsecond, truncated as
+// the binary encoding truncates ("2026-03-04 05:06:07.891234Z"): a tenth
+// of what time.Time.AppendFormat spends interpreting a layout.
+func appendTimestamp(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	hour, minute, sec := t.Clock()
+	if year < 1000 || year > 9999 {
+		return t.AppendFormat(b, "2006-01-02 15:04:05.000000Z07:00") // never seen in practice
+	}
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, ' ')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/1000, 6)
+	return append(b, 'Z')
+}
+
+// appendDigits appends n (≥ 0) as exactly width decimal digits.
+func appendDigits(b []byte, n, width int) []byte {
+	for i := width - 1; i >= 0; i-- {
+		b = append(b, 0)
+	}
+	for i := len(b) - 1; i >= len(b)-width; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
 	}
 	return b
 }
