@@ -13,6 +13,7 @@ import (
 	"gatehouse/internal/account"
 	"gatehouse/internal/admin"
 	"gatehouse/internal/auth"
+	"gatehouse/internal/cache"
 	"gatehouse/internal/config"
 	"gatehouse/internal/limit"
 	"gatehouse/internal/store/postgres"
@@ -35,6 +36,8 @@ type stores struct {
 	prices    *priceSync
 	usage     config.Usage
 	sink      *account.Sink // nil when usage records are off
+	cache     *cache.Cache  // the exact response cache; its tiers live across reloads
+	cacheConf config.ExactCache
 }
 
 // overlay is the store's prices for the catalog; nil without a store.
@@ -106,6 +109,8 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 			return nil, err
 		}
 	}
+	s.cacheConf = cfg.Cache.Exact
+	s.cache = cache.New(cache.Options{MaxBytes: cfg.Cache.Exact.MaxBytes})
 	s.customers = auth.NewCustomers(s.store, auth.CustomersOptions{})
 	// The cache lives until close, across reloads; the config's static
 	// keys, which reloads change, are looked up in front of it.
@@ -157,6 +162,7 @@ func (s *stores) close() error {
 	}
 	s.customers.Close()
 	s.prices.stop()
+	s.cache.Close()
 	sinkErr := s.closeSink() // before the store closes: the last records go to it
 	return errors.Join(sinkErr, s.limiter.close(), s.keys.Close(), s.store.Close())
 }
@@ -169,6 +175,9 @@ func (s *stores) warnChanged(cfg *config.Config, log *slog.Logger) {
 	}
 	if !sameUsage(cfg.Usage, s.usage) {
 		log.Warn("usage settings changed: restart gatehouse to use them (body redaction rules apply at once)")
+	}
+	if cfg.Cache.Exact.MaxBytes != s.cacheConf.MaxBytes {
+		log.Warn("cache.exact.max_bytes changed: restart gatehouse to resize the cache (enabled and ttl apply at once)")
 	}
 	if cfg.Limits != s.limits {
 		log.Warn("limits settings changed: restart gatehouse to use them; the running admitter stays")
@@ -240,6 +249,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 	usage, _ := s.store.(account.Querier)
 	return admin.New(admin.Options{
 		Usage:         usage,
+		Cache:         s.cache,
 		Prices:        s.prices.store,
 		ConfigPrices:  configPrices,
 		PricesChanged: s.prices.load,

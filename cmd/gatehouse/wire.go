@@ -78,6 +78,11 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 			return nil, err
 		}
 		rt.Admin = admin
+		if st.cache != nil {
+			x := cfg.Cache.Exact
+			rt.Caching = &server.Caching{Cache: st.cache, Enabled: x.Enabled, TTL: x.TTL.D(),
+				MaxEntryBytes: max(x.MaxBytes/8, 1)}
+		}
 		if st.sink != nil {
 			rt.Usage = st.sink
 			rt.Bodies = bodyRedactor(cfg.Usage.Bodies)

@@ -57,6 +57,9 @@ type Record struct {
 	CachedTokens     int          `json:"cached_tokens"`
 	ReasoningTokens  int          `json:"reasoning_tokens"`
 	Cost             limit.Micros `json:"-"` // the cost_usd field: the x-gatehouse-cost-usd figure
+	// Saved is what a cache hit would have cost (the stored answer's
+	// cost when it was fetched): the saved_usd field; 0 otherwise.
+	Saved limit.Micros `json:"-"`
 	UsageSource      string       `json:"usage_source"`
 
 	LatencyMS  float64 `json:"latency_ms"`
@@ -76,7 +79,8 @@ type Record struct {
 // recordJSON is Record's wire form: cost as a decimal string.
 type recordJSON struct {
 	*recordAlias
-	CostUSD string `json:"cost_usd"`
+	CostUSD  string `json:"cost_usd"`
+	SavedUSD string `json:"saved_usd"`
 }
 
 type recordAlias Record
@@ -89,7 +93,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	if a.Labels == nil {
 		a.Labels = map[string]string{}
 	}
-	return json.Marshal(recordJSON{recordAlias: &a, CostUSD: r.Cost.String()})
+	return json.Marshal(recordJSON{recordAlias: &a, CostUSD: r.Cost.String(), SavedUSD: r.Saved.String()})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes (the spill file, the CLI).
@@ -104,6 +108,9 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("cost_usd: %w", err)
 	}
 	r.Cost = c
+	if r.Saved, err = ParseUSD(v.SavedUSD); err != nil {
+		return fmt.Errorf("saved_usd: %w", err)
+	}
 	return nil
 }
 

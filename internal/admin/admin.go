@@ -61,6 +61,9 @@ type Options struct {
 	// Usage answers the usage and request-log endpoints; nil answers
 	// 501 there.
 	Usage account.Querier
+	// Cache is the response cache DELETE /admin/cache empties; nil
+	// answers 501 there.
+	Cache CachePurger
 	// Log receives store failures (never secrets or bodies); nil discards.
 	Log *slog.Logger
 	// Now is the clock for expiry and revocation; nil means time.Now.
@@ -149,6 +152,8 @@ func (h *Handler) routes() []route {
 		{"GET", "/admin/logs", h.getLogs, nil},
 		{"GET", "/admin/logs/{request_id}", h.getLog, nil},
 		{"GET", "/admin/usage/export", nil, h.exportUsage}, // CSV, streamed
+
+		{"DELETE", "/admin/cache", h.purgeCache, nil},
 	}
 }
 

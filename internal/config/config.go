@@ -32,6 +32,7 @@ const (
 	DefaultStrategy          = "failover"
 	DefaultWeight            = 1 // for a target whose weight is left out; an explicit 0 stays 0
 	DefaultExactCacheTTL     = Duration(time.Hour)
+	DefaultExactCacheBytes   = 128 << 20
 	DefaultSemanticThreshold = 0.95
 
 	// DefaultDebounce is how long a Watcher waits for a burst of file
@@ -197,6 +198,9 @@ type Cache struct {
 type ExactCache struct {
 	Enabled bool     `yaml:"enabled"`
 	TTL     Duration `yaml:"ttl"` // default 1h
+	// MaxBytes bounds the in-process tier (least recently used entries
+	// go first); default 128 MiB. "256MiB" or a byte count.
+	MaxBytes int64 `yaml:"max_bytes" config:"size"`
 }
 
 // SemanticCache serves requests whose embedding is close to a stored one.

@@ -306,7 +306,11 @@ func (c *checker) key(path string, k *Key, models, secrets, names map[string]str
 
 func (c *checker) cache(cc Cache, providers map[string]string) {
 	c.nonNegative("cache.exact.ttl", float64(cc.Exact.TTL))
+	c.nonNegative("cache.exact.max_bytes", float64(cc.Exact.MaxBytes))
 	s := cc.Semantic
+	if s.Enabled {
+		c.errorf("cache.semantic.enabled", "the semantic cache is not built yet (issue 11); only cache.exact works")
+	}
 	if c.d.set["cache.semantic.threshold"] && !(s.Threshold > 0 && s.Threshold <= 1) {
 		c.errorf("cache.semantic.threshold", "must be above 0 and at most 1")
 	}
@@ -370,6 +374,9 @@ func applyDefaults(cfg *Config, d *decoder) {
 	telemetryDefaults(cfg)
 	if cfg.Cache.Exact.TTL == 0 {
 		cfg.Cache.Exact.TTL = DefaultExactCacheTTL
+	}
+	if cfg.Cache.Exact.MaxBytes == 0 {
+		cfg.Cache.Exact.MaxBytes = DefaultExactCacheBytes
 	}
 	if cfg.Cache.Semantic.Threshold == 0 {
 		cfg.Cache.Semantic.Threshold = DefaultSemanticThreshold

@@ -517,7 +517,7 @@ func (x *exchange) settle() {
 		return
 	}
 	actual := limit.Actual{Cost: a.cost}
-	if x.hasUsage {
+	if x.hasUsage && x.cache.hit == nil { // a hit spends a request of the rate limit, no tokens, no budget
 		actual.Tokens = int64(x.usage.PromptTokens + x.usage.CompletionTokens)
 	}
 	// The request's context may be gone (client hang-up); the settle must

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"gatehouse/internal/account"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/metrics"
 	"gatehouse/internal/provider"
@@ -116,7 +115,7 @@ func (x *exchange) record(end time.Time) {
 	}
 	m.End()
 	o := metrics.RequestObs{Route: x.r.URL.Path, Code: x.status, Took: end.Sub(x.start), TTFT: x.ttft,
-		Overhead: x.overhead, Cache: account.CacheBypass}
+		Overhead: x.overhead, Cache: x.cacheResult()}
 	if x.group != nil {
 		o.Model = x.group.Name
 	}

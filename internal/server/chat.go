@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"gatehouse/internal/cache"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
@@ -60,10 +61,17 @@ func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 	}
 	x.estimate = func() int { return tokens.EstimateChat(req.Messages, req.Tools) }
 	x.promptFor(g)
+	if !x.cachePolicy() {
+		return
+	}
 	if g, ok = x.admit(g, admitRequest{maxOut: req.MaxTokens, user: req.User}); !ok {
 		return
 	}
+	defer x.keepCached() // after settle: the answer's cost is what a hit saves
 	defer x.settle()
+	if x.serveFromCache(req, g, rp) {
+		return
+	}
 	x.runAttempts(g, req.MaxTokens, func(ctx context.Context, a route.Attempt) route.Result {
 		return x.chatAttempt(ctx, a, req, rp)
 	})
@@ -92,6 +100,9 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		x.upstreamWait += x.s.now().Sub(t0) // the body is read: the upstream's part is done
 		if err != nil {
 			return route.Result{Err: call.Err(d.Provider, err)}
+		}
+		if x.cache.write {
+			x.keepAnswer(&cache.Entry{Completion: append([]byte(nil), c.Body...), Usage: c.Usage})
 		}
 		body := c.Body
 		if rp.completion != nil {
@@ -122,7 +133,13 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	x.declareCostTrailer()
 	sp := x.span.Child(x.rt.Tracer, "stream", false)
 	defer sp.End()
-	res, err := stream.Relay(x.w, st, stream.Options{
+	var relayed llm.Stream = st
+	var rec *cache.Recorder
+	if x.cache.write {
+		rec = cache.NewRecorder(st, x.rt.Caching.MaxEntryBytes)
+		relayed = rec
+	}
+	res, err := stream.Relay(x.w, relayed, stream.Options{
 		IncludeUsage: req.IncludeUsage,
 		OnChunk:      call.Progress,
 		Classify:     func(err error) *llm.Error { return call.Err(d.Provider, err) },
@@ -144,6 +161,11 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	}
 	if err != nil {
 		return route.Result{Err: call.Err(d.Provider, err), Started: res.Started}
+	}
+	if rec != nil && res.Done {
+		if chunks, ok := rec.Chunks(); ok {
+			x.keepAnswer(&cache.Entry{Chunks: chunks, Usage: res.Usage})
+		}
 	}
 	var ttfb time.Duration
 	if !res.FirstChunk.IsZero() {

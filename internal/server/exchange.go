@@ -53,7 +53,8 @@ type exchange struct {
 	estimated    bool
 	estimate     func() int // how to estimate this request's prompt; nil: never needed
 
-	adm admission // rate limits and budgets (admit.go)
+	adm   admission // rate limits and budgets (admit.go)
+	cache cacheUse  // the exact cache (cache.go)
 
 	// For the usage record (usage.go).
 	customer       string            // the customer the request named, if any
@@ -187,7 +188,12 @@ func (x *exchange) headers() {
 		h.Set("X-Gatehouse-Provider", d.Provider)
 		h.Set("X-Gatehouse-Model", d.Model)
 		h.Set("X-Gatehouse-Attempts", itoa(max(x.attempts, 1)))
+	} else if e := x.cache.hit; e != nil {
+		h.Set("X-Gatehouse-Provider", e.Provider) // who answered when the entry was stored
+		h.Set("X-Gatehouse-Model", e.ServedModel)
+		h.Set("X-Gatehouse-Attempts", "0")
 	}
+	h[hdrCache] = []string{x.cacheResult()}
 	x.limitHeaders(h)
 	x.setOverhead(h)
 }

@@ -59,6 +59,9 @@ type Runtime struct {
 	// Tracer exports OpenTelemetry spans; nil (the default) none. Like
 	// Metrics, the process's one, handed to every generation.
 	Tracer *telemetry.Tracer
+	// Caching is the exact response cache; nil caches nothing (every
+	// response says bypass).
+	Caching *Caching
 }
 
 // Server serves the gateway API.

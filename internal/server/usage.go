@@ -175,7 +175,7 @@ func (x *exchange) usageRecord(end time.Time) account.Record {
 		Attempts:   x.attempts,
 		Stream:     x.stream,
 		Labels:     x.labels,
-		Cache:      account.CacheBypass, // no cache is read yet
+		Cache:      x.cacheResult(),
 		LatencyMS:  ms(end.Sub(x.start)),
 		TTFTMS:     ms(x.ttft),
 		OverheadMS: ms(x.overhead),
@@ -192,6 +192,9 @@ func (x *exchange) usageRecord(end time.Time) account.Record {
 	}
 	if d := x.deployment; d != nil {
 		r.ServedModel, r.Provider, r.Deployment = d.Model, d.Provider, d.Provider+"/"+d.Model
+	} else if e := x.cache.hit; e != nil {
+		r.ServedModel, r.Provider, r.Deployment = e.ServedModel, e.Provider, e.Deployment
+		r.Saved = e.Cost
 	}
 	if x.err != nil {
 		r.ErrorKind = string(x.err.Kind)

@@ -72,6 +72,8 @@ func appendCopyRow(b []byte, r *account.Record) ([]byte, error) {
 			b = appendCopyText(b, body)
 		}
 	}
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, int64(r.Saved), 10)
 	return append(b, '\n'), nil
 }
 

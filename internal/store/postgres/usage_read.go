@@ -128,20 +128,21 @@ func (s *Store) scanUsage(ctx context.Context, q account.UsageQuery, query strin
 const recordCols = `request_id, time, endpoint, key_id, project_id, project, customer, model, served_model, provider,
 	deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, cost_micros,
 	usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream, labels::text,
-	coalesce(request_body, ''), coalesce(response_body, '')`
+	coalesce(request_body, ''), coalesce(response_body, ''), saved_micros`
 
 func scanRecord(row pgx.Row) (account.Record, error) {
 	var r account.Record
-	var cost int64
+	var cost, saved int64
 	var labels string
 	err := row.Scan(&r.RequestID, &r.Time, &r.Endpoint, &r.KeyID, &r.ProjectID, &r.Project, &r.Customer, &r.Model,
 		&r.ServedModel, &r.Provider, &r.Deployment, &r.Status, &r.ErrorKind, &r.PromptTokens, &r.CompletionTokens,
 		&r.CachedTokens, &r.ReasoningTokens, &cost, &r.UsageSource, &r.LatencyMS, &r.TTFTMS, &r.OverheadMS, &r.Cache,
-		&r.Attempts, &r.Stream, &labels, &r.RequestBody, &r.ResponseBody)
+		&r.Attempts, &r.Stream, &labels, &r.RequestBody, &r.ResponseBody, &saved)
 	if err != nil {
 		return r, err
 	}
 	r.Time, r.Cost = r.Time.UTC(), account.Micros(cost)
+	r.Saved = account.Micros(saved)
 	if labels != "" && labels != "{}" {
 		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
 			return r, fmt.Errorf("labels: %w", err)

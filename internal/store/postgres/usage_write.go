@@ -16,7 +16,7 @@ import (
 const copySQL = `COPY usage_records_in (request_id, time, endpoint, key_id, project_id, project, customer, model,
 	served_model, provider, deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens,
 	reasoning_tokens, cost_micros, usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream,
-	labels, request_body, response_body) FROM STDIN`
+	labels, request_body, response_body, saved_micros) FROM STDIN`
 
 // WriteRecords implements account.RecordStore with COPY: the batch is
 // copied into a temporary table and moved into usage_records with ON

@@ -16,7 +16,8 @@ import (
 // binds them.
 const usageCols = `request_id, time, endpoint, key_id, project_id, project, customer, model, served_model, provider,
 	deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, cost_micros,
-	usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream, labels, request_body, response_body`
+	usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream, labels, request_body, response_body,
+	saved_micros`
 
 // insertSizes are the record counts of the INSERT statements a batch is
 // cut into, largest first: a multi-row INSERT spends far less per
@@ -26,7 +27,7 @@ const usageCols = `request_id, time, endpoint, key_id, project_id, project, cust
 var insertSizes = [...]int{64, 16, 4, 1}
 
 // usageColCount is the number of columns in usageCols.
-const usageColCount = 28
+const usageColCount = 29
 
 // insertSQL returns the INSERT of n records.
 func insertSQL(n int) string {
@@ -236,7 +237,8 @@ func appendRecordArgs(args []any, r *account.Record) ([]any, error) {
 	return append(args, r.RequestID, unixMicros(r.Time), r.Endpoint, r.KeyID, r.ProjectID, r.Project,
 		r.Customer, r.Model, r.ServedModel, r.Provider, r.Deployment, r.Status, r.ErrorKind, r.PromptTokens,
 		r.CompletionTokens, r.CachedTokens, r.ReasoningTokens, int64(r.Cost), r.UsageSource, r.LatencyMS, r.TTFTMS,
-		r.OverheadMS, r.Cache, r.Attempts, r.Stream, labels, nullText(r.RequestBody), nullText(r.ResponseBody)), nil
+		r.OverheadMS, r.Cache, r.Attempts, r.Stream, labels, nullText(r.RequestBody), nullText(r.ResponseBody),
+		int64(r.Saved)), nil
 }
 
 // PruneRecords implements account.RecordStore.

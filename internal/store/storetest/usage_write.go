@@ -80,7 +80,7 @@ func testUsageRoundTrip(t *testing.T, s auth.Store) {
 		Endpoint: "/v1/chat/completions", KeyID: "key\t1", ProjectID: "p1", Project: odd, Customer: odd,
 		Model: "gpt-4o\\mini", ServedModel: "gpt-4o-mini-2024-07-18", Provider: "open\nai", Deployment: "openai/x",
 		Status: 499, ErrorKind: "client_closed", PromptTokens: 12, CompletionTokens: 34, CachedTokens: 5,
-		ReasoningTokens: 6, Cost: 1234567, UsageSource: "estimated", LatencyMS: 12.345, TTFTMS: 0.001,
+		ReasoningTokens: 6, Cost: 1234567, Saved: 7654321, UsageSource: "estimated", LatencyMS: 12.345, TTFTMS: 0.001,
 		OverheadMS: 1.5e-3, Cache: "miss", Attempts: 2, Stream: true,
 		Labels:      map[string]string{"team": odd, "app": `a"b\c`},
 		RequestBody: "{\"messages\":[{\"content\":\"" + odd + "\"}]}", ResponseBody: "data: x\n\ndata: [DONE]\n\n"}

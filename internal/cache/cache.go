@@ -1,0 +1,132 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Cache is the process's exact cache, shared by every config
+// generation: the in-process tier, in front of an optional lower tier
+// (Store). A lookup reads the in-process tier, then the lower one, and
+// promotes what the lower one had; a write goes to the in-process tier at
+// once and to the lower one in the background, so neither ever delays
+// a response.
+type Cache struct {
+	mem    *Memory
+	lower  Store
+	now    func() time.Time
+
+	mu     sync.RWMutex // guards closing writes against Puts
+	closed bool
+	writes chan pendingWrite
+	done   chan struct{}
+}
+
+// Store is a lower tier (SQLite in embedded mode, Redis in cluster mode).
+// Get returns nil and no error on a miss or an expired entry.
+type Store interface {
+	GetEntry(ctx context.Context, k Key) (*Entry, error)
+	PutEntry(ctx context.Context, k Key, e *Entry) error
+	PurgeEntries(ctx context.Context, project string) (int, error)
+}
+
+type pendingWrite struct {
+	key   Key
+	entry *Entry
+}
+
+// Options configure a Cache.
+type Options struct {
+	MaxBytes int64            // bound of the in-process tier
+	Lower    Store            // nil: in-process only
+	Now      func() time.Time // nil: time.Now
+	// OnLowerError hears of lower-tier failures, which never fail a
+	// request (a failed read is a miss, a failed write is skipped).
+	OnLowerError func(op string, err error)
+}
+
+// New starts a Cache; Close stops its background writer.
+func New(o Options) *Cache {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	c := &Cache{mem: NewMemory(o.MaxBytes, o.Now), lower: o.Lower, now: o.Now, done: make(chan struct{})}
+	if c.lower == nil {
+		close(c.done)
+		return c
+	}
+	c.writes = make(chan pendingWrite, 1024)
+	onErr := o.OnLowerError
+	if onErr == nil {
+		onErr = func(string, error) {}
+	}
+	go func() {
+		defer close(c.done)
+		for w := range c.writes {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := c.lower.PutEntry(ctx, w.key, w.entry); err != nil {
+				onErr("put", err)
+			}
+			cancel()
+		}
+	}()
+	return c
+}
+
+// Get returns the live entry under k.
+func (c *Cache) Get(ctx context.Context, k Key) (*Entry, bool) {
+	if e, ok := c.mem.Get(k); ok {
+		return e, true
+	}
+	if c.lower == nil {
+		return nil, false
+	}
+	e, err := c.lower.GetEntry(ctx, k)
+	if err != nil || e == nil || !c.now().Before(e.Expires) {
+		return nil, false
+	}
+	c.mem.Put(k, e) // promoted: the next hit is in-process
+	return e, true
+}
+
+// Put stores e under k: in-process now, in the lower tier in the
+// background. A write that finds the background queue full is dropped
+// from the lower tier (the in-process copy still serves).
+func (c *Cache) Put(k Key, e *Entry) {
+	c.mem.Put(k, e)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.writes == nil || c.closed {
+		return
+	}
+	select {
+	case c.writes <- pendingWrite{k, e}:
+	default:
+	}
+}
+
+// Purge removes project's entries ("" every entry) from every tier and
+// reports how many the in-process tier and the lower one held.
+func (c *Cache) Purge(ctx context.Context, project string) (int, error) {
+	n := c.mem.Purge(project)
+	if c.lower == nil {
+		return n, nil
+	}
+	m, err := c.lower.PurgeEntries(ctx, project)
+	return n + m, err
+}
+
+// Memory is the in-process tier, for metrics and tests.
+func (c *Cache) Memory() *Memory { return c.mem }
+
+// Close stops the background writer after the queued writes.
+func (c *Cache) Close() {
+	c.mu.Lock()
+	if c.writes != nil && !c.closed {
+		close(c.writes)
+	}
+	c.closed = true
+	c.mu.Unlock()
+	<-c.done
+}
