@@ -59,8 +59,8 @@ type Record struct {
 	Cost             limit.Micros `json:"-"` // the cost_usd field: the x-gatehouse-cost-usd figure
 	// Saved is what a cache hit would have cost (the stored answer's
 	// cost when it was fetched): the saved_usd field; 0 otherwise.
-	Saved limit.Micros `json:"-"`
-	UsageSource      string       `json:"usage_source"`
+	Saved       limit.Micros `json:"-"`
+	UsageSource string       `json:"usage_source"`
 
 	LatencyMS  float64 `json:"latency_ms"`
 	TTFTMS     float64 `json:"ttft_ms"`     // streams: first chunk written; 0 otherwise

@@ -13,9 +13,9 @@ import (
 // once and to the lower one in the background, so neither ever delays
 // a response.
 type Cache struct {
-	mem    *Memory
-	lower  Store
-	now    func() time.Time
+	mem   *Memory
+	lower Store
+	now   func() time.Time
 
 	mu     sync.RWMutex // guards closing writes against Puts
 	closed bool
