@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"gatehouse/internal/account"
+	"gatehouse/internal/limit"
+	"gatehouse/internal/mockllm"
+)
+
+// cacheConfig serves chat with the exact cache on, for a budgeted key of
+// project qa, a key of project other, and a key of project nocache whose
+// project turns caching off.
+func cacheConfig(up *upstream, extra string) string {
+	return `listen: 127.0.0.1:0
+admin_key: ` + testAdminKey + `
+providers:
+  - name: up
+    type: openai-compatible
+    base_url: ` + up.URL + `/v1
+    api_key: ` + upstreamKey + `
+keys:
+  - {key: gh-cache-qa, name: qa, project: qa, budget: {usd: 100, period: month}}
+  - {key: gh-cache-other, name: other, project: other}
+models:
+  - name: chat
+    targets: [{provider: up, model: gpt-4o-mini}]
+  - name: alias
+    targets: [{provider: up, model: gpt-4o-mini}]
+cache:
+  exact: {enabled: true, ttl: 10m}
+` + extra
+}
+
+// rawChat posts body to /v1/chat/completions with key and extra headers
+// and returns the response with its whole body.
+func rawChat(t *testing.T, base, key, body string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+func upstreamCalls(up *upstream) int { return len(up.mock.Requests()) }
+
+// TestExactCacheServesRepeatsFree: the second identical request is
+// answered from the cache, through the official SDK, without an upstream
+// call, at zero cost to the caller and its budget, and recorded with the
+// cost it saved; the key ignores field order and whitespace but not
+// temperature, is never shared between projects, and the request's
+// cache controls are obeyed.
+func TestExactCacheServesRepeatsFree(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "gatehouse.db")
+	gw, stop := stoppableGateway(t, dir, cacheConfig(up, "storage: {sqlite: "+db+"}\nusage: {spill_dir: "+filepath.Join(dir, "spill")+"}\n"))
+	c := gw.client(option.WithAPIKey("gh-cache-qa"))
+	ctx := context.Background()
+	ask := func(c openai.Client, prompt string, opts ...option.RequestOption) (*openai.ChatCompletion, *http.Response) {
+		t.Helper()
+		var resp *http.Response
+		out, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: "chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		}, append(opts, option.WithResponseInto(&resp))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, resp
+	}
+	expect := func(resp *http.Response, cache string, calls int) {
+		t.Helper()
+		if got := resp.Header.Get("X-Gatehouse-Cache"); got != cache {
+			t.Fatalf("x-gatehouse-cache %q, want %q", got, cache)
+		}
+		if n := upstreamCalls(up); n != calls {
+			t.Fatalf("%d upstream calls, want %d", n, calls)
+		}
+	}
+
+	first, resp := ask(c, "what is the capital of france?")
+	expect(resp, "miss", 1)
+	paid := resp.Header.Get("X-Gatehouse-Cost-Usd")
+	missID := resp.Header.Get("X-Gatehouse-Request-Id")
+	again, resp := ask(c, "what is the capital of france?")
+	expect(resp, "hit", 1)
+	if again.Choices[0].Message.Content != first.Choices[0].Message.Content || again.Usage.TotalTokens != first.Usage.TotalTokens {
+		t.Fatalf("hit answered %+v, first answer %+v", again, first)
+	}
+	if got := resp.Header.Get("X-Gatehouse-Cost-Usd"); got != "0.000000" || again.Usage.JSON.ExtraFields["cost"].Raw() != "0.000000" {
+		t.Fatalf("a hit costs %q (usage.cost %s), want 0.000000", got, again.Usage.JSON.ExtraFields["cost"].Raw())
+	}
+	hit := recordOf(t, gw.URL, resp.Header.Get("X-Gatehouse-Request-Id"))
+	if hit.Cache != "hit" || hit.Cost != 0 || hit.Saved.String() != paid || hit.Saved == 0 || hit.Attempts != 0 ||
+		hit.PromptTokens != int(first.Usage.PromptTokens) {
+		t.Fatalf("hit recorded as %+v; the miss paid %s", hit, paid)
+	}
+	if miss := recordOf(t, gw.URL, missID); miss.Cache != "miss" || miss.Cost.String() != paid {
+		t.Fatalf("miss recorded as %+v", miss)
+	}
+
+	// The same request spelt differently (field order, whitespace, an
+	// alias of the model, stream_options) is the same entry; a different
+	// temperature is not.
+	body, _ := json.Marshal(map[string]any{"model": "chat", "messages": []map[string]string{{"role": "user", "content": "what is the capital of france?"}}})
+	resp, _ = rawChat(t, gw.URL, "gh-cache-qa", `{
+		"messages" : [ {"content":"what is the capital of france?", "role":"user"} ],
+		"model": "alias" }`)
+	expect(resp, "miss", 2) // alias resolves to a different model group: its own entry
+	resp, _ = rawChat(t, gw.URL, "gh-cache-qa", "  "+string(body)+"\n")
+	expect(resp, "hit", 2)
+	resp, _ = rawChat(t, gw.URL, "gh-cache-qa", `{"messages":[{"role":"user","content":"what is the capital of france?"}],"model":"chat","temperature":0.2}`)
+	expect(resp, "miss", 3)
+	resp, _ = rawChat(t, gw.URL, "gh-cache-qa", `{"temperature":0.20,"model":"chat","messages":[{"role":"user","content":"what is the capital of france?"}]}`)
+	expect(resp, "hit", 3)
+
+	// Another project never sees qa's entries.
+	_, resp = ask(gw.client(option.WithAPIKey("gh-cache-other")), "what is the capital of france?")
+	expect(resp, "miss", 4)
+
+	// Cache-Control: no-cache reads nothing (bypass) but stores; no-store
+	// reads but keeps nothing.
+	_, resp = ask(c, "what is the capital of france?", option.WithHeader("Cache-Control", "no-cache"))
+	expect(resp, "bypass", 5)
+	_, resp = ask(c, "a question asked with no-store", option.WithHeader("Cache-Control", "no-store"))
+	expect(resp, "miss", 6)
+	_, resp = ask(c, "a question asked with no-store")
+	expect(resp, "miss", 7)
+	_, resp = ask(c, "a question kept for no time", option.WithHeader("X-Gatehouse-Cache-Ttl", "0"))
+	expect(resp, "miss", 8)
+	_, resp = ask(c, "a question kept for no time")
+	expect(resp, "miss", 9)
+	resp, b := rawChat(t, gw.URL, "gh-cache-qa", string(body), "X-Gatehouse-Cache-Ttl", "soon")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "invalid_cache_ttl") {
+		t.Fatalf("a bad ttl header: %d %s", resp.StatusCode, b)
+	}
+
+	// Purging qa's entries makes the next request a miss.
+	var purged struct{ Deleted int }
+	adminPurge(t, gw.URL, "?project=qa", &purged)
+	if purged.Deleted < 3 {
+		t.Fatalf("purged %d entries of qa, want at least 3", purged.Deleted)
+	}
+	_, resp = ask(c, "what is the capital of france?")
+	expect(resp, "miss", 10)
+	recordOf(t, gw.URL, resp.Header.Get("X-Gatehouse-Request-Id")) // the records are all in
+
+	// The budget paid for the misses only: the key's spend equals the sum
+	// of its records, hits included at zero.
+	var logs struct {
+		Data []struct {
+			CostUSD string `json:"cost_usd"`
+			Cache   string
+		}
+	}
+	adminJSON(t, gw.URL, "/admin/logs?key=static:qa&limit=100", &logs)
+	var sum limit.Micros
+	hits := 0
+	for _, r := range logs.Data {
+		m, _ := account.ParseUSD(r.CostUSD)
+		sum += m
+		if r.Cache == "hit" {
+			hits++
+		}
+	}
+	stop()
+	if spend := keySpend(t, db, "static:qa"); spend != sum || hits != 3 {
+		t.Fatalf("budget spend %s, records %s over %d hits", spend, sum, hits)
+	}
+}
+
+// TestExactCacheReplaysStreams: a stream is stored as its events and a
+// hit replays them with the same boundaries and bytes (the cost inside
+// the usage chunk aside, which is the hit's); a whole answer is served
+// from a stored stream and a stream from a stored whole answer, in the
+// OpenAI and the Anthropic dialects.
+func TestExactCacheReplaysStreams(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply, Chunks: 6})
+	gw := startGateway(t, cacheConfig(up, ""))
+	streamBody := `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"stream it"}]}`
+	resp, original := rawChat(t, gw.URL, "gh-cache-qa", streamBody)
+	if resp.Header.Get("X-Gatehouse-Cache") != "miss" {
+		t.Fatalf("first stream: %s", resp.Header.Get("X-Gatehouse-Cache"))
+	}
+	resp, replayed := rawChat(t, gw.URL, "gh-cache-qa", streamBody)
+	if resp.Header.Get("X-Gatehouse-Cache") != "hit" || upstreamCalls(up) != 1 {
+		t.Fatalf("second stream: cache %q after %d upstream calls", resp.Header.Get("X-Gatehouse-Cache"), upstreamCalls(up))
+	}
+	costField := regexp.MustCompile(`"cost":[0-9.]+`)
+	if !bytes.Equal(costField.ReplaceAll(original, nil), costField.ReplaceAll(replayed, nil)) {
+		t.Fatalf("replay differs from the original stream:\n%s\n---\n%s", original, replayed)
+	}
+	if n := bytes.Count(replayed, []byte("\n\n")); n != bytes.Count(original, []byte("\n\n")) || n < 6 {
+		t.Fatalf("replay has %d events", n)
+	}
+	if !bytes.Contains(replayed, []byte(`"cost":0.000000`)) {
+		t.Fatalf("the replay's usage chunk does not say it cost nothing:\n%s", replayed)
+	}
+
+	// Through the SDK: the whole answer from the stored stream, and the
+	// stream again, hold the same text.
+	c := gw.client(option.WithAPIKey("gh-cache-qa"))
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{Model: "chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("stream it")}}
+	var hresp *http.Response
+	whole, err := c.Chat.Completions.New(ctx, params, option.WithResponseInto(&hresp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.Chat.Completions.NewStreaming(ctx, params)
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if hresp.Header.Get("X-Gatehouse-Cache") != "hit" || upstreamCalls(up) != 1 ||
+		whole.Choices[0].Message.Content == "" || acc.Choices[0].Message.Content != whole.Choices[0].Message.Content {
+		t.Fatalf("from the stored stream: cache %q, %d upstream calls, whole %q, streamed %q",
+			hresp.Header.Get("X-Gatehouse-Cache"), upstreamCalls(up), whole.Choices[0].Message.Content, acc.Choices[0].Message.Content)
+	}
+
+	// A stored whole answer, streamed to the Anthropic SDK.
+	a := gw.messagesClient(aoption.WithAPIKey("gh-cache-qa"))
+	msg, err := a.Messages.New(ctx, msgsUserTurn("first whole, then streamed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := upstreamCalls(up)
+	var aresp *http.Response
+	as := a.Messages.NewStreaming(ctx, msgsUserTurn("first whole, then streamed"), aoption.WithResponseInto(&aresp))
+	var streamed anthropic.Message
+	for as.Next() {
+		if err := streamed.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if aresp.Header.Get("X-Gatehouse-Cache") != "hit" || upstreamCalls(up) != calls ||
+		len(streamed.Content) != 1 || streamed.Content[0].Text != msg.Content[0].Text ||
+		streamed.Usage.OutputTokens != msg.Usage.OutputTokens {
+		t.Fatalf("Anthropic stream from a stored answer: cache %q, %d→%d upstream calls, %+v vs %+v",
+			aresp.Header.Get("X-Gatehouse-Cache"), calls, upstreamCalls(up), streamed.Content, msg.Content)
+	}
+}
+
+// adminPurge sends DELETE /admin/cache with query and decodes the answer.
+func adminPurge(t *testing.T, base, query string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, base+"/admin/cache"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE /admin/cache%s: %d %s", query, resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}
