@@ -31,6 +31,19 @@ type Store interface {
 	PurgeEntries(ctx context.Context, project string) (int, error)
 }
 
+// Pruner is a lower tier that deletes its expired entries when asked
+// (SQLite); one whose entries expire by themselves (Redis TTLs) is not.
+type Pruner interface {
+	PruneEntries(ctx context.Context, now time.Time, limit int) (int, error)
+}
+
+// pruneEvery is how often the expired entries of a Pruner tier go, a
+// pruneBatch at a time.
+const (
+	pruneEvery = time.Minute
+	pruneBatch = 1000
+)
+
 type pendingWrite struct {
 	key   Key
 	entry *Entry
@@ -61,17 +74,46 @@ func New(o Options) *Cache {
 	if onErr == nil {
 		onErr = func(string, error) {}
 	}
+	pruner, _ := c.lower.(Pruner)
 	go func() {
 		defer close(c.done)
-		for w := range c.writes {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := c.lower.PutEntry(ctx, w.key, w.entry); err != nil {
-				onErr("put", err)
+		tick := time.NewTicker(pruneEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case w, ok := <-c.writes:
+				if !ok {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if err := c.lower.PutEntry(ctx, w.key, w.entry); err != nil {
+					onErr("put", err)
+				}
+				cancel()
+			case <-tick.C:
+				if pruner != nil {
+					c.prune(pruner, onErr)
+				}
 			}
-			cancel()
 		}
 	}()
 	return c
+}
+
+// prune deletes the lower tier's expired entries, a batch at a time.
+func (c *Cache) prune(p Pruner, onErr func(string, error)) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n, err := p.PruneEntries(ctx, c.now(), pruneBatch)
+		cancel()
+		if err != nil {
+			onErr("prune", err)
+			return
+		}
+		if n < pruneBatch {
+			return
+		}
+	}
 }
 
 // Get returns the live entry under k.

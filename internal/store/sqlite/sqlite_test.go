@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"gatehouse/internal/auth"
+	"gatehouse/internal/cache"
+	"gatehouse/internal/cache/cachetest"
 	"gatehouse/internal/store"
 	"gatehouse/internal/store/storetest"
 )
@@ -156,4 +158,12 @@ func BenchmarkSink(b *testing.B) {
 	}
 	defer s.Close()
 	storetest.BenchSink(b, s)
+}
+
+func TestCacheTier(t *testing.T) {
+	cachetest.Run(t, func(t *testing.T) cache.Store {
+		s, _ := openTemp(t)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
 }

@@ -1,0 +1,46 @@
+package cache
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"gatehouse/internal/llm"
+)
+
+func TestCodecRoundTripsEveryByte(t *testing.T) {
+	at := time.UnixMicro(1790000000123456)
+	chunks := upstreamChunks()
+	chunks = append(chunks, llm.Chunk{Data: []byte("{\"x\":\"<a & b>\xff\"}"), Usage: &llm.Usage{PromptTokens: 1}})
+	for _, e := range []*Entry{
+		{Project: "qa", Chunks: chunks, Usage: llm.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7, CachedTokens: 1,
+			ReasoningTokens: 2}, Cost: 1234, ServedModel: "m-1", Provider: "up", Deployment: "up/m-1", Expires: at},
+		{Project: "qa", Completion: []byte(`{"id":"x","choices":[]}`), Cost: -1, Expires: at},
+	} {
+		b, err := Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Expires.Equal(e.Expires) {
+			t.Fatalf("expires %v, want %v", got.Expires, e.Expires)
+		}
+		got.Expires = e.Expires
+		if !reflect.DeepEqual(got, e) {
+			t.Fatalf("decoded\n%+v\nwant\n%+v", got, e)
+		}
+		// Every truncation and a wrong version fail cleanly.
+		for n := range len(b) {
+			if _, err := Decode(b[:n]); err == nil {
+				t.Fatalf("a value cut to %d of %d bytes decoded", n, len(b))
+			}
+		}
+		bad := append([]byte{codecVersion + 1}, b[1:]...)
+		if _, err := Decode(bad); err == nil {
+			t.Fatal("an unknown version decoded")
+		}
+	}
+}
