@@ -291,3 +291,27 @@ func adminPurge(t *testing.T, base, query string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestExactCacheSurvivesRestart: in embedded mode the entries are in the
+// SQLite file too, so a restarted gateway answers from them.
+func TestExactCacheSurvivesRestart(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	dir := t.TempDir()
+	cfg := cacheConfig(up, "storage: {sqlite: "+filepath.Join(dir, "gatehouse.db")+"}\nusage: {spill_dir: "+filepath.Join(dir, "spill")+"}\n")
+	body := `{"model":"chat","messages":[{"role":"user","content":"remember me"}]}`
+	gw, stop := stoppableGateway(t, dir, cfg)
+	resp, first := rawChat(t, gw.URL, "gh-cache-qa", body)
+	if resp.Header.Get("X-Gatehouse-Cache") != "miss" {
+		t.Fatalf("first: %s", resp.Header.Get("X-Gatehouse-Cache"))
+	}
+	stop() // waits for the background write
+	gw, _ = stoppableGateway(t, dir, cfg)
+	resp, again := rawChat(t, gw.URL, "gh-cache-qa", body)
+	if resp.Header.Get("X-Gatehouse-Cache") != "hit" || upstreamCalls(up) != 1 {
+		t.Fatalf("after a restart: cache %q, %d upstream calls", resp.Header.Get("X-Gatehouse-Cache"), upstreamCalls(up))
+	}
+	costField := regexp.MustCompile(`"cost":[0-9.]+`)
+	if !bytes.Equal(costField.ReplaceAll(first, nil), costField.ReplaceAll(again, nil)) {
+		t.Fatalf("after a restart the answer differs:\n%s\n%s", first, again)
+	}
+}

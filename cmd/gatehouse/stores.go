@@ -110,7 +110,11 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 		}
 	}
 	s.cacheConf = cfg.Cache.Exact
-	s.cache = cache.New(cache.Options{MaxBytes: cfg.Cache.Exact.MaxBytes})
+	// Embedded mode keeps entries in SQLite too (cache.Store); cluster
+	// mode is in-process only until the Redis tier exists.
+	lower, _ := s.store.(cache.Store)
+	s.cache = cache.New(cache.Options{MaxBytes: cfg.Cache.Exact.MaxBytes, Lower: lower,
+		OnLowerError: func(op string, err error) { log.Warn("cache tier failed", "op", op, "error", err.Error()) }})
 	s.customers = auth.NewCustomers(s.store, auth.CustomersOptions{})
 	// The cache lives until close, across reloads; the config's static
 	// keys, which reloads change, are looked up in front of it.
