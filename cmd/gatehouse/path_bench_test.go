@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"gatehouse/internal/mockllm"
@@ -30,19 +33,28 @@ func BenchmarkRequestPath(b *testing.B) {
 	const limited = "  - {key: gh-bench-limited, project: bench, rpm: 100000000, tpm: 1000000000000, budget: {usd: 1000000000, period: total}}\n"
 	variants := []struct {
 		name, key, keyYAML, extra string
-		headers                   bool // admitted responses carry x-ratelimit-* headers
-		bare                      bool // gatehouse serve --bare
+		headers                   bool      // admitted responses carry x-ratelimit-* headers
+		bare                      bool      // gatehouse serve --bare
+		header                    [2]string // a request header, if any
+		cache                     string    // the x-gatehouse-cache every timed response must carry ("" any)
 	}{
-		{"bare", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false, true},
-		{"nolimits", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false, false},
-		{"limits", "gh-bench-limited", limited, "", true, false},
-		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false, false},
-		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false, false},
-		{"nolimits-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "usage: {records: false}\n", false, false},
+		{"bare", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false, true, [2]string{}, ""},
+		{"nolimits", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false, false, [2]string{}, ""},
+		{"limits", "gh-bench-limited", limited, "", true, false, [2]string{}, ""},
+		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false, false, [2]string{}, ""},
+		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false, false, [2]string{}, ""},
+		{"nolimits-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "usage: {records: false}\n", false, false, [2]string{}, ""},
 		// Cluster mode (needs the test services: PostgreSQL takes the
 		// records with COPY, out of this process).
-		{"cluster", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster", false, false},
-		{"cluster-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster usage: {records: false}\n", false, false},
+		{"cluster", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster", false, false, [2]string{}, ""},
+		{"cluster-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster usage: {records: false}\n", false, false, [2]string{}, ""},
+		// The exact cache: every timed request a hit; and every one a
+		// miss (a TTL of 0 keeps nothing), the upstream path plus the
+		// lookup.
+		{"cache-hit", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cache: {exact: {enabled: true}}\n",
+			false, false, [2]string{}, "hit"},
+		{"cache-miss", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cache: {exact: {enabled: true}}\n",
+			false, false, [2]string{"X-Gatehouse-Cache-Ttl", "0"}, "miss"},
 	}
 	for _, sc := range []struct {
 		name string
@@ -65,6 +77,9 @@ func BenchmarkRequestPath(b *testing.B) {
 					req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", bytes.NewReader(body))
 					req.Header.Set("Authorization", "Bearer "+v.key)
 					req.Header.Set("Content-Type", "application/json")
+					if v.header[0] != "" {
+						req.Header.Set(v.header[0], v.header[1])
+					}
 					resp, err := client.Do(req)
 					if err != nil {
 						b.Fatal(err)
@@ -81,13 +96,31 @@ func BenchmarkRequestPath(b *testing.B) {
 				if got := do().Header.Get("X-Ratelimit-Limit-Requests") != ""; got != v.headers {
 					b.Fatalf("x-ratelimit headers on an admitted response: %v, want %v", got, v.headers)
 				}
+				if c := do().Header.Get("X-Gatehouse-Cache"); v.cache != "" && c != v.cache {
+					b.Fatalf("x-gatehouse-cache %q, want %q", c, v.cache)
+				}
+				var mu sync.Mutex
+				var overhead []float64 // x-gatehouse-overhead-ms of every timed request
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
+					var mine []float64
 					for pb.Next() {
-						do()
+						resp := do()
+						if v.cache != "" { // the cache's figure (the other variants' counts stay as they were)
+							ms, _ := strconv.ParseFloat(resp.Header.Get("X-Gatehouse-Overhead-Ms"), 64)
+							mine = append(mine, ms)
+						}
 					}
+					mu.Lock()
+					overhead = append(overhead, mine...)
+					mu.Unlock()
 				})
+				b.StopTimer()
+				if len(overhead) > 0 {
+					slices.Sort(overhead)
+					b.ReportMetric(overhead[len(overhead)/2], "overhead-p50-ms")
+				}
 			})
 		}
 	}
