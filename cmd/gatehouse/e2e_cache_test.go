@@ -162,7 +162,7 @@ func TestExactCacheServesRepeatsFree(t *testing.T) {
 
 	// Purging qa's entries makes the next request a miss.
 	var purged struct{ Deleted int }
-	adminPurge(t, gw.URL, "?project=qa", &purged)
+	adminCall(t, gw.URL, http.MethodDelete, "/admin/cache?project=qa", &purged)
 	if purged.Deleted < 3 {
 		t.Fatalf("purged %d entries of qa, want at least 3", purged.Deleted)
 	}
@@ -270,25 +270,6 @@ func TestExactCacheReplaysStreams(t *testing.T) {
 		streamed.Usage.OutputTokens != msg.Usage.OutputTokens {
 		t.Fatalf("Anthropic stream from a stored answer: cache %q, %d→%d upstream calls, %+v vs %+v",
 			aresp.Header.Get("X-Gatehouse-Cache"), calls, upstreamCalls(up), streamed.Content, msg.Content)
-	}
-}
-
-// adminPurge sends DELETE /admin/cache with query and decodes the answer.
-func adminPurge(t *testing.T, base, query string, v any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodDelete, base+"/admin/cache"+query, nil)
-	req.Header.Set("Authorization", "Bearer "+testAdminKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("DELETE /admin/cache%s: %d %s", query, resp.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatal(err)
 	}
 }
 

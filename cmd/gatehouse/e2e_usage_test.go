@@ -33,7 +33,14 @@ type seen struct {
 // adminJSON GETs an admin path and decodes the answer into v.
 func adminJSON(t *testing.T, base, path string, v any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+	adminCall(t, base, http.MethodGet, path, v)
+}
+
+// adminCall sends a bodiless admin request, wants 200 and decodes the
+// answer into v.
+func adminCall(t *testing.T, base, method, path string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+path, nil)
 	req.Header.Set("Authorization", "Bearer "+testAdminKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -42,10 +49,10 @@ func adminJSON(t *testing.T, base, path string, v any) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("GET %s: %v: %s", path, err, b)
+		t.Fatalf("%s %s: %v: %s", method, path, err, b)
 	}
 }
 
