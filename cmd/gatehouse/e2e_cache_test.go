@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -295,4 +296,49 @@ func TestExactCacheSurvivesRestart(t *testing.T) {
 	if !bytes.Equal(costField.ReplaceAll(first, nil), costField.ReplaceAll(again, nil)) {
 		t.Fatalf("after a restart the answer differs:\n%s\n%s", first, again)
 	}
+}
+
+// TestExactCacheSharedByReplicas: three gatehouse processes on one Redis
+// (cluster mode) share entries — what one stored, the others serve — and
+// a purge through one replica's admin API empties the cache for all,
+// their memory included.
+func TestExactCacheSharedByReplicas(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	cfg := cacheConfig(up, clusterStorage(t))
+	var urls []string
+	for range 3 {
+		p, _ := startProcess(t, cfg)
+		urls = append(urls, "http://"+p.addr)
+	}
+	body := `{"model":"chat","messages":[{"role":"user","content":"shared between replicas"}]}`
+	resp, first := rawChat(t, urls[0], "gh-cache-qa", body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Gatehouse-Cache") != "miss" {
+		t.Fatalf("first: %d %s %s", resp.StatusCode, resp.Header.Get("X-Gatehouse-Cache"), first)
+	}
+	// The write to Redis is in the background: wait until the second
+	// replica finds it (its own misses keep nothing: no-store).
+	waitFor(t, 5*time.Second, "the entry in Redis", func() bool {
+		resp, _ := rawChat(t, urls[1], "gh-cache-qa", body, "Cache-Control", "no-store")
+		return resp.Header.Get("X-Gatehouse-Cache") == "hit"
+	})
+	calls := upstreamCalls(up)
+	resp, third := rawChat(t, urls[2], "gh-cache-qa", body)
+	if resp.Header.Get("X-Gatehouse-Cache") != "hit" || upstreamCalls(up) != calls {
+		t.Fatalf("third replica: cache %q, upstream calls %d→%d", resp.Header.Get("X-Gatehouse-Cache"), calls, upstreamCalls(up))
+	}
+	costField := regexp.MustCompile(`"cost":[0-9.]+`)
+	if !bytes.Equal(costField.ReplaceAll(first, nil), costField.ReplaceAll(third, nil)) {
+		t.Fatalf("another replica's answer differs:\n%s\n%s", first, third)
+	}
+	var purged struct{ Deleted int }
+	adminCall(t, urls[1], http.MethodDelete, "/admin/cache?project=qa", &purged)
+	if purged.Deleted < 2 { // the second replica's memory and Redis
+		t.Fatalf("purged %d entries, want the memory copy and Redis's", purged.Deleted)
+	}
+	// The third replica's promoted copy in its memory goes too: the purge
+	// is published to every replica.
+	waitFor(t, 5*time.Second, "the purge on the third replica", func() bool {
+		resp, _ := rawChat(t, urls[2], "gh-cache-qa", body, "Cache-Control", "no-store")
+		return resp.Header.Get("X-Gatehouse-Cache") == "miss"
+	})
 }

@@ -21,6 +21,9 @@ import (
 type admitter struct {
 	admitter limit.Admitter
 	closers  []func(context.Context) error // in order
+	// redis is the cluster's Redis client (nil in embedded mode), which
+	// the response cache's Redis tier shares; closed by closers.
+	redis rueidis.Client
 }
 
 // openAdmitter builds the admitter the storage mode calls for.
@@ -54,7 +57,7 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 	} else if n > 0 {
 		log.Info("restored budget counters Redis had lost", "counters", n)
 	}
-	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}}
+	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}, redis: client}
 	fb := &limit.Fallback{Primary: rl, Policy: limit.FailurePolicy(l.FailurePolicy), Replicas: l.Replicas, Cooldown: l.Cooldown.D(),
 		OnDegraded: func(err error) {
 			log.Warn("rate limits: Redis unavailable", "policy", l.FailurePolicy, "error", err.Error())

@@ -17,6 +17,7 @@ import (
 	"gatehouse/internal/config"
 	"gatehouse/internal/limit"
 	"gatehouse/internal/store/postgres"
+	"gatehouse/internal/store/redis"
 	"gatehouse/internal/store/sqlite"
 	"gatehouse/internal/tokens"
 )
@@ -110,9 +111,14 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 		}
 	}
 	s.cacheConf = cfg.Cache.Exact
-	// Embedded mode keeps entries in SQLite too (cache.Store); cluster
-	// mode is in-process only until the Redis tier exists.
-	lower, _ := s.store.(cache.Store)
+	// Behind the in-process tier: Redis in cluster mode, shared by every
+	// replica; the SQLite file in embedded mode.
+	var lower cache.Store
+	if s.limiter.redis != nil {
+		lower = redis.NewCache(s.limiter.redis, cfg.Limits.RedisPrefix)
+	} else if l, ok := s.store.(cache.Store); ok {
+		lower = l
+	}
 	s.cache = cache.New(cache.Options{MaxBytes: cfg.Cache.Exact.MaxBytes, Lower: lower,
 		OnLowerError: func(op string, err error) { log.Warn("cache tier failed", "op", op, "error", err.Error()) }})
 	s.customers = auth.NewCustomers(s.store, auth.CustomersOptions{})

@@ -16,6 +16,7 @@ type Cache struct {
 	mem   *Memory
 	lower Store
 	now   func() time.Time
+	stop  context.CancelFunc // ends the Invalidator subscription; nil without one
 
 	mu     sync.RWMutex // guards closing writes against Puts
 	closed bool
@@ -24,9 +25,11 @@ type Cache struct {
 }
 
 // Store is a lower tier (SQLite in embedded mode, Redis in cluster mode).
-// Get returns nil and no error on a miss or an expired entry.
+// GetEntry returns nil and no error on a miss or an expired entry; it is
+// given the project (the name Entry.Project holds) because a tier may
+// keep each project's entries together (Redis hash tags).
 type Store interface {
-	GetEntry(ctx context.Context, k Key) (*Entry, error)
+	GetEntry(ctx context.Context, project string, k Key) (*Entry, error)
 	PutEntry(ctx context.Context, k Key, e *Entry) error
 	PurgeEntries(ctx context.Context, project string) (int, error)
 }
@@ -43,6 +46,13 @@ const (
 	pruneEvery = time.Minute
 	pruneBatch = 1000
 )
+
+// Invalidator is a lower tier shared by several processes (Redis), which
+// hears of purges made through any of them: each process then empties
+// its own in-process tier of the project too.
+type Invalidator interface {
+	Purges(ctx context.Context, purged func(project string))
+}
 
 type pendingWrite struct {
 	key   Key
@@ -73,6 +83,11 @@ func New(o Options) *Cache {
 	onErr := o.OnLowerError
 	if onErr == nil {
 		onErr = func(string, error) {}
+	}
+	if inv, ok := c.lower.(Invalidator); ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.stop = cancel
+		go inv.Purges(ctx, func(project string) { c.mem.Purge(project) })
 	}
 	pruner, _ := c.lower.(Pruner)
 	go func() {
@@ -116,15 +131,15 @@ func (c *Cache) prune(p Pruner, onErr func(string, error)) {
 	}
 }
 
-// Get returns the live entry under k.
-func (c *Cache) Get(ctx context.Context, k Key) (*Entry, bool) {
+// Get returns the live entry under k, which belongs to project.
+func (c *Cache) Get(ctx context.Context, project string, k Key) (*Entry, bool) {
 	if e, ok := c.mem.Get(k); ok {
 		return e, true
 	}
 	if c.lower == nil {
 		return nil, false
 	}
-	e, err := c.lower.GetEntry(ctx, k)
+	e, err := c.lower.GetEntry(ctx, project, k)
 	if err != nil || e == nil || !c.now().Before(e.Expires) {
 		return nil, false
 	}
@@ -164,6 +179,9 @@ func (c *Cache) Memory() *Memory { return c.mem }
 
 // Close stops the background writer after the queued writes.
 func (c *Cache) Close() {
+	if c.stop != nil {
+		c.stop()
+	}
 	c.mu.Lock()
 	if c.writes != nil && !c.closed {
 		close(c.writes)

@@ -124,7 +124,7 @@ func (x *exchange) serveFromCache(req *llm.ChatRequest, g *route.Group, rp reply
 		return false // bypass, but the answer is kept
 	}
 	x.cache.result = account.CacheMiss
-	e, ok := x.rt.Caching.Cache.Get(x.r.Context(), key)
+	e, ok := x.rt.Caching.Cache.Get(x.r.Context(), x.principal.Project, key)
 	if !ok {
 		return false
 	}

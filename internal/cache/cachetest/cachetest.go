@@ -29,7 +29,7 @@ func entry(project string, ttl time.Duration) *cache.Entry {
 
 func testPutGet(t *testing.T, s cache.Store) {
 	ctx := context.Background()
-	if e, err := s.GetEntry(ctx, "absent"); err != nil || e != nil {
+	if e, err := s.GetEntry(ctx, "qa", "absent"); err != nil || e != nil {
 		t.Fatalf("an absent key: %v, %v", e, err)
 	}
 	want := entry("qa", time.Hour)
@@ -38,7 +38,7 @@ func testPutGet(t *testing.T, s cache.Store) {
 	if err := s.PutEntry(ctx, "k1", want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.GetEntry(ctx, "k1")
+	got, err := s.GetEntry(ctx, "qa", "k1")
 	if err != nil || got == nil {
 		t.Fatalf("get: %v, %v", got, err)
 	}
@@ -54,7 +54,7 @@ func testPutGet(t *testing.T, s cache.Store) {
 	if err := s.PutEntry(ctx, "k1", next); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.GetEntry(ctx, "k1"); got == nil || got.Completion == nil {
+	if got, _ := s.GetEntry(ctx, "qa", "k1"); got == nil || got.Completion == nil {
 		t.Fatalf("after a second put: %+v", got)
 	}
 }
@@ -64,7 +64,7 @@ func testExpiry(t *testing.T, s cache.Store) {
 	if err := s.PutEntry(ctx, "gone", entry("qa", -time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := s.GetEntry(ctx, "gone"); err != nil || e != nil {
+	if e, err := s.GetEntry(ctx, "qa", "gone"); err != nil || e != nil {
 		t.Fatalf("an expired entry was served: %+v, %v", e, err)
 	}
 	if p, ok := s.(cache.Pruner); ok {
@@ -75,7 +75,7 @@ func testExpiry(t *testing.T, s cache.Store) {
 		if err != nil || n != 1 {
 			t.Fatalf("pruned %d (%v), want the 1 expired entry", n, err)
 		}
-		if e, _ := s.GetEntry(ctx, "live"); e == nil {
+		if e, _ := s.GetEntry(ctx, "qa", "live"); e == nil {
 			t.Fatal("pruning took a live entry")
 		}
 	}
@@ -95,10 +95,10 @@ func testPurge(t *testing.T, s cache.Store) {
 	if err != nil || n != 2 {
 		t.Fatalf("purged %d of project a (%v), want 2", n, err)
 	}
-	if e, _ := s.GetEntry(ctx, "a1"); e != nil {
+	if e, _ := s.GetEntry(ctx, "a", "a1"); e != nil {
 		t.Fatal("a1 survived its project's purge")
 	}
-	if e, _ := s.GetEntry(ctx, "b1"); e == nil {
+	if e, _ := s.GetEntry(ctx, "b", "b1"); e == nil {
 		t.Fatal("purging a took b's entry")
 	}
 	if n, err := s.PurgeEntries(ctx, ""); err != nil || n != 1 {
@@ -119,7 +119,7 @@ func testPromotion(t *testing.T, s cache.Store) {
 	if second.Memory().Len() != 0 {
 		t.Fatal("a new cache starts with entries in memory")
 	}
-	e, ok := second.Get(ctx, "shared")
+	e, ok := second.Get(ctx, "qa", "shared")
 	if !ok || e.Cost != 42 {
 		t.Fatalf("the lower tier's entry was not found: %+v", e)
 	}
@@ -130,7 +130,7 @@ func testPromotion(t *testing.T, s cache.Store) {
 	if err != nil || n != 2 {
 		t.Fatalf("purge counted %d (%v), want 2: memory and the lower tier", n, err)
 	}
-	if _, ok := second.Get(ctx, "shared"); ok {
+	if _, ok := second.Get(ctx, "qa", "shared"); ok {
 		t.Fatal("a purged entry was served")
 	}
 }

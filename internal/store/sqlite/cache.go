@@ -11,8 +11,9 @@ import (
 	"gatehouse/internal/store"
 )
 
-// GetEntry implements cache.Store: the live entry under k, or nil.
-func (s *Store) GetEntry(ctx context.Context, k cache.Key) (*cache.Entry, error) {
+// GetEntry implements cache.Store: the live entry under k, or nil (keys
+// are unique across projects, so the project is not needed).
+func (s *Store) GetEntry(ctx context.Context, _ string, k cache.Key) (*cache.Entry, error) {
 	var value []byte
 	err := s.r.QueryRowContext(ctx, `SELECT value FROM cache_entries WHERE key = ? AND expires > ?`,
 		string(k), store.Now().UnixMicro()).Scan(&value)
