@@ -182,8 +182,14 @@ func cell(v any) string {
 		}
 		parts := make([]string, 0, len(v))
 		for k, x := range v {
-			if lim, ok := x.(map[string]any); ok { // model_limits: MODEL=RPM/TPM, as the flag takes them
-				parts = append(parts, k+"="+rate(lim["rpm"])+"/"+rate(lim["tpm"]))
+			if sub, ok := x.(map[string]any); ok {
+				if _, rates := sub["rpm"]; rates { // model_limits: MODEL=RPM/TPM, as the flag takes them
+					parts = append(parts, k+"="+rate(sub["rpm"])+"/"+rate(sub["tpm"]))
+					continue
+				}
+				for sk, sv := range sub { // cache: exact.enabled=true,exact.ttl_seconds=120
+					parts = append(parts, k+"."+sk+"="+cell(sv))
+				}
 				continue
 			}
 			parts = append(parts, k+"="+cell(x))

@@ -30,7 +30,7 @@ var keyColumns = []column{
 }
 
 var keyFields = []string{"id", "name", "project_id", "prefix", "status", "read_only", "rpm", "tpm", "model_limits", "budget",
-	"models", "labels", "expires_at", "revoked_at", "last_used_at", "created_at", "updated_at"}
+	"models", "labels", "no_cache", "expires_at", "revoked_at", "last_used_at", "created_at", "updated_at"}
 
 // keySettings are the flags of create and update.
 type keySettings struct {
@@ -44,6 +44,7 @@ type keySettings struct {
 	// ModelLimit is repeatable; given at all, the list replaces the
 	// key's model limits, and "none" clears them.
 	ModelLimit []string `name:"model-limit" sep:"none" help:"Rates for one model as MODEL=RPM/TPM (0 = unlimited; MODEL=RPM sets no token rate); repeat for more (replaces them); none clears."`
+	NoCache    *bool    `name:"no-cache" help:"Bar the key from the response cache (--no-cache=false lets it back)."`
 }
 
 func (k *keySettings) body(b settings, modelsGiven bool) (settings, error) {
@@ -70,6 +71,9 @@ func (k *keySettings) body(b settings, modelsGiven bool) (settings, error) {
 	}
 	if err := b.labels(k.Label); err != nil {
 		return nil, err
+	}
+	if k.NoCache != nil {
+		b["no_cache"] = *k.NoCache
 	}
 	return b, nil
 }
@@ -252,7 +256,8 @@ type projectSettings struct {
 	Budget    *string  `help:"Spend cap as USD/PERIOD, e.g. 100/month; none clears it."`
 	Models    []string `sep:"," help:"Allowed models, comma-separated; an empty value allows all."`
 	Label     []string `sep:"none" help:"A label NAME=VALUE; repeat for more (replaces the labels)."`
-	Cache     *bool    `help:"Turn the response caches on or off for the project."`
+	Cache     *bool    `help:"Turn the exact response cache on or off for the project (default: the config's)."`
+	CacheTTL  *int     `name:"cache-ttl" help:"Seconds the project's cached answers are kept (0: the config's cache.exact.ttl)."`
 	LogBodies *bool    `name:"log-bodies" help:"Keep request and response bodies in the request log."`
 }
 
@@ -266,8 +271,15 @@ func (p *projectSettings) body(b settings, modelsGiven bool) (settings, error) {
 	if err := b.labels(p.Label); err != nil {
 		return nil, err
 	}
-	if p.Cache != nil {
-		b["cache"] = *p.Cache
+	if p.Cache != nil || p.CacheTTL != nil {
+		exact := map[string]any{}
+		if p.Cache != nil {
+			exact["enabled"] = *p.Cache
+		}
+		if p.CacheTTL != nil {
+			exact["ttl_seconds"] = *p.CacheTTL
+		}
+		b["cache"] = map[string]any{"exact": exact}
 	}
 	if p.LogBodies != nil {
 		b["log_bodies"] = *p.LogBodies

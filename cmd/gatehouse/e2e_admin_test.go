@@ -187,11 +187,11 @@ func TestCLIErrors(t *testing.T) {
 		t.Fatalf("keys create printed no id:\n%s", buf.String())
 	}
 	buf.Reset()
-	tpm, budget := 900, "3/day"
-	if err := (&keysUpdateCmd{adminFlags: f, ID: id, keySettings: keySettings{TPM: &tpm, Budget: &budget}}).run(ctx, &buf); err != nil {
+	tpm, budget, noCache := 900, "3/day", true
+	if err := (&keysUpdateCmd{adminFlags: f, ID: id, keySettings: keySettings{TPM: &tpm, Budget: &budget, NoCache: &noCache}}).run(ctx, &buf); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"tpm", "900", "rpm", "7", "ci", "day"} {
+	for _, want := range []string{"tpm", "900", "rpm", "7", "ci", "day", "no_cache", "true"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Fatalf("keys update shows no %q:\n%s", want, buf.String())
 		}
@@ -228,9 +228,12 @@ func TestCLIErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf.Reset()
-	none := "none"
-	if err := (&projectsUpdateCmd{adminFlags: f, Project: "shop", projectSettings: projectSettings{Budget: &none}}).run(ctx, &buf); err != nil {
+	none, on, ttl := "none", true, 120
+	if err := (&projectsUpdateCmd{adminFlags: f, Project: "shop", projectSettings: projectSettings{Budget: &none, Cache: &on, CacheTTL: &ttl}}).run(ctx, &buf); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "ttl_seconds") || !strings.Contains(buf.String(), "120") {
+		t.Fatalf("projects update --cache --cache-ttl shows:\n%s", buf.String())
 	}
 	buf.Reset()
 	if err := (&projectsListCmd{adminFlags: f}).run(ctx, &buf); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -341,4 +342,65 @@ func TestExactCacheSharedByReplicas(t *testing.T) {
 		resp, _ := rawChat(t, urls[2], "gh-cache-qa", body, "Cache-Control", "no-store")
 		return resp.Header.Get("X-Gatehouse-Cache") == "miss"
 	})
+}
+
+// TestExactCacheProjectAndKeySettings: a project's cache override (on,
+// off, its own TTL) and a key barred from the cache, set through the
+// admin API, apply to the next request.
+func TestExactCacheProjectAndKeySettings(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{Reply: longReply})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "gatehouse.db")
+	gw, _ := stoppableGateway(t, dir, cacheConfig(up, "storage: {sqlite: "+db+"}\nusage: {spill_dir: "+filepath.Join(dir, "spill")+"}\n"))
+	body := `{"model":"chat","messages":[{"role":"user","content":"settings"}]}`
+	state := func(key string) string {
+		t.Helper()
+		resp, b := rawChat(t, gw.URL, key, body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		return resp.Header.Get("X-Gatehouse-Cache")
+	}
+
+	p := adminPost(t, gw.URL, "/admin/projects", `{"name":"off","cache":false}`)
+	off := adminPost(t, gw.URL, "/admin/keys", `{"project":"off","name":"k"}`)["key"].(string)
+	if s1, s2 := state(off), state(off); s1 != "bypass" || s2 != "bypass" {
+		t.Fatalf("a project with the cache off: %s, %s", s1, s2)
+	}
+	adminDo(t, gw.URL, http.MethodPatch, "/admin/projects/"+p["id"].(string), `{"cache":{"exact":{"enabled":true,"ttl_seconds":7}}}`, 200)
+	if s1, s2 := state(off), state(off); s1 != "miss" || s2 != "hit" {
+		t.Fatalf("the project turned on: %s, %s", s1, s2)
+	}
+	// Its own TTL: the entry stored in SQLite expires 7 s after it was kept.
+	kept := time.Now()
+	sq, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	var expires int64
+	waitFor(t, 5*time.Second, "the entry in SQLite", func() bool {
+		return sq.QueryRow(`SELECT expires FROM cache_entries WHERE project = 'off'`).Scan(&expires) == nil
+	})
+	if d := time.UnixMicro(expires).Sub(kept); d < 5*time.Second || d > 7*time.Second {
+		t.Fatalf("the project's entry expires %v after it was stored, want its ttl_seconds, 7 s", d)
+	}
+
+	// A key barred from the cache bypasses it in a project that uses it.
+	adminPost(t, gw.URL, "/admin/projects", `{"name":"on"}`)
+	barred := adminPost(t, gw.URL, "/admin/keys", `{"project":"on","name":"barred","no_cache":true}`)
+	free := adminPost(t, gw.URL, "/admin/keys", `{"project":"on","name":"free"}`)["key"].(string)
+	if s := state(barred["key"].(string)); s != "bypass" {
+		t.Fatalf("a barred key: %s", s)
+	}
+	if s1, s2 := state(free), state(free); s1 != "miss" || s2 != "hit" {
+		t.Fatalf("the project's other key: %s, %s", s1, s2)
+	}
+	if s := state(barred["key"].(string)); s != "bypass" {
+		t.Fatalf("a barred key after the entry was stored: %s", s)
+	}
+	adminDo(t, gw.URL, http.MethodPatch, "/admin/keys/"+barred["id"].(string), `{"no_cache":false}`, 200)
+	if s := state(barred["key"].(string)); s != "hit" {
+		t.Fatalf("the key let back in: %s", s)
+	}
 }

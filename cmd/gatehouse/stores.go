@@ -244,6 +244,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 			Limits:      auth.Limits{RPM: k.RPM, TPM: k.TPM},
 			ModelLimits: modelLimits(k.ModelLimits),
 			Models:      k.Models,
+			NoCache:     k.NoCache,
 			CreatedAt:   loaded,
 			UpdatedAt:   loaded,
 		}

@@ -185,6 +185,7 @@ func staticKeys(keys []config.Key) *auth.Static {
 			Project: k.Project,
 			RPM:     k.RPM,
 			TPM:     k.TPM,
+			NoCache: k.NoCache,
 		}
 		p.ModelLimits = modelLimits(k.ModelLimits)
 		if k.Budget != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -237,7 +238,9 @@ func scenario(e *env) {
 				wantField(t, b, "name", "acme")
 				wantField(t, b, "rpm", 100)
 				wantField(t, b, "read_only", false)
-				wantField(t, b, "cache", false)
+				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:false]]" {
+					t.Errorf("cache %v: want false's long form {exact: {enabled: false}}", b["cache"])
+				}
 			}},
 		{name: "duplicate project", method: "POST", path: "/admin/projects", body: `{"name":"acme"}`, status: 409, param: "name", code: "duplicate_name"},
 		{name: "project without name", method: "POST", path: "/admin/projects", body: `{}`, status: 400, param: "name", code: "missing_field"},
@@ -267,6 +270,26 @@ func scenario(e *env) {
 					t.Errorf("patch touched labels or kept cache: %v", b)
 				}
 			}},
+		{name: "patch project cache object", method: "PATCH", path: "/admin/projects/{p1}",
+			body: `{"cache":{"exact":{"enabled":true,"ttl_seconds":600}}}`, status: 200, check: func(t *testing.T, b map[string]any) {
+				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:true ttl_seconds:600]]" {
+					t.Errorf("cache %v", b["cache"])
+				}
+			}},
+		{name: "patch project cache ttl only", method: "PATCH", path: "/admin/projects/{p1}",
+			body: `{"cache":{"exact":{"ttl_seconds":60}}}`, status: 200, check: func(t *testing.T, b map[string]any) {
+				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:<nil> ttl_seconds:60]]" {
+					t.Errorf("cache %v", b["cache"])
+				}
+			}},
+		{name: "patch project semantic cache", method: "PATCH", path: "/admin/projects/{p1}", body: `{"cache":{"semantic":{"enabled":true}}}`,
+			status: 400, param: "cache", msg: "not built yet"},
+		{name: "patch project cache ttl too long", method: "PATCH", path: "/admin/projects/{p1}", body: `{"cache":{"exact":{"ttl_seconds":99999999}}}`,
+			status: 400, param: "cache", msg: "at most 31536000"},
+		{name: "patch project cache wrong type", method: "PATCH", path: "/admin/projects/{p1}", body: `{"cache":"yes"}`,
+			status: 400, param: "cache", msg: "a boolean or an object"},
+		{name: "patch project cache unknown field", method: "PATCH", path: "/admin/projects/{p1}", body: `{"cache":{"exact":{"ttl":5}}}`,
+			status: 400, param: "cache", msg: "unknown field"},
 		{name: "patch project read-only field", method: "PATCH", path: "/admin/projects/{p1}", body: `{"id":"proj_x"}`, status: 400, param: "id"},
 		{name: "patch project wrong type", method: "PATCH", path: "/admin/projects/{p1}", body: `{"tpm":"lots"}`, status: 400, param: "tpm", msg: "integer"},
 		{name: "patch project null name", method: "PATCH", path: "/admin/projects/{p1}", body: `{"name":null}`, status: 400, param: "name"},
@@ -307,7 +330,13 @@ func scenario(e *env) {
 				wantField(t, b, "status", "active")
 				wantField(t, b, "rpm", 60)
 				wantField(t, b, "expires_at", "2099-01-02T03:04:05Z")
+				wantField(t, b, "no_cache", false)
 			}},
+		{name: "bar a key from the cache", method: "PATCH", path: "/admin/keys/{k1}", body: `{"no_cache":true}`, status: 200,
+			check: func(t *testing.T, b map[string]any) { wantField(t, b, "no_cache", true) }},
+		{name: "no_cache wrong type", method: "PATCH", path: "/admin/keys/{k1}", body: `{"no_cache":"yes"}`, status: 400, param: "no_cache"},
+		{name: "let the key use the cache again", method: "PATCH", path: "/admin/keys/{k1}", body: `{"no_cache":false}`, status: 200,
+			check: func(t *testing.T, b map[string]any) { wantField(t, b, "no_cache", false) }},
 		{name: "create key in an unknown project", method: "POST", path: "/admin/keys", body: `{"project":"nope"}`, status: 400, param: "project", code: "unknown_project"},
 		{name: "create key without project", method: "POST", path: "/admin/keys", body: `{"name":"x"}`, status: 400, param: "project", code: "missing_field"},
 		{name: "create key project wrong type", method: "POST", path: "/admin/keys", body: `{"project":7}`, status: 400, param: "project"},

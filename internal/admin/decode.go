@@ -461,3 +461,75 @@ type deleted struct {
 	Object  string `json:"object"`
 	Deleted bool   `json:"deleted"`
 }
+
+// maxCacheTTL bounds a project's cache TTL, as x-gatehouse-cache-ttl is
+// bounded: a year.
+const maxCacheTTL = 365 * 24 * 3600
+
+// setProjectCache sets a project's cache override: null (follow the
+// config), true or false (the exact cache on or off), or
+// {"exact": {"enabled": true|false|null, "ttl_seconds": N|null}}. The
+// whole override is replaced.
+func setProjectCache(dst **auth.ProjectCache, v json.RawMessage) error {
+	if isNull(v) {
+		*dst = nil
+		return nil
+	}
+	c := &auth.ProjectCache{}
+	var on bool
+	if setBool(&on, v) == nil {
+		c.Exact.Enabled = &on
+		*dst = c
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &obj) != nil {
+		return wrongType(`null, a boolean or an object {"exact": {"enabled", "ttl_seconds"}}`, v)
+	}
+	for name, raw := range obj {
+		switch name {
+		case "exact":
+			if err := setExactOverride(&c.Exact, raw); err != nil {
+				return fmt.Errorf("exact: %w", err)
+			}
+		case "semantic":
+			return errors.New("semantic: the semantic cache is not built yet (issue 11); only exact can be set")
+		default:
+			return fmt.Errorf("unknown field %q (exact is the one there is)", name)
+		}
+	}
+	if c.IsZero() {
+		c = nil
+	}
+	*dst = c
+	return nil
+}
+
+func setExactOverride(dst *auth.ExactCacheOverride, v json.RawMessage) error {
+	if isNull(v) {
+		*dst = auth.ExactCacheOverride{}
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &obj) != nil {
+		return wrongType(`an object {"enabled", "ttl_seconds"}`, v)
+	}
+	for name, raw := range obj {
+		switch name {
+		case "enabled":
+			if err := setOptBool(&dst.Enabled, raw); err != nil {
+				return fmt.Errorf("enabled: %w", err)
+			}
+		case "ttl_seconds":
+			if err := setCount(&dst.TTLSeconds, raw); err != nil {
+				return fmt.Errorf("ttl_seconds: %w", err)
+			}
+			if dst.TTLSeconds > maxCacheTTL {
+				return fmt.Errorf("ttl_seconds: must be at most %d (a year)", maxCacheTTL)
+			}
+		default:
+			return fmt.Errorf("unknown field %q (enabled and ttl_seconds are the ones there are)", name)
+		}
+	}
+	return nil
+}

@@ -73,6 +73,7 @@ func keyFields(now time.Time) []field[auth.Key] {
 		{name: "models", set: func(k *auth.Key, v json.RawMessage) error { return setList(&k.Models, v) }},
 		{name: "labels", set: func(k *auth.Key, v json.RawMessage) error { return setLabels(&k.Labels, v) }},
 		{name: "expires_at", set: func(k *auth.Key, v json.RawMessage) error { return setFuture(&k.ExpiresAt, v, now) }},
+		{name: "no_cache", set: func(k *auth.Key, v json.RawMessage) error { return setBool(&k.NoCache, v) }},
 	}
 }
 

@@ -28,7 +28,7 @@ var projectFields = []field[auth.Project]{
 	{name: "budget", set: func(p *auth.Project, v json.RawMessage) error { return setBudget(&p.Budget, v) }},
 	{name: "models", set: func(p *auth.Project, v json.RawMessage) error { return setList(&p.Models, v) }},
 	{name: "labels", set: func(p *auth.Project, v json.RawMessage) error { return setLabels(&p.Labels, v) }},
-	{name: "cache", set: func(p *auth.Project, v json.RawMessage) error { return setOptBool(&p.Cache, v) }},
+	{name: "cache", set: func(p *auth.Project, v json.RawMessage) error { return setProjectCache(&p.Cache, v) }},
 	{name: "log_bodies", set: func(p *auth.Project, v json.RawMessage) error { return setBool(&p.LogBodies, v) }},
 }
 

@@ -55,10 +55,12 @@ type Principal struct {
 	Labels map[string]string
 	// ExpiresAt is when the key stops working; zero means never.
 	ExpiresAt time.Time
-	// Cache and LogBodies are the project's settings (Project.Cache,
-	// Project.LogBodies).
-	Cache     *bool
+	// Cache is the project's override of the cache settings (nil:
+	// none) and LogBodies its log_bodies; NoCache bars the key itself
+	// from the cache.
+	Cache     *ProjectCache
 	LogBodies bool
+	NoCache   bool
 	// ReadOnly marks a static key from the config file.
 	ReadOnly bool
 }

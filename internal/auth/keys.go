@@ -524,6 +524,7 @@ func newPrincipal(k *Key, p *Project) *Principal {
 		RPM:       k.RPM,
 		TPM:       k.TPM,
 		Budget:    k.Budget,
+		NoCache:   k.NoCache,
 	}
 	if len(k.ModelLimits) > 0 {
 		pr.ModelLimits = maps.Clone(k.ModelLimits)

@@ -25,7 +25,7 @@ func TestKeysPrincipal(t *testing.T) {
 		Budget: &auth.Budget{USD: 100, Period: auth.PeriodMonth},
 		Models: []string{"gpt-4o", "gpt-4o-mini", "claude"},
 		Labels: map[string]string{"team": "search", "env": "prod"},
-		Cache:  &yes, LogBodies: true,
+		Cache:  &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &yes}}, LogBodies: true,
 	})
 	clk := newClock()
 	exp := clk.Now().Add(48 * time.Hour)
@@ -56,7 +56,7 @@ func TestKeysPrincipal(t *testing.T) {
 			ProjectBudget: &auth.Budget{USD: 100, Period: auth.PeriodMonth},
 			Models:        map[string]bool{"gpt-4o-mini": true},
 			Labels:        map[string]string{"team": "search", "env": "ci", "owner": "ana"},
-			ExpiresAt:     exp, Cache: &yes, LogBodies: true,
+			ExpiresAt:     exp, Cache: &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &yes}}, LogBodies: true,
 		}, nil},
 		{"gh-plain-secret", &auth.Principal{
 			KeyID: plain.ID, Name: "gh-plain-secret", Project: "search", ProjectID: p.ID,
@@ -64,7 +64,7 @@ func TestKeysPrincipal(t *testing.T) {
 			ProjectBudget: &auth.Budget{USD: 100, Period: auth.PeriodMonth},
 			Models:        map[string]bool{"gpt-4o": true, "gpt-4o-mini": true, "claude": true},
 			Labels:        map[string]string{"team": "search", "env": "prod"},
-			Cache:         &yes, LogBodies: true,
+			Cache:         &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &yes}}, LogBodies: true,
 		}, nil},
 		{"gh-disjoint-secret", &auth.Principal{
 			KeyID: disjoint.ID, Name: "gh-disjoint-secret", Project: "search", ProjectID: p.ID,
@@ -72,7 +72,7 @@ func TestKeysPrincipal(t *testing.T) {
 			ProjectBudget: &auth.Budget{USD: 100, Period: auth.PeriodMonth},
 			Models:        map[string]bool{}, // the lists share nothing: no model
 			Labels:        map[string]string{"team": "search", "env": "prod"},
-			Cache:         &yes, LogBodies: true,
+			Cache:         &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &yes}}, LogBodies: true,
 		}, nil},
 		{"gh-any-secret", &auth.Principal{KeyID: anyKey.ID, Name: "gh-any-secret", Project: "open", ProjectID: open.ID}, nil},
 		{"gh-static-secret", &auth.Principal{KeyID: "static:demo", Project: "demo", RPM: 5, ReadOnly: true}, nil},

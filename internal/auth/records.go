@@ -38,15 +38,32 @@ type Project struct {
 	Budget *Budget           `json:"budget,omitempty"`
 	Models []string          `json:"models,omitempty"` // allowed models; empty = all
 	Labels map[string]string `json:"labels,omitempty"`
-	// Cache turns the response caches on or off for the project; nil
-	// follows the config's defaults.
-	Cache *bool `json:"cache,omitempty"`
+	// Cache overrides the config's cache settings for the project; nil
+	// follows them.
+	Cache *ProjectCache `json:"cache,omitempty"`
 	// LogBodies keeps request and response bodies in the request log;
 	// off by default (bodies may hold personal data).
 	LogBodies bool      `json:"log_bodies"`
 	ReadOnly  bool      `json:"read_only"` // defined in the config file, not editable by the API
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ProjectCache is a project's override of the config's cache section.
+type ProjectCache struct {
+	Exact ExactCacheOverride `json:"exact"`
+}
+
+// ExactCacheOverride overrides cache.exact for one project; a zero field
+// follows the config.
+type ExactCacheOverride struct {
+	Enabled    *bool `json:"enabled"`               // nil: cache.exact.enabled
+	TTLSeconds int   `json:"ttl_seconds,omitempty"` // 0: cache.exact.ttl
+}
+
+// IsZero reports whether the override changes nothing.
+func (c *ProjectCache) IsZero() bool {
+	return c == nil || c.Exact.Enabled == nil && c.Exact.TTLSeconds == 0
 }
 
 // Key is a virtual API key. The secret itself is never stored: only its
@@ -66,10 +83,13 @@ type Key struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
 	RevokedAt   *time.Time        `json:"revoked_at,omitempty"`
-	ReadOnly    bool              `json:"read_only"` // a static key from the config file
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
-	LastUsedAt  *time.Time        `json:"last_used_at,omitempty"`
+	// NoCache bars the key from the response cache: its requests are
+	// neither answered from it nor stored (x-gatehouse-cache: bypass).
+	NoCache    bool       `json:"no_cache"`
+	ReadOnly   bool       `json:"read_only"` // a static key from the config file
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 }
 
 // Active reports whether the key may be used at now.

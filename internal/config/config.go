@@ -174,6 +174,8 @@ type Key struct {
 	// ModelLimits are rates per model, by models[].name, on top of RPM
 	// and TPM: model_limits: {chat: {rpm: 3, tpm: 10000}}.
 	ModelLimits map[string]ModelLimit `yaml:"model_limits"`
+	// NoCache bars the key from the response cache.
+	NoCache bool `yaml:"no_cache"`
 }
 
 // ModelLimit is a key's rate for one model; 0 means unlimited.

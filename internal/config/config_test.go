@@ -116,7 +116,7 @@ func TestLoadEveryField(t *testing.T) {
 		},
 		Keys: []Key{
 			{Key: "gh-team-secret", Name: "team", Project: "platform", RPM: 120, Budget: &Budget{USD: 12.5, Period: "week"}, Models: []string{"llama"}},
-			{Key: "gh-second", Name: "second"},
+			{Key: "gh-second", Name: "second", NoCache: true},
 		},
 		Cache: Cache{
 			Exact:    ExactCache{Enabled: true, TTL: secs(900), MaxBytes: 64 << 20},

@@ -58,15 +58,19 @@ func (x *exchange) cachePolicy() bool {
 	if c == nil || p == nil {
 		return true
 	}
-	on := c.Enabled
-	if p.Cache != nil {
-		on = *p.Cache
+	on, ttl := c.Enabled, c.TTL
+	if o := p.Cache; o != nil {
+		if o.Exact.Enabled != nil {
+			on = *o.Exact.Enabled
+		}
+		if o.Exact.TTLSeconds > 0 {
+			ttl = time.Duration(o.Exact.TTLSeconds) * time.Second
+		}
 	}
-	if !on {
+	if !on || p.NoCache {
 		return true
 	}
 	noCache, noStore := cacheControl(x.r.Header)
-	ttl := c.TTL
 	if v := x.r.Header.Get(hdrCacheTTL); v != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || n < 0 || n > int64(365*24*time.Hour/time.Second) {

@@ -81,6 +81,9 @@ func NormProject(p *auth.Project) {
 	if len(p.Models) == 0 {
 		p.Models = nil
 	}
+	if p.Cache.IsZero() {
+		p.Cache = nil
+	}
 	if len(p.Labels) == 0 {
 		p.Labels = nil
 	}
@@ -107,4 +110,32 @@ func NormCustomer(c *auth.Customer) {
 	if len(c.Labels) == 0 {
 		c.Labels = nil
 	}
+}
+
+// CacheColumns are a project's cache override as the stores keep it: the
+// exact cache's on/off (NULL: the config's) and TTL in seconds (NULL:
+// the config's).
+func CacheColumns(c *auth.ProjectCache) (enabled, ttl any) {
+	if c == nil {
+		return nil, nil
+	}
+	if c.Exact.Enabled != nil {
+		enabled = *c.Exact.Enabled
+	}
+	if c.Exact.TTLSeconds > 0 {
+		ttl = int64(c.Exact.TTLSeconds)
+	}
+	return enabled, ttl
+}
+
+// ProjectCacheOf is CacheColumns' inverse: nil when neither is set.
+func ProjectCacheOf(enabled *bool, ttl *int64) *auth.ProjectCache {
+	c := &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: enabled}}
+	if ttl != nil {
+		c.Exact.TTLSeconds = int(*ttl)
+	}
+	if c.IsZero() {
+		return nil
+	}
+	return c
 }

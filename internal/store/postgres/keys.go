@@ -12,10 +12,11 @@ import (
 )
 
 const keyCols = `k.id, k.hash, k.prefix, k.project_id, k.name, k.rpm, k.tpm, k.budget_usd, k.budget_period, k.models::text,
-	k.labels::text, k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at, k.model_limits::text`
+	k.labels::text, k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at, k.model_limits::text,
+	k.no_cache`
 
 const projectColsP = `p.id, p.name, p.rpm, p.tpm, p.budget_usd, p.budget_period, p.models::text, p.labels::text, p.cache,
-	p.log_bodies, p.read_only, p.created_at, p.updated_at`
+	p.cache_ttl, p.log_bodies, p.read_only, p.created_at, p.updated_at`
 
 // keyDest collects one key row (see projectDest).
 type keyDest struct {
@@ -29,7 +30,8 @@ type keyDest struct {
 
 func (d *keyDest) ptrs() []any {
 	return []any{&d.k.ID, &d.hash, &d.k.Prefix, &d.k.ProjectID, &d.k.Name, &d.k.RPM, &d.k.TPM, &d.usd, &d.period,
-		&d.models, &d.labels, &d.k.ExpiresAt, &d.k.RevokedAt, &d.k.ReadOnly, &d.k.CreatedAt, &d.k.UpdatedAt, &d.k.LastUsedAt, &d.modelLimits}
+		&d.models, &d.labels, &d.k.ExpiresAt, &d.k.RevokedAt, &d.k.ReadOnly, &d.k.CreatedAt, &d.k.UpdatedAt, &d.k.LastUsedAt, &d.modelLimits,
+		&d.k.NoCache}
 }
 
 func (d *keyDest) key() (*auth.Key, error) {
@@ -118,10 +120,11 @@ func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 	usd, period := budgetArgs(k.Budget)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO keys (id, hash, prefix, project_id, name, rpm, tpm, budget_usd, budget_period,
-			models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11::jsonb,$12,$13,$14,$15,$15,$16,$17::jsonb)`,
+			models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits, no_cache)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11::jsonb,$12,$13,$14,$15,$15,$16,$17::jsonb,$18)`,
 			id, k.Hash[:], k.Prefix, k.ProjectID, k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models),
-			store.JSONMap(k.Labels), k.ExpiresAt, k.RevokedAt, k.ReadOnly, now, k.LastUsedAt, store.JSONModelLimits(k.ModelLimits))
+			store.JSONMap(k.Labels), k.ExpiresAt, k.RevokedAt, k.ReadOnly, now, k.LastUsedAt, store.JSONModelLimits(k.ModelLimits),
+			k.NoCache)
 		if err != nil {
 			return err
 		}
@@ -154,9 +157,10 @@ func (s *Store) UpdateKey(ctx context.Context, k *auth.Key) error {
 	var got *auth.Key
 	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
 		got, err = scanKey(tx.QueryRow(ctx, `UPDATE keys k SET name=$1, rpm=$2, tpm=$3, budget_usd=$4, budget_period=$5,
-			models=$6::jsonb, labels=$7::jsonb, expires_at=$8, updated_at=$9, model_limits=$11::jsonb WHERE id=$10 RETURNING `+keyCols,
+			models=$6::jsonb, labels=$7::jsonb, expires_at=$8, updated_at=$9, model_limits=$11::jsonb, no_cache=$12
+			WHERE id=$10 RETURNING `+keyCols,
 			k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models), store.JSONMap(k.Labels), k.ExpiresAt,
-			store.Now(), k.ID, store.JSONModelLimits(k.ModelLimits)))
+			store.Now(), k.ID, store.JSONModelLimits(k.ModelLimits), k.NoCache))
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,8 @@ import (
 	"gatehouse/internal/store"
 )
 
-const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models::text, labels::text, cache, log_bodies, read_only, created_at, updated_at`
+const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models::text, labels::text, cache, cache_ttl, log_bodies,
+	read_only, created_at, updated_at`
 
 // projectDest collects one project row; scanning through it lets
 // KeyByHash read a key and its project from one joined row.
@@ -19,16 +20,19 @@ type projectDest struct {
 	usd            *float64
 	period         *string
 	models, labels string
+	cache          *bool
+	cacheTTL       *int64
 }
 
 func (d *projectDest) ptrs() []any {
-	return []any{&d.p.ID, &d.p.Name, &d.p.RPM, &d.p.TPM, &d.usd, &d.period, &d.models, &d.labels, &d.p.Cache,
+	return []any{&d.p.ID, &d.p.Name, &d.p.RPM, &d.p.TPM, &d.usd, &d.period, &d.models, &d.labels, &d.cache, &d.cacheTTL,
 		&d.p.LogBodies, &d.p.ReadOnly, &d.p.CreatedAt, &d.p.UpdatedAt}
 }
 
 func (d *projectDest) project() (*auth.Project, error) {
 	p := d.p
 	p.Budget = scanBudget(d.usd, d.period)
+	p.Cache = store.ProjectCacheOf(d.cache, d.cacheTTL)
 	p.CreatedAt, p.UpdatedAt = utc(p.CreatedAt), utc(p.UpdatedAt)
 	var errs [2]error
 	p.Models, errs[0] = store.ParseList(d.models)
@@ -75,10 +79,12 @@ func (s *Store) CreateProject(ctx context.Context, p *auth.Project) error {
 	id := store.NewID(store.ProjectPrefix, now)
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
+	cacheOn, cacheTTL := store.CacheColumns(p.Cache)
 	err := s.withConn(ctx, func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, `INSERT INTO projects (id, name, rpm, tpm, budget_usd, budget_period, models, labels, cache,
-			log_bodies, read_only, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$12)`,
-			id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), p.Cache,
+			cache_ttl, log_bodies, read_only, created_at, updated_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13,$13)`,
+			id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cacheOn, cacheTTL,
 			p.LogBodies, p.ReadOnly, now)
 		return err
 	})
@@ -118,12 +124,13 @@ func (s *Store) UpdateProject(ctx context.Context, p *auth.Project) error {
 	now := store.Now()
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
+	cacheOn, cacheTTL := store.CacheColumns(p.Cache)
 	what := fmt.Sprintf("project %q (name %q)", p.ID, p.Name)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `UPDATE projects SET name=$1, rpm=$2, tpm=$3, budget_usd=$4, budget_period=$5, models=$6::jsonb,
-			labels=$7::jsonb, cache=$8, log_bodies=$9, read_only=$10, updated_at=$11 WHERE id=$12 RETURNING created_at`,
-			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), p.Cache,
-			p.LogBodies, p.ReadOnly, now, p.ID).Scan(&p.CreatedAt)
+			labels=$7::jsonb, cache=$8, cache_ttl=$13, log_bodies=$9, read_only=$10, updated_at=$11 WHERE id=$12 RETURNING created_at`,
+			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cacheOn,
+			p.LogBodies, p.ReadOnly, now, p.ID, cacheTTL).Scan(&p.CreatedAt)
 		if err != nil {
 			return err
 		}

@@ -11,12 +11,13 @@ import (
 )
 
 const keyCols = `k.id, k.hash, k.prefix, k.project_id, k.name, k.rpm, k.tpm, k.budget_usd, k.budget_period, k.models, k.labels,
-	k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at, k.model_limits`
+	k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at, k.model_limits, k.no_cache`
 
 const keyByHashSQL = `SELECT ` + keyCols + `, ` + projectColsP + ` FROM keys k JOIN projects p ON p.id = k.project_id WHERE k.hash = ?`
 
 // projectColsP is projectCols qualified for the join in KeyByHash.
-const projectColsP = `p.id, p.name, p.rpm, p.tpm, p.budget_usd, p.budget_period, p.models, p.labels, p.cache, p.log_bodies, p.read_only, p.created_at, p.updated_at`
+const projectColsP = `p.id, p.name, p.rpm, p.tpm, p.budget_usd, p.budget_period, p.models, p.labels, p.cache, p.cache_ttl,
+	p.log_bodies, p.read_only, p.created_at, p.updated_at`
 
 // keyDest collects one key row; scanning through it lets KeyByHash read
 // the key and its project from one joined row.
@@ -32,7 +33,8 @@ type keyDest struct {
 
 func (d *keyDest) ptrs() []any {
 	return []any{&d.k.ID, &d.hash, &d.k.Prefix, &d.k.ProjectID, &d.k.Name, &d.k.RPM, &d.k.TPM, &d.usd, &d.period,
-		&d.models, &d.labels, &d.expires, &d.revoked, &d.k.ReadOnly, &d.created, &d.updated, &d.lastUsed, &d.modelLimits}
+		&d.models, &d.labels, &d.expires, &d.revoked, &d.k.ReadOnly, &d.created, &d.updated, &d.lastUsed, &d.modelLimits,
+		&d.k.NoCache}
 }
 
 func (d *keyDest) key() (*auth.Key, error) {
@@ -116,11 +118,11 @@ func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 	store.NormKey(k)
 	usd, period := budgetArgs(k.Budget)
 	_, err := s.w.ExecContext(ctx, `INSERT INTO keys (id, hash, prefix, project_id, name, rpm, tpm, budget_usd, budget_period,
-		models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits, no_cache)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		id, k.Hash[:], k.Prefix, k.ProjectID, k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models), store.JSONMap(k.Labels),
 		fmtTimePtr(k.ExpiresAt), fmtTimePtr(k.RevokedAt), k.ReadOnly, fmtTime(now), fmtTime(now), fmtTimePtr(k.LastUsedAt),
-		store.JSONModelLimits(k.ModelLimits))
+		store.JSONModelLimits(k.ModelLimits), k.NoCache)
 	if err != nil {
 		return classify(err, fmt.Sprintf("key %q in project %q", k.Name, k.ProjectID))
 	}
@@ -145,9 +147,9 @@ func (s *Store) UpdateKey(ctx context.Context, k *auth.Key) error {
 	var got *auth.Key
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE keys SET name=?, rpm=?, tpm=?, budget_usd=?, budget_period=?, models=?, labels=?,
-			expires_at=?, model_limits=?, updated_at=? WHERE id=?`,
+			expires_at=?, model_limits=?, no_cache=?, updated_at=? WHERE id=?`,
 			k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models), store.JSONMap(k.Labels), fmtTimePtr(k.ExpiresAt),
-			store.JSONModelLimits(k.ModelLimits), fmtTime(store.Now()), k.ID)
+			store.JSONModelLimits(k.ModelLimits), k.NoCache, fmtTime(store.Now()), k.ID)
 		if err != nil {
 			return classify(err, fmt.Sprintf("key %q", k.ID))
 		}

@@ -9,7 +9,8 @@ import (
 	"gatehouse/internal/store"
 )
 
-const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models, labels, cache, log_bodies, read_only, created_at, updated_at`
+const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models, labels, cache, cache_ttl, log_bodies, read_only,
+	created_at, updated_at`
 
 // projectDest collects one project row (see keyDest).
 type projectDest struct {
@@ -18,20 +19,26 @@ type projectDest struct {
 	period                           sql.NullString
 	models, labels, created, updated string
 	cache                            sql.NullBool
+	cacheTTL                         sql.NullInt64
 }
 
 func (d *projectDest) ptrs() []any {
 	return []any{&d.p.ID, &d.p.Name, &d.p.RPM, &d.p.TPM, &d.usd, &d.period, &d.models, &d.labels, &d.cache,
-		&d.p.LogBodies, &d.p.ReadOnly, &d.created, &d.updated}
+		&d.cacheTTL, &d.p.LogBodies, &d.p.ReadOnly, &d.created, &d.updated}
 }
 
 func (d *projectDest) project() (*auth.Project, error) {
 	p := d.p
 	p.Budget = scanBudget(d.usd, d.period)
+	var enabled *bool
+	var ttl *int64
 	if d.cache.Valid {
-		v := d.cache.Bool
-		p.Cache = &v
+		enabled = &d.cache.Bool
 	}
+	if d.cacheTTL.Valid {
+		ttl = &d.cacheTTL.Int64
+	}
+	p.Cache = store.ProjectCacheOf(enabled, ttl)
 	var errs [4]error
 	p.Models, errs[0] = store.ParseList(d.models)
 	p.Labels, errs[1] = store.ParseMap(d.labels)
@@ -60,21 +67,15 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-func nullBool(b *bool) any {
-	if b == nil {
-		return nil
-	}
-	return *b
-}
-
 // CreateProject inserts p, filling its ID and times.
 func (s *Store) CreateProject(ctx context.Context, p *auth.Project) error {
 	now := store.Now()
 	id := store.NewID(store.ProjectPrefix, now)
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO projects (`+projectCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), nullBool(p.Cache),
+	cacheOn, cacheTTL := store.CacheColumns(p.Cache)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO projects (`+projectCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cacheOn, cacheTTL,
 		p.LogBodies, p.ReadOnly, fmtTime(now), fmtTime(now))
 	if err != nil {
 		return classify(err, fmt.Sprintf("project name %q", p.Name))
@@ -108,12 +109,13 @@ func (s *Store) UpdateProject(ctx context.Context, p *auth.Project) error {
 	now := store.Now()
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
+	cacheOn, cacheTTL := store.CacheColumns(p.Cache)
 	var changed []auth.Hash
 	var created string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `UPDATE projects SET name=?, rpm=?, tpm=?, budget_usd=?, budget_period=?, models=?, labels=?,
-			cache=?, log_bodies=?, read_only=?, updated_at=? WHERE id=? RETURNING created_at`,
-			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), nullBool(p.Cache),
+			cache=?, cache_ttl=?, log_bodies=?, read_only=?, updated_at=? WHERE id=? RETURNING created_at`,
+			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cacheOn, cacheTTL,
 			p.LogBodies, p.ReadOnly, fmtTime(now), p.ID).Scan(&created)
 		if err != nil {
 			return classify(err, fmt.Sprintf("project %q (name %q)", p.ID, p.Name))

@@ -22,6 +22,7 @@ func testKeys(t *testing.T, s auth.Store) {
 		Models: []string{"gpt-4o-mini"}, Labels: map[string]string{"owner": "ci"},
 		ModelLimits: map[string]auth.Limits{"gpt-4o-mini": {RPM: 3}, "big/model:v1": {RPM: 1, TPM: 900}},
 		ExpiresAt:   &exp,
+		NoCache:     true,
 	}
 	if err := s.CreateKey(ctx, k); err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func testKeys(t *testing.T, s auth.Store) {
 	// record is ignored, and the record is reloaded.
 	time.Sleep(2 * time.Millisecond)
 	orig := k.Hash
-	k.Name, k.RPM, k.Budget, k.Models, k.Labels, k.ExpiresAt = "ci-2", 120, nil, nil, nil, nil
+	k.Name, k.RPM, k.Budget, k.Models, k.Labels, k.ExpiresAt, k.NoCache = "ci-2", 120, nil, nil, nil, nil, false
 	k.ModelLimits = map[string]auth.Limits{"gpt-4o": {TPM: 500}}
 	k.Hash, k.ProjectID = hashOf("sneaky"), "proj_other"
 	if err := s.UpdateKey(ctx, k); err != nil {
@@ -73,7 +74,7 @@ func testKeys(t *testing.T, s auth.Store) {
 		t.Fatal(err)
 	}
 	diff(t, "updated key", k, got)
-	if got.Name != "ci-2" || got.RPM != 120 || got.ExpiresAt != nil || got.Budget != nil {
+	if got.Name != "ci-2" || got.RPM != 120 || got.ExpiresAt != nil || got.Budget != nil || got.NoCache {
 		t.Errorf("update not applied: %+v", got)
 	}
 	diff(t, "updated model limits", map[string]auth.Limits{"gpt-4o": {TPM: 500}}, got.ModelLimits)

@@ -151,7 +151,7 @@ func testProjects(t *testing.T, s auth.Store) {
 		Budget:    &auth.Budget{USD: 12.5, Period: auth.PeriodMonth},
 		Models:    []string{"gpt-4o-mini", "claude-3-5-haiku-latest"},
 		Labels:    map[string]string{"team": "search", "env": "prod"},
-		Cache:     &on,
+		Cache:     &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &on, TTLSeconds: 600}},
 		LogBodies: true,
 	}
 	if err := s.CreateProject(ctx, p); err != nil {
@@ -185,7 +185,8 @@ func testProjects(t *testing.T, s auth.Store) {
 
 	time.Sleep(2 * time.Millisecond) // so UpdatedAt can move on
 	off := false
-	p.Name, p.RPM, p.Budget, p.Models, p.Labels, p.Cache, p.LogBodies = "acme-2", 0, nil, nil, map[string]string{"x": "y"}, &off, false
+	p.Name, p.RPM, p.Budget, p.Models, p.Labels, p.Cache, p.LogBodies = "acme-2", 0, nil, nil, map[string]string{"x": "y"},
+		&auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &off}}, false
 	if err := s.UpdateProject(ctx, p); err != nil {
 		t.Fatal(err)
 	}
