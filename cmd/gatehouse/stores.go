@@ -39,6 +39,30 @@ type stores struct {
 	sink      *account.Sink // nil when usage records are off
 	cache     *cache.Cache  // the exact response cache; its tiers live across reloads
 	cacheConf config.ExactCache
+	// vectors is the semantic cache's index, made when a config first
+	// names an embedder; vectorLog persists it (embedded mode).
+	vectors   *cache.Vectors
+	vectorLog *cache.VectorLog
+}
+
+// semanticIndex returns the process's vector index, making it (and
+// loading what the store kept of it) the first time a config asks.
+func (s *stores) semanticIndex(sc config.SemanticCache, log *slog.Logger) *cache.Vectors {
+	if s.vectors != nil {
+		return s.vectors
+	}
+	s.vectors = cache.NewVectors(0, sc.MaxEntries)
+	if vs, ok := s.store.(cache.VectorStore); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if n, err := cache.LoadVectors(ctx, vs, s.vectors); err != nil {
+			log.Warn("semantic cache: could not load the stored vectors", "error", err.Error())
+		} else if n > 0 {
+			log.Info("semantic cache: vectors loaded", "vectors", n)
+		}
+		s.vectorLog = cache.NewVectorLog(vs, func(err error) { log.Warn("semantic cache: vector not kept", "error", err.Error()) })
+	}
+	return s.vectors
 }
 
 // overlay is the store's prices for the catalog; nil without a store.
@@ -173,6 +197,9 @@ func (s *stores) close() error {
 	s.customers.Close()
 	s.prices.stop()
 	s.cache.Close()
+	if s.vectorLog != nil {
+		s.vectorLog.Close()
+	}
 	sinkErr := s.closeSink() // before the store closes: the last records go to it
 	return errors.Join(sinkErr, s.limiter.close(), s.keys.Close(), s.store.Close())
 }
@@ -261,6 +288,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 	return admin.New(admin.Options{
 		Usage:         usage,
 		Cache:         s.cache,
+		Semantic:      cfg.Cache.Semantic.Embedder.Provider != "",
 		Prices:        s.prices.store,
 		ConfigPrices:  configPrices,
 		PricesChanged: s.prices.load,

@@ -82,6 +82,9 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 			x := cfg.Cache.Exact
 			rt.Caching = &server.Caching{Cache: st.cache, Enabled: x.Enabled, TTL: x.TTL.D(),
 				MaxEntryBytes: max(x.MaxBytes/8, 1)}
+			if rt.Caching.Semantic, err = semantic(cfg.Cache.Semantic, deployments, st, log); err != nil {
+				return nil, err
+			}
 		}
 		if st.sink != nil {
 			rt.Usage = st.sink
@@ -101,6 +104,27 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 	}
 	gen.runtime = rt
 	return gen, nil
+}
+
+// semantic wires the semantic cache when the config names an embedder:
+// the named provider's deployment of the embedder model, called through
+// its adapter like any upstream. nil without an embedder.
+func semantic(sc config.SemanticCache, deployments map[string]provider.Deployment, st *stores, log *slog.Logger) (*server.Semantic, error) {
+	if sc.Embedder.Provider == "" {
+		return nil, nil
+	}
+	d := deployments[sc.Embedder.Provider]
+	d.Model = sc.Embedder.Model
+	embed, err := server.NewEmbedder(d)
+	if err != nil {
+		return nil, fmt.Errorf("cache.semantic.embedder: %w", err)
+	}
+	s := &server.Semantic{Vectors: st.semanticIndex(sc, log), Embed: embed, Enabled: sc.Enabled,
+		Threshold: sc.Threshold, Timeout: sc.Timeout.D(), PerKey: sc.PerKey}
+	if st.vectorLog != nil {
+		s.Kept = st.vectorLog.Kept
+	}
+	return s, nil
 }
 
 // bodyRedactor builds the redaction of kept bodies from the config (its

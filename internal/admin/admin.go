@@ -64,6 +64,9 @@ type Options struct {
 	// Cache is the response cache DELETE /admin/cache empties; nil
 	// answers 501 there.
 	Cache CachePurger
+	// Semantic says the gateway runs a semantic cache (an embedder is
+	// configured), so a project may turn it on.
+	Semantic bool
 	// Log receives store failures (never secrets or bodies); nil discards.
 	Log *slog.Logger
 	// Now is the clock for expiry and revocation; nil means time.Now.

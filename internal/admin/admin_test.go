@@ -238,7 +238,7 @@ func scenario(e *env) {
 				wantField(t, b, "name", "acme")
 				wantField(t, b, "rpm", 100)
 				wantField(t, b, "read_only", false)
-				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:false]]" {
+				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:false] semantic:map[enabled:<nil>]]" {
 					t.Errorf("cache %v: want false's long form {exact: {enabled: false}}", b["cache"])
 				}
 			}},
@@ -272,18 +272,26 @@ func scenario(e *env) {
 			}},
 		{name: "patch project cache object", method: "PATCH", path: "/admin/projects/{p1}",
 			body: `{"cache":{"exact":{"enabled":true,"ttl_seconds":600}}}`, status: 200, check: func(t *testing.T, b map[string]any) {
-				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:true ttl_seconds:600]]" {
+				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:true ttl_seconds:600] semantic:map[enabled:<nil>]]" {
 					t.Errorf("cache %v", b["cache"])
 				}
 			}},
 		{name: "patch project cache ttl only", method: "PATCH", path: "/admin/projects/{p1}",
 			body: `{"cache":{"exact":{"ttl_seconds":60}}}`, status: 200, check: func(t *testing.T, b map[string]any) {
-				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:<nil> ttl_seconds:60]]" {
+				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:<nil> ttl_seconds:60] semantic:map[enabled:<nil>]]" {
 					t.Errorf("cache %v", b["cache"])
 				}
 			}},
-		{name: "patch project semantic cache", method: "PATCH", path: "/admin/projects/{p1}", body: `{"cache":{"semantic":{"enabled":true}}}`,
-			status: 400, param: "cache", msg: "not built yet"},
+		{name: "patch project semantic cache without an embedder", method: "PATCH", path: "/admin/projects/{p1}",
+			body: `{"cache":{"semantic":{"enabled":true}}}`, status: 400, param: "cache", code: "semantic_unavailable"},
+		{name: "patch project semantic threshold", method: "PATCH", path: "/admin/projects/{p1}",
+			body: `{"cache":{"semantic":{"threshold":0.9},"exact":{"ttl_seconds":60}}}`, status: 200, check: func(t *testing.T, b map[string]any) {
+				if c, _ := b["cache"].(map[string]any); fmt.Sprint(c) != "map[exact:map[enabled:<nil> ttl_seconds:60] semantic:map[enabled:<nil> threshold:0.9]]" {
+					t.Errorf("cache %v", b["cache"])
+				}
+			}},
+		{name: "patch project semantic threshold out of range", method: "PATCH", path: "/admin/projects/{p1}",
+			body: `{"cache":{"semantic":{"threshold":1.5}}}`, status: 400, param: "cache", msg: "above 0 and at most 1"},
 		{name: "patch project cache ttl too long", method: "PATCH", path: "/admin/projects/{p1}", body: `{"cache":{"exact":{"ttl_seconds":99999999}}}`,
 			status: 400, param: "cache", msg: "at most 31536000"},
 		{name: "patch project cache wrong type", method: "PATCH", path: "/admin/projects/{p1}", body: `{"cache":"yes"}`,

@@ -468,7 +468,8 @@ const maxCacheTTL = 365 * 24 * 3600
 
 // setProjectCache sets a project's cache override: null (follow the
 // config), true or false (the exact cache on or off), or
-// {"exact": {"enabled": true|false|null, "ttl_seconds": N|null}}. The
+// {"exact": {"enabled": true|false|null, "ttl_seconds": N|null},
+// "semantic": {"enabled": true|false|null, "threshold": X|null}}. The
 // whole override is replaced.
 func setProjectCache(dst **auth.ProjectCache, v json.RawMessage) error {
 	if isNull(v) {
@@ -484,7 +485,7 @@ func setProjectCache(dst **auth.ProjectCache, v json.RawMessage) error {
 	}
 	var obj map[string]json.RawMessage
 	if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &obj) != nil {
-		return wrongType(`null, a boolean or an object {"exact": {"enabled", "ttl_seconds"}}`, v)
+		return wrongType(`null, a boolean or an object {"exact": {…}, "semantic": {…}}`, v)
 	}
 	for name, raw := range obj {
 		switch name {
@@ -493,9 +494,11 @@ func setProjectCache(dst **auth.ProjectCache, v json.RawMessage) error {
 				return fmt.Errorf("exact: %w", err)
 			}
 		case "semantic":
-			return errors.New("semantic: the semantic cache is not built yet (issue 11); only exact can be set")
+			if err := setSemanticOverride(&c.Semantic, raw); err != nil {
+				return fmt.Errorf("semantic: %w", err)
+			}
 		default:
-			return fmt.Errorf("unknown field %q (exact is the one there is)", name)
+			return fmt.Errorf("unknown field %q (exact and semantic are the ones there are)", name)
 		}
 	}
 	if c.IsZero() {
@@ -529,6 +532,38 @@ func setExactOverride(dst *auth.ExactCacheOverride, v json.RawMessage) error {
 			}
 		default:
 			return fmt.Errorf("unknown field %q (enabled and ttl_seconds are the ones there are)", name)
+		}
+	}
+	return nil
+}
+
+func setSemanticOverride(dst *auth.SemanticCacheOverride, v json.RawMessage) error {
+	if isNull(v) {
+		*dst = auth.SemanticCacheOverride{}
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &obj) != nil {
+		return wrongType(`an object {"enabled", "threshold"}`, v)
+	}
+	for name, raw := range obj {
+		switch name {
+		case "enabled":
+			if err := setOptBool(&dst.Enabled, raw); err != nil {
+				return fmt.Errorf("enabled: %w", err)
+			}
+		case "threshold":
+			if isNull(raw) {
+				dst.Threshold = 0
+				continue
+			}
+			var t float64
+			if err := json.Unmarshal(raw, &t); err != nil || !(t > 0 && t <= 1) {
+				return errors.New("threshold: must be a cosine above 0 and at most 1")
+			}
+			dst.Threshold = t
+		default:
+			return fmt.Errorf("unknown field %q (enabled and threshold are the ones there are)", name)
 		}
 	}
 	return nil

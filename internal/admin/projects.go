@@ -64,6 +64,9 @@ func (h *Handler) createProject(r *http.Request) (int, any, error) {
 	if err := apply(projectFields, obj, &p, true); err != nil {
 		return 0, nil, err
 	}
+	if err := h.checkSemantic(p.Cache); err != nil {
+		return 0, nil, err
+	}
 	if _, ok := obj["models"]; ok {
 		if err := h.checkServed("models", p.Models); err != nil {
 			return 0, nil, err
@@ -135,6 +138,9 @@ func (h *Handler) updateProject(r *http.Request) (int, any, error) {
 	if err := apply(projectFields, obj, p, false); err != nil {
 		return 0, nil, err
 	}
+	if err := h.checkSemantic(p.Cache); err != nil {
+		return 0, nil, err
+	}
 	if _, ok := obj["models"]; ok {
 		if err := h.checkServed("models", p.Models); err != nil {
 			return 0, nil, err
@@ -176,4 +182,14 @@ func (h *Handler) deleteProject(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, deleted{ID: p.ID, Object: "project", Deleted: true}, nil
+}
+
+// checkSemantic refuses turning the semantic cache on for a project when
+// the gateway has no embedder to run it (cache.semantic.embedder).
+func (h *Handler) checkSemantic(c *auth.ProjectCache) error {
+	if c != nil && c.Semantic.Enabled != nil && *c.Semantic.Enabled && !h.o.Semantic {
+		return llm.BadRequest("cache", "semantic_unavailable",
+			"cache: the semantic cache needs an embedder in the gateway's config (cache.semantic.embedder); none is set.")
+	}
+	return nil
 }

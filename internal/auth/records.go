@@ -51,7 +51,15 @@ type Project struct {
 
 // ProjectCache is a project's override of the config's cache section.
 type ProjectCache struct {
-	Exact ExactCacheOverride `json:"exact"`
+	Exact    ExactCacheOverride    `json:"exact"`
+	Semantic SemanticCacheOverride `json:"semantic"`
+}
+
+// SemanticCacheOverride overrides cache.semantic for one project; a zero
+// field follows the config.
+type SemanticCacheOverride struct {
+	Enabled   *bool   `json:"enabled"`             // nil: cache.semantic.enabled
+	Threshold float64 `json:"threshold,omitempty"` // 0: cache.semantic.threshold
 }
 
 // ExactCacheOverride overrides cache.exact for one project; a zero field
@@ -63,7 +71,8 @@ type ExactCacheOverride struct {
 
 // IsZero reports whether the override changes nothing.
 func (c *ProjectCache) IsZero() bool {
-	return c == nil || c.Exact.Enabled == nil && c.Exact.TTLSeconds == 0
+	return c == nil || c.Exact.Enabled == nil && c.Exact.TTLSeconds == 0 &&
+		c.Semantic.Enabled == nil && c.Semantic.Threshold == 0
 }
 
 // Key is a virtual API key. The secret itself is never stored: only its

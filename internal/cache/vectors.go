@@ -31,13 +31,17 @@ type vectorScope struct {
 }
 
 // NewVectors returns an empty index of dim-dimensional vectors holding
-// at most max.
+// at most max; with dim 0 the first vector added sets the dimension.
 func NewVectors(dim, max int) *Vectors {
 	return &Vectors{dim: dim, max: max, scopes: map[string]*vectorScope{}}
 }
 
-// Dim is the dimension of the index's vectors.
-func (v *Vectors) Dim() int { return v.dim }
+// Dim is the dimension of the index's vectors (0 before the first).
+func (v *Vectors) Dim() int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.dim
+}
 
 // Len is how many vectors the index holds.
 func (v *Vectors) Len() int {
@@ -49,11 +53,11 @@ func (v *Vectors) Len() int {
 // Search returns the key whose vector is closest to q in scope, and the
 // cosine; false when the scope is empty or q has the wrong dimension.
 func (v *Vectors) Search(scope string, q []float32) (Key, float32, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
 	if len(q) != v.dim {
 		return "", 0, false
 	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
 	s := v.scopes[scope]
 	if s == nil || len(s.keys) == 0 {
 		return "", 0, false
@@ -89,11 +93,14 @@ func dot(a, b []float32) float32 {
 // scope, replacing key's earlier vector in that scope, and returns the
 // keys evicted to stay within the bound.
 func (v *Vectors) Add(scope string, key Key, vec []float32) []Key {
-	if len(vec) != v.dim {
-		return nil
-	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.dim == 0 {
+		v.dim = len(vec)
+	}
+	if len(vec) != v.dim || len(vec) == 0 {
+		return nil // another embedder's vector: this index cannot compare it
+	}
 	s := v.scopes[scope]
 	if s == nil {
 		s = &vectorScope{at: map[Key]int{}}

@@ -33,6 +33,8 @@ const (
 	DefaultWeight            = 1 // for a target whose weight is left out; an explicit 0 stays 0
 	DefaultExactCacheTTL     = Duration(time.Hour)
 	DefaultExactCacheBytes   = 128 << 20
+	DefaultSemanticTimeout   = Duration(150 * time.Millisecond)
+	DefaultSemanticEntries   = 100000
 	DefaultSemanticThreshold = 0.95
 
 	// DefaultDebounce is how long a Watcher waits for a burst of file
@@ -207,9 +209,17 @@ type ExactCache struct {
 
 // SemanticCache serves requests whose embedding is close to a stored one.
 type SemanticCache struct {
-	Enabled   bool     `yaml:"enabled"`
+	Enabled   bool     `yaml:"enabled"`   // the default for every project; a project may opt in on its own
 	Threshold float64  `yaml:"threshold"` // cosine similarity in (0,1]; default 0.95
-	Embedder  Embedder `yaml:"embedder"`  // required when enabled
+	Embedder  Embedder `yaml:"embedder"`  // required when enabled; a project can opt in only when set
+	// Timeout bounds the embedding call; past it the request goes on
+	// uncached. Default 150ms.
+	Timeout Duration `yaml:"timeout"`
+	// MaxEntries bounds the in-process vector index (least recently used
+	// go first); default 100000.
+	MaxEntries int `yaml:"max_entries"`
+	// PerKey scopes the search to the key, not just the project and model.
+	PerKey bool `yaml:"per_key"`
 }
 
 // Embedder names the model that embeds prompts for the semantic cache.

@@ -22,7 +22,7 @@ func defaultsOnly() *Config {
 		Server:   Server{MaxBodyBytes: DefaultMaxBodyBytes, ShutdownGrace: DefaultShutdownGrace, ReadHeaderTimeout: DefaultReadHeaderTimeout},
 		Timeouts: Timeouts{Connect: DefaultConnectTimeout, FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout, Total: DefaultTotalTimeout},
 		Log:      Log{Level: DefaultLogLevel, Requests: ptr(true)},
-		Cache:    Cache{Exact: ExactCache{TTL: DefaultExactCacheTTL, MaxBytes: DefaultExactCacheBytes}, Semantic: SemanticCache{Threshold: DefaultSemanticThreshold}},
+		Cache:    Cache{Exact: ExactCache{TTL: DefaultExactCacheTTL, MaxBytes: DefaultExactCacheBytes}, Semantic: SemanticCache{Threshold: DefaultSemanticThreshold, Timeout: DefaultSemanticTimeout, MaxEntries: DefaultSemanticEntries}},
 		Routing:  Routing{Mode: DefaultRoutingMode},
 		Retry:    Retry{Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
 		Breaker:  defaultBreaker(),
@@ -75,7 +75,8 @@ func TestLoadDesignExample(t *testing.T) {
 	want.Keys = []Key{{Key: "gh-demo-secret", Project: "demo", RPM: 60, TPM: 100000, Budget: &Budget{USD: 10, Period: "month"}}}
 	want.Cache = Cache{
 		Exact:    ExactCache{Enabled: true, TTL: Duration(time.Hour), MaxBytes: DefaultExactCacheBytes},
-		Semantic: SemanticCache{Threshold: 0.95, Embedder: Embedder{Provider: "local-embed", Model: "all-minilm"}},
+		Semantic: SemanticCache{Threshold: 0.95, Embedder: Embedder{Provider: "local-embed", Model: "all-minilm"},
+			Timeout: DefaultSemanticTimeout, MaxEntries: DefaultSemanticEntries},
 	}
 	want.Telemetry = Telemetry{Traces: &Traces{Endpoint: "http://127.0.0.1:4318", SampleRatio: ptr(1.0)}}
 	if diff := cmp.Diff(want, got, ignoreIndex); diff != "" {
@@ -120,7 +121,8 @@ func TestLoadEveryField(t *testing.T) {
 		},
 		Cache: Cache{
 			Exact:    ExactCache{Enabled: true, TTL: secs(900), MaxBytes: 64 << 20},
-			Semantic: SemanticCache{Enabled: false, Threshold: 0.9, Embedder: Embedder{Provider: "box", Model: "nomic-embed-text"}},
+			Semantic: SemanticCache{Enabled: true, Threshold: 0.9, Embedder: Embedder{Provider: "box", Model: "nomic-embed-text"},
+				Timeout: Duration(300 * time.Millisecond), MaxEntries: 5000, PerKey: true},
 		},
 		Routing: Routing{Mode: DefaultRoutingMode},
 		Retry:   Retry{Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},

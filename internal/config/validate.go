@@ -308,9 +308,8 @@ func (c *checker) cache(cc Cache, providers map[string]string) {
 	c.nonNegative("cache.exact.ttl", float64(cc.Exact.TTL))
 	c.nonNegative("cache.exact.max_bytes", float64(cc.Exact.MaxBytes))
 	s := cc.Semantic
-	if s.Enabled {
-		c.errorf("cache.semantic.enabled", "the semantic cache is not built yet (issue 11); only cache.exact works")
-	}
+	c.nonNegative("cache.semantic.timeout", float64(s.Timeout))
+	c.nonNegative("cache.semantic.max_entries", float64(s.MaxEntries))
 	if c.d.set["cache.semantic.threshold"] && !(s.Threshold > 0 && s.Threshold <= 1) {
 		c.errorf("cache.semantic.threshold", "must be above 0 and at most 1")
 	}
@@ -380,6 +379,12 @@ func applyDefaults(cfg *Config, d *decoder) {
 	}
 	if cfg.Cache.Semantic.Threshold == 0 {
 		cfg.Cache.Semantic.Threshold = DefaultSemanticThreshold
+	}
+	if cfg.Cache.Semantic.Timeout == 0 {
+		cfg.Cache.Semantic.Timeout = DefaultSemanticTimeout
+	}
+	if cfg.Cache.Semantic.MaxEntries == 0 {
+		cfg.Cache.Semantic.MaxEntries = DefaultSemanticEntries
 	}
 }
 

@@ -141,7 +141,6 @@ func TestValidation(t *testing.T) {
 		{"semantic needs an embedder", "cache:\n  semantic:\n    enabled: true\n", []problem{
 			{3, 5, "cache.semantic.embedder.provider", "is required when the semantic cache is enabled"},
 			{3, 5, "cache.semantic.embedder.model", "is required when the semantic cache is enabled"},
-			{3, 14, "cache.semantic.enabled", "the semantic cache is not built yet (issue 11); only cache.exact works"},
 		}},
 		{"cache size negative", "cache:\n  exact: {max_bytes: -1}\n", []problem{{2, 22, "cache.exact.max_bytes", "must not be negative"}}},
 		{"usage retention negative days", "usage:\n  retention: -1d\n", []problem{{2, 14, "usage.retention", `invalid duration "-1d"`}}},

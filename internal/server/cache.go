@@ -23,6 +23,8 @@ type Caching struct {
 	// MaxEntryBytes bounds one stored answer; a larger one is served but
 	// not kept.
 	MaxEntryBytes int64
+	// Semantic is the semantic cache; nil when no embedder is configured.
+	Semantic *Semantic
 }
 
 const (
@@ -39,6 +41,10 @@ type cacheUse struct {
 	key     cache.Key
 	hit     *cache.Entry // the entry served
 	pending *cache.Entry // the answer to keep once its cost is known
+	// The semantic query's scope and its embedding, kept to index the
+	// answer under them once it is stored.
+	scope  string
+	vector []float32
 }
 
 // cacheResult is the x-gatehouse-cache value and the record's cache field.
@@ -124,43 +130,49 @@ func (x *exchange) serveFromCache(req *llm.ChatRequest, g *route.Group, rp reply
 		return false
 	}
 	x.cache.key = key
-	if !x.cache.read {
-		return false // bypass, but the answer is kept
+	if x.cache.read {
+		x.cache.result = account.CacheMiss
+		if e, ok := x.rt.Caching.Cache.Get(x.r.Context(), x.principal.Project, key); ok &&
+			x.serveEntry(e, req, rp, account.CacheHit) {
+			return true
+		}
 	}
-	x.cache.result = account.CacheMiss
-	e, ok := x.rt.Caching.Cache.Get(x.r.Context(), x.principal.Project, key)
-	if !ok {
-		return false
-	}
+	return x.semanticLookup(req, g, rp)
+}
+
+// serveEntry answers with a stored entry, whole or as a stream as the
+// request asks, as a hit of kind result (hit or semantic); false when the
+// entry cannot be read (the request then goes upstream).
+func (x *exchange) serveEntry(e *cache.Entry, req *llm.ChatRequest, rp reply, result string) bool {
 	if req.Stream {
-		return x.replayHit(e, req, rp)
+		return x.replayHit(e, req, rp, result)
 	}
 	body, err := e.Body()
 	if err == nil && rp.completion != nil {
 		body, err = rp.completion(body)
 	}
 	if err != nil {
-		return false // an entry this build cannot read: answered upstream instead
+		return false
 	}
-	x.hitEntry(e)
+	x.hitEntry(e, result)
 	x.writeJSON(body)
 	return true
 }
 
 // hitEntry makes e the exchange's answer: its usage is what the client
 // sees; its cost, zero, is what the client pays.
-func (x *exchange) hitEntry(e *cache.Entry) {
-	x.cache.result, x.cache.hit = account.CacheHit, e
+func (x *exchange) hitEntry(e *cache.Entry, result string) {
+	x.cache.result, x.cache.hit = result, e
 	x.usage, x.hasUsage = e.Usage, true
 }
 
 // replayHit streams a stored answer with the events it was stored with.
-func (x *exchange) replayHit(e *cache.Entry, req *llm.ChatRequest, rp reply) bool {
+func (x *exchange) replayHit(e *cache.Entry, req *llm.ChatRequest, rp reply, result string) bool {
 	st, err := e.Stream()
 	if err != nil {
 		return false
 	}
-	x.hitEntry(e)
+	x.hitEntry(e, result)
 	free := func(llm.Usage) string { return zeroCost }
 	var enc stream.Encoder
 	if rp.encoder != nil {
@@ -207,4 +219,5 @@ func (x *exchange) keepCached() {
 		return
 	}
 	x.rt.Caching.Cache.Put(x.cache.key, e)
+	x.keepVector(x.cache.key)
 }

@@ -112,27 +112,38 @@ func NormCustomer(c *auth.Customer) {
 	}
 }
 
-// CacheColumns are a project's cache override as the stores keep it: the
-// exact cache's on/off (NULL: the config's) and TTL in seconds (NULL:
-// the config's).
-func CacheColumns(c *auth.ProjectCache) (enabled, ttl any) {
+// CacheColumns are a project's cache override as the stores keep it, a
+// column each, NULL following the config: the exact cache's on/off and
+// TTL in seconds, the semantic cache's on/off and threshold.
+func CacheColumns(c *auth.ProjectCache) [4]any {
+	var cols [4]any
 	if c == nil {
-		return nil, nil
+		return cols
 	}
 	if c.Exact.Enabled != nil {
-		enabled = *c.Exact.Enabled
+		cols[0] = *c.Exact.Enabled
 	}
 	if c.Exact.TTLSeconds > 0 {
-		ttl = int64(c.Exact.TTLSeconds)
+		cols[1] = int64(c.Exact.TTLSeconds)
 	}
-	return enabled, ttl
+	if c.Semantic.Enabled != nil {
+		cols[2] = *c.Semantic.Enabled
+	}
+	if c.Semantic.Threshold > 0 {
+		cols[3] = c.Semantic.Threshold
+	}
+	return cols
 }
 
-// ProjectCacheOf is CacheColumns' inverse: nil when neither is set.
-func ProjectCacheOf(enabled *bool, ttl *int64) *auth.ProjectCache {
-	c := &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: enabled}}
+// ProjectCacheOf is CacheColumns' inverse: nil when none is set.
+func ProjectCacheOf(exact *bool, ttl *int64, semantic *bool, threshold *float64) *auth.ProjectCache {
+	c := &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: exact},
+		Semantic: auth.SemanticCacheOverride{Enabled: semantic}}
 	if ttl != nil {
 		c.Exact.TTLSeconds = int(*ttl)
+	}
+	if threshold != nil {
+		c.Semantic.Threshold = *threshold
 	}
 	if c.IsZero() {
 		return nil

@@ -16,7 +16,7 @@ const keyCols = `k.id, k.hash, k.prefix, k.project_id, k.name, k.rpm, k.tpm, k.b
 	k.no_cache`
 
 const projectColsP = `p.id, p.name, p.rpm, p.tpm, p.budget_usd, p.budget_period, p.models::text, p.labels::text, p.cache,
-	p.cache_ttl, p.log_bodies, p.read_only, p.created_at, p.updated_at`
+	p.cache_ttl, p.semantic, p.semantic_threshold, p.log_bodies, p.read_only, p.created_at, p.updated_at`
 
 // keyDest collects one key row (see projectDest).
 type keyDest struct {

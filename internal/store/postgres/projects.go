@@ -10,8 +10,8 @@ import (
 	"gatehouse/internal/store"
 )
 
-const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models::text, labels::text, cache, cache_ttl, log_bodies,
-	read_only, created_at, updated_at`
+const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models::text, labels::text, cache, cache_ttl, semantic,
+	semantic_threshold, log_bodies, read_only, created_at, updated_at`
 
 // projectDest collects one project row; scanning through it lets
 // KeyByHash read a key and its project from one joined row.
@@ -22,17 +22,19 @@ type projectDest struct {
 	models, labels string
 	cache          *bool
 	cacheTTL       *int64
+	semantic       *bool
+	threshold      *float64
 }
 
 func (d *projectDest) ptrs() []any {
 	return []any{&d.p.ID, &d.p.Name, &d.p.RPM, &d.p.TPM, &d.usd, &d.period, &d.models, &d.labels, &d.cache, &d.cacheTTL,
-		&d.p.LogBodies, &d.p.ReadOnly, &d.p.CreatedAt, &d.p.UpdatedAt}
+		&d.semantic, &d.threshold, &d.p.LogBodies, &d.p.ReadOnly, &d.p.CreatedAt, &d.p.UpdatedAt}
 }
 
 func (d *projectDest) project() (*auth.Project, error) {
 	p := d.p
 	p.Budget = scanBudget(d.usd, d.period)
-	p.Cache = store.ProjectCacheOf(d.cache, d.cacheTTL)
+	p.Cache = store.ProjectCacheOf(d.cache, d.cacheTTL, d.semantic, d.threshold)
 	p.CreatedAt, p.UpdatedAt = utc(p.CreatedAt), utc(p.UpdatedAt)
 	var errs [2]error
 	p.Models, errs[0] = store.ParseList(d.models)
@@ -79,12 +81,12 @@ func (s *Store) CreateProject(ctx context.Context, p *auth.Project) error {
 	id := store.NewID(store.ProjectPrefix, now)
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
-	cacheOn, cacheTTL := store.CacheColumns(p.Cache)
+	cc := store.CacheColumns(p.Cache)
 	err := s.withConn(ctx, func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, `INSERT INTO projects (id, name, rpm, tpm, budget_usd, budget_period, models, labels, cache,
-			cache_ttl, log_bodies, read_only, created_at, updated_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13,$13)`,
-			id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cacheOn, cacheTTL,
+			cache_ttl, semantic, semantic_threshold, log_bodies, read_only, created_at, updated_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13,$14,$15,$15)`,
+			id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cc[0], cc[1], cc[2], cc[3],
 			p.LogBodies, p.ReadOnly, now)
 		return err
 	})
@@ -124,13 +126,14 @@ func (s *Store) UpdateProject(ctx context.Context, p *auth.Project) error {
 	now := store.Now()
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
-	cacheOn, cacheTTL := store.CacheColumns(p.Cache)
+	cc := store.CacheColumns(p.Cache)
 	what := fmt.Sprintf("project %q (name %q)", p.ID, p.Name)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `UPDATE projects SET name=$1, rpm=$2, tpm=$3, budget_usd=$4, budget_period=$5, models=$6::jsonb,
-			labels=$7::jsonb, cache=$8, cache_ttl=$13, log_bodies=$9, read_only=$10, updated_at=$11 WHERE id=$12 RETURNING created_at`,
-			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cacheOn,
-			p.LogBodies, p.ReadOnly, now, p.ID, cacheTTL).Scan(&p.CreatedAt)
+			labels=$7::jsonb, cache=$8, cache_ttl=$13, semantic=$14, semantic_threshold=$15, log_bodies=$9, read_only=$10,
+			updated_at=$11 WHERE id=$12 RETURNING created_at`,
+			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cc[0],
+			p.LogBodies, p.ReadOnly, now, p.ID, cc[1], cc[2], cc[3]).Scan(&p.CreatedAt)
 		if err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ const keyByHashSQL = `SELECT ` + keyCols + `, ` + projectColsP + ` FROM keys k J
 
 // projectColsP is projectCols qualified for the join in KeyByHash.
 const projectColsP = `p.id, p.name, p.rpm, p.tpm, p.budget_usd, p.budget_period, p.models, p.labels, p.cache, p.cache_ttl,
-	p.log_bodies, p.read_only, p.created_at, p.updated_at`
+	p.semantic, p.semantic_threshold, p.log_bodies, p.read_only, p.created_at, p.updated_at`
 
 // keyDest collects one key row; scanning through it lets KeyByHash read
 // the key and its project from one joined row.

@@ -9,8 +9,8 @@ import (
 	"gatehouse/internal/store"
 )
 
-const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models, labels, cache, cache_ttl, log_bodies, read_only,
-	created_at, updated_at`
+const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models, labels, cache, cache_ttl, semantic, semantic_threshold,
+	log_bodies, read_only, created_at, updated_at`
 
 // projectDest collects one project row (see keyDest).
 type projectDest struct {
@@ -18,27 +18,21 @@ type projectDest struct {
 	usd                              sql.NullFloat64
 	period                           sql.NullString
 	models, labels, created, updated string
-	cache                            sql.NullBool
+	cache, semantic                  sql.NullBool
 	cacheTTL                         sql.NullInt64
+	threshold                        sql.NullFloat64
 }
 
 func (d *projectDest) ptrs() []any {
 	return []any{&d.p.ID, &d.p.Name, &d.p.RPM, &d.p.TPM, &d.usd, &d.period, &d.models, &d.labels, &d.cache,
-		&d.cacheTTL, &d.p.LogBodies, &d.p.ReadOnly, &d.created, &d.updated}
+		&d.cacheTTL, &d.semantic, &d.threshold, &d.p.LogBodies, &d.p.ReadOnly, &d.created, &d.updated}
 }
 
 func (d *projectDest) project() (*auth.Project, error) {
 	p := d.p
 	p.Budget = scanBudget(d.usd, d.period)
-	var enabled *bool
-	var ttl *int64
-	if d.cache.Valid {
-		enabled = &d.cache.Bool
-	}
-	if d.cacheTTL.Valid {
-		ttl = &d.cacheTTL.Int64
-	}
-	p.Cache = store.ProjectCacheOf(enabled, ttl)
+	p.Cache = store.ProjectCacheOf(nullPtr(d.cache.Bool, d.cache.Valid), nullPtr(d.cacheTTL.Int64, d.cacheTTL.Valid),
+		nullPtr(d.semantic.Bool, d.semantic.Valid), nullPtr(d.threshold.Float64, d.threshold.Valid))
 	var errs [4]error
 	p.Models, errs[0] = store.ParseList(d.models)
 	p.Labels, errs[1] = store.ParseMap(d.labels)
@@ -58,6 +52,14 @@ func scanProject(row scanner) (*auth.Project, error) {
 	return d.project()
 }
 
+// nullPtr is a pointer to v when valid, nil otherwise.
+func nullPtr[T any](v T, valid bool) *T {
+	if !valid {
+		return nil
+	}
+	return &v
+}
+
 func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
@@ -73,9 +75,9 @@ func (s *Store) CreateProject(ctx context.Context, p *auth.Project) error {
 	id := store.NewID(store.ProjectPrefix, now)
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
-	cacheOn, cacheTTL := store.CacheColumns(p.Cache)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO projects (`+projectCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cacheOn, cacheTTL,
+	cc := store.CacheColumns(p.Cache)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO projects (`+projectCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cc[0], cc[1], cc[2], cc[3],
 		p.LogBodies, p.ReadOnly, fmtTime(now), fmtTime(now))
 	if err != nil {
 		return classify(err, fmt.Sprintf("project name %q", p.Name))
@@ -109,13 +111,13 @@ func (s *Store) UpdateProject(ctx context.Context, p *auth.Project) error {
 	now := store.Now()
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
-	cacheOn, cacheTTL := store.CacheColumns(p.Cache)
+	cc := store.CacheColumns(p.Cache)
 	var changed []auth.Hash
 	var created string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `UPDATE projects SET name=?, rpm=?, tpm=?, budget_usd=?, budget_period=?, models=?, labels=?,
-			cache=?, cache_ttl=?, log_bodies=?, read_only=?, updated_at=? WHERE id=? RETURNING created_at`,
-			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cacheOn, cacheTTL,
+			cache=?, cache_ttl=?, semantic=?, semantic_threshold=?, log_bodies=?, read_only=?, updated_at=? WHERE id=? RETURNING created_at`,
+			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cc[0], cc[1], cc[2], cc[3],
 			p.LogBodies, p.ReadOnly, fmtTime(now), p.ID).Scan(&created)
 		if err != nil {
 			return classify(err, fmt.Sprintf("project %q (name %q)", p.ID, p.Name))

@@ -167,3 +167,33 @@ func TestCacheTier(t *testing.T) {
 		return s
 	})
 }
+
+// TestVectorsSurviveReopen: the semantic index's vectors written through
+// the log are loaded back, newest first within the bound, and deleted
+// ones stay gone.
+func TestVectorsSurviveReopen(t *testing.T) {
+	s, path := openTemp(t)
+	log := cache.NewVectorLog(s, func(err error) { t.Error(err) })
+	v := cache.NewVectors(0, 10)
+	for i := range 3 {
+		vec := []float32{float32(i), 1, 0.5}
+		log.Kept("scope", cache.Key(fmt.Sprint("k", i)), vec, v.Add("scope", cache.Key(fmt.Sprint("k", i)), vec))
+	}
+	log.Kept("scope", "k3", []float32{0, 0, 0.1}, []cache.Key{"k1"})
+	log.Close()
+	s.Close()
+
+	s2, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	loaded := cache.NewVectors(0, 10)
+	n, err := cache.LoadVectors(context.Background(), s2, loaded)
+	if err != nil || n != 3 || loaded.Dim() != 3 || loaded.Len() != 3 {
+		t.Fatalf("loaded %d (%v), dim %d; want k0, k2 and k3 (k1 was deleted)", n, err, loaded.Dim())
+	}
+	if k, score, _ := loaded.Search("scope", []float32{2, 1, 0.5}); k != "k2" || score != 5.25 {
+		t.Fatalf("found %s at %f, want k2 at 5.25", k, score)
+	}
+}
