@@ -27,7 +27,7 @@ type vectorScope struct {
 	vecs []float32 // len(keys)*dim
 	keys []Key
 	at   map[Key]int // position of each key
-	used []uint64 // last use, by clock; atomic (searches stamp it under the read lock)
+	used []uint64    // last use, by clock; atomic (searches stamp it under the read lock)
 }
 
 // NewVectors returns an empty index of dim-dimensional vectors holding

@@ -74,7 +74,7 @@ func TestLoadDesignExample(t *testing.T) {
 	}}
 	want.Keys = []Key{{Key: "gh-demo-secret", Project: "demo", RPM: 60, TPM: 100000, Budget: &Budget{USD: 10, Period: "month"}}}
 	want.Cache = Cache{
-		Exact:    ExactCache{Enabled: true, TTL: Duration(time.Hour), MaxBytes: DefaultExactCacheBytes},
+		Exact: ExactCache{Enabled: true, TTL: Duration(time.Hour), MaxBytes: DefaultExactCacheBytes},
 		Semantic: SemanticCache{Threshold: 0.95, Embedder: Embedder{Provider: "local-embed", Model: "all-minilm"},
 			Timeout: DefaultSemanticTimeout, MaxEntries: DefaultSemanticEntries},
 	}
@@ -120,7 +120,7 @@ func TestLoadEveryField(t *testing.T) {
 			{Key: "gh-second", Name: "second", NoCache: true},
 		},
 		Cache: Cache{
-			Exact:    ExactCache{Enabled: true, TTL: secs(900), MaxBytes: 64 << 20},
+			Exact: ExactCache{Enabled: true, TTL: secs(900), MaxBytes: 64 << 20},
 			Semantic: SemanticCache{Enabled: true, Threshold: 0.9, Embedder: Embedder{Provider: "box", Model: "nomic-embed-text"},
 				Timeout: Duration(300 * time.Millisecond), MaxEntries: 5000, PerKey: true},
 		},
