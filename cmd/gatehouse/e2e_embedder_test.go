@@ -12,6 +12,12 @@ import (
 // `make test` starts; a test that needs it fails, never skips, without it.
 func embedderURL(t *testing.T) string {
 	t.Helper()
+	return embedderURLB(t)
+}
+
+// embedderURLB is embedderURL for tests and benchmarks.
+func embedderURLB(t testing.TB) string {
+	t.Helper()
 	u := os.Getenv("GATEHOUSE_TEST_EMBEDDER")
 	if u == "" {
 		t.Fatal(`GATEHOUSE_TEST_EMBEDDER is not set: run eval "$(scripts/test-services start)" first (it starts contrib/embedder)`)
