@@ -135,3 +135,83 @@ func BenchmarkVectorsSearch(b *testing.B) {
 		})
 	}
 }
+
+// TestInvertedFileFindsNearDuplicates: a scope past ivfMin gets an
+// inverted file; a query near a stored vector (a paraphrase's cosine,
+// about 0.9) still finds that vector, through additions, removals and a
+// compaction after the file was built.
+func TestInvertedFileFindsNearDuplicates(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const dim, n = 128, 2 * ivfMin
+	v := NewVectors(dim, 10*n)
+	// Questions cluster by topic, as real embeddings do: each vector is
+	// one of 100 topics plus as much noise (a cosine of about 0.7 to it).
+	topics := make([][]float32, 100)
+	for i := range topics {
+		topics[i] = unit(r, dim)
+	}
+	mix := func(x []float32, amount float32) []float32 {
+		noise := unit(r, dim)
+		y := make([]float32, dim)
+		var norm float32
+		for i := range y {
+			y[i] = x[i] + amount*noise[i]
+			norm += y[i] * y[i]
+		}
+		for i := range y {
+			y[i] /= float32(math.Sqrt(float64(norm)))
+		}
+		return y
+	}
+	question := func() []float32 { return mix(topics[r.IntN(len(topics))], 1) }
+	vecs := make([][]float32, n)
+	for i := range n {
+		vecs[i] = question()
+		v.Add("s", Key(fmt.Sprint(i)), vecs[i])
+	}
+	v.Wait()
+	v.mu.RLock()
+	built := v.scopes["s"].ivf != nil
+	v.mu.RUnlock()
+	if !built {
+		t.Fatal("no inverted file for a scope past ivfMin")
+	}
+	near := func(x []float32) []float32 { return mix(x, 0.45) } // a paraphrase: cosine about 0.91
+	check := func(what string, ids []int) {
+		t.Helper()
+		missed := 0
+		for _, i := range ids {
+			if k, _, _ := v.Search("s", near(vecs[i])); k != Key(fmt.Sprint(i)) {
+				missed++
+			}
+		}
+		if missed*100 > len(ids) { // recall ≥ 99%
+			t.Fatalf("%s: missed %d of %d near duplicates", what, missed, len(ids))
+		}
+	}
+	ids := make([]int, 500)
+	for i := range ids {
+		ids[i] = r.IntN(n)
+	}
+	check("after the build", ids)
+	// Remove a third (a compaction follows), add more: still found.
+	for i := 0; i < n; i += 3 {
+		v.Remove("s", Key(fmt.Sprint(i)))
+	}
+	for i := range ids {
+		ids[i] = 3*r.IntN(n/3) + 1
+	}
+	check("after removals and a compaction", ids)
+	for i := range ivfMin {
+		x := question()
+		vecs = append(vecs, x)
+		v.Add("s", Key(fmt.Sprint(n+i)), x)
+	}
+	for i := range ids {
+		ids[i] = n + r.IntN(ivfMin)
+	}
+	check("vectors added after the build", ids)
+	if removed := (n + 2) / 3; v.Len() != n-removed+ivfMin {
+		t.Fatalf("%d vectors, want %d", v.Len(), n-removed+ivfMin)
+	}
+}

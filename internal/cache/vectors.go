@@ -1,34 +1,67 @@
 package cache
 
 import (
+	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 )
 
 // Vectors is the semantic cache's in-process index: the embedding of
-// each stored answer's question, by scope, searched exactly (every
-// vector of the scope, a dot product each: the vectors are unit length,
-// so the dot product is the cosine). A scope's vectors lie in one flat
-// slice, and the dot product is unrolled by four, which Go compiles to
-// independent multiply-adds the CPU overlaps. It holds at most max
-// vectors; beyond that the least recently used go, a hundredth of the
-// bound at a time.
+// each stored answer's question, by scope. The vectors are unit length,
+// so a dot product is their cosine; the dot product is unrolled by four,
+// which Go compiles to independent multiply-adds the CPU overlaps.
+//
+// A small scope is searched exactly, every vector. A scope that grows
+// past ivfMin vectors gets an inverted file, built in the background: a
+// few hundred centroids (sampled vectors, moved once to the mean of what
+// they attract), each vector filed under its nearest, and a search scans
+// only the lists of the query's nearest centroids — a few percent of
+// the scope. The file is rebuilt when the scope has doubled; new
+// vectors in between are filed as they come.
+//
+// It holds at most max vectors; beyond that the least recently used go,
+// a hundredth of the bound at a time. A removed vector leaves a hole
+// until a quarter of the scope is holes; then the scope is compacted.
 type Vectors struct {
-	mu     sync.RWMutex // searches share it; Add and eviction take it alone
+	mu     sync.RWMutex // searches share it; Add, removal and eviction take it alone
 	dim    int
 	max    int
 	n      int
 	scopes map[string]*vectorScope
-	clock  atomic.Uint64 // stamps uses, for least-recently-used eviction
+	clock  atomic.Uint64  // stamps uses, for least-recently-used eviction
+	builds sync.WaitGroup // inverted files being built
 }
 
 type vectorScope struct {
-	vecs []float32 // len(keys)*dim
-	keys []Key
-	at   map[Key]int // position of each key
-	used []uint64    // last use, by clock; atomic (searches stamp it under the read lock)
+	vecs  []float32 // len(keys)*dim; never rewritten in place (builds read old snapshots)
+	keys  []Key
+	used  []uint64 // last use, by clock; atomic (searches stamp it under the read lock)
+	dead  []bool   // a hole left by a removal
+	at    map[Key]int
+	live  int
+	holes int
+	epoch int // counts compactions: a build of an older epoch is discarded
+	ivf   *invertedFile
+	// building is set while an inverted file is built for this scope.
+	building bool
 }
+
+// invertedFile files a scope's positions under their nearest centroid.
+type invertedFile struct {
+	centroids []float32 // k*dim
+	lists     [][]int32 // positions by centroid
+	listOf    []int32   // position → its list (-1: none, a hole)
+	slot      []int32   // position → its index in that list
+	builtAt   int       // live vectors when it was built
+	probe     int       // lists a search scans
+}
+
+const (
+	ivfMin     = 4096 // a scope this large gets an inverted file
+	ivfRebuild = 2    // rebuilt when the scope has doubled
+)
 
 // NewVectors returns an empty index of dim-dimensional vectors holding
 // at most max; with dim 0 the first vector added sets the dimension.
@@ -50,6 +83,9 @@ func (v *Vectors) Len() int {
 	return v.n
 }
 
+// Wait waits for the inverted files being built (tests, benchmarks).
+func (v *Vectors) Wait() { v.builds.Wait() }
+
 // Search returns the key whose vector is closest to q in scope, and the
 // cosine; false when the scope is empty or q has the wrong dimension.
 func (v *Vectors) Search(scope string, q []float32) (Key, float32, bool) {
@@ -59,17 +95,62 @@ func (v *Vectors) Search(scope string, q []float32) (Key, float32, bool) {
 		return "", 0, false
 	}
 	s := v.scopes[scope]
-	if s == nil || len(s.keys) == 0 {
+	if s == nil || s.live == 0 {
 		return "", 0, false
 	}
 	best, bestAt := float32(-2), -1
-	for i := range s.keys {
-		if d := dot(q, s.vecs[i*v.dim:(i+1)*v.dim]); d > best {
-			best, bestAt = d, i
+	if f := s.ivf; f != nil {
+		for _, l := range f.nearest(q, v.dim) {
+			for _, p := range f.lists[l] {
+				if d := dot(q, s.vecs[int(p)*v.dim:(int(p)+1)*v.dim]); d > best {
+					best, bestAt = d, int(p)
+				}
+			}
 		}
+	} else {
+		for i := range s.keys {
+			if s.dead[i] {
+				continue
+			}
+			if d := dot(q, s.vecs[i*v.dim:(i+1)*v.dim]); d > best {
+				best, bestAt = d, i
+			}
+		}
+	}
+	if bestAt < 0 {
+		return "", 0, false
 	}
 	atomic.StoreUint64(&s.used[bestAt], v.clock.Add(1))
 	return s.keys[bestAt], best, true
+}
+
+// nearest returns the probe lists whose centroids are closest to q.
+func (f *invertedFile) nearest(q []float32, dim int) []int {
+	k := len(f.lists)
+	type scored struct {
+		d float32
+		l int
+	}
+	top := make([]scored, 0, f.probe+1)
+	for l := range k {
+		d := dot(q, f.centroids[l*dim:(l+1)*dim])
+		if len(top) == f.probe && d <= top[len(top)-1].d {
+			continue
+		}
+		i := len(top)
+		for i > 0 && top[i-1].d < d {
+			i--
+		}
+		top = slices.Insert(top, i, scored{d, l})
+		if len(top) > f.probe {
+			top = top[:f.probe]
+		}
+	}
+	out := make([]int, len(top))
+	for i, t := range top {
+		out[i] = t.l
+	}
+	return out
 }
 
 // dot is the dot product of two vectors of one length.
@@ -107,19 +188,159 @@ func (v *Vectors) Add(scope string, key Key, vec []float32) []Key {
 		v.scopes[scope] = s
 	}
 	if i, ok := s.at[key]; ok {
-		copy(s.vecs[i*v.dim:], vec)
-		atomic.StoreUint64(&s.used[i], v.clock.Add(1))
-		return nil
+		v.removeAt(scope, s, i) // replaced: the new vector is filed afresh
+		if v.scopes[scope] == nil {
+			s = &vectorScope{at: map[Key]int{}}
+			v.scopes[scope] = s
+		}
 	}
-	s.at[key] = len(s.keys)
+	p := len(s.keys)
+	s.at[key] = p
 	s.vecs = append(s.vecs, vec...)
 	s.keys = append(s.keys, key)
 	s.used = append(s.used, v.clock.Add(1))
+	s.dead = append(s.dead, false)
+	s.live++
 	v.n++
+	if f := s.ivf; f != nil {
+		f.file(p, vec, v.dim)
+	}
+	if !s.building && s.live >= ivfMin && (s.ivf == nil || s.live >= ivfRebuild*s.ivf.builtAt) {
+		v.startBuild(scope, s)
+	}
 	if v.n <= v.max {
 		return nil
 	}
 	return v.evict(v.n - v.max + max(v.max/100, 1) - 1)
+}
+
+// file adds position p (vector vec) to its nearest centroid's list.
+func (f *invertedFile) file(p int, vec []float32, dim int) {
+	best, bestL := float32(-2), 0
+	for l := range f.lists {
+		if d := dot(vec, f.centroids[l*dim:(l+1)*dim]); d > best {
+			best, bestL = d, l
+		}
+	}
+	for len(f.listOf) <= p {
+		f.listOf = append(f.listOf, -1)
+		f.slot = append(f.slot, -1)
+	}
+	f.listOf[p], f.slot[p] = int32(bestL), int32(len(f.lists[bestL]))
+	f.lists[bestL] = append(f.lists[bestL], int32(p))
+}
+
+// unfile removes position p from its list.
+func (f *invertedFile) unfile(p int) {
+	if p >= len(f.listOf) || f.listOf[p] < 0 {
+		return
+	}
+	l, i := f.listOf[p], f.slot[p]
+	list := f.lists[l]
+	last := list[len(list)-1]
+	list[i] = last
+	f.slot[last] = i
+	f.lists[l] = list[:len(list)-1]
+	f.listOf[p], f.slot[p] = -1, -1
+}
+
+// startBuild builds an inverted file for s in the background from a
+// snapshot of its vectors (which are never rewritten in place), and
+// installs it unless the scope was compacted meanwhile; v.mu is held.
+func (v *Vectors) startBuild(scope string, s *vectorScope) {
+	s.building = true
+	n0, epoch, dim := len(s.keys), s.epoch, v.dim
+	vecs := s.vecs[:n0*dim : n0*dim]
+	dead := slices.Clone(s.dead)
+	live := s.live
+	v.builds.Add(1)
+	go func() {
+		defer v.builds.Done()
+		f := buildInvertedFile(vecs, dead, dim, live)
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.scopes[scope] != s || s.epoch != epoch {
+			s.building = false
+			return // compacted or emptied meanwhile: the next Add tries again
+		}
+		// Vectors removed since the snapshot are holes now; those added
+		// since are filed here.
+		for p := range n0 {
+			if s.dead[p] && f.listOf[p] >= 0 {
+				f.unfile(p)
+			}
+		}
+		for p := n0; p < len(s.keys); p++ {
+			if !s.dead[p] {
+				f.file(p, s.vecs[p*dim:(p+1)*dim], dim)
+			}
+		}
+		f.builtAt = s.live
+		s.ivf, s.building = f, false
+	}()
+}
+
+// buildInvertedFile picks centroids among the live vectors, moves each
+// once to the mean of a sample's vectors it attracts, and files every
+// live vector under its nearest.
+func buildInvertedFile(vecs []float32, dead []bool, dim, live int) *invertedFile {
+	n := len(dead)
+	k := min(max(live/128, 16), 1024)
+	r := rand.New(rand.NewPCG(uint64(n), uint64(live)))
+	alive := make([]int, 0, live)
+	for p := range n {
+		if !dead[p] {
+			alive = append(alive, p)
+		}
+	}
+	r.Shuffle(len(alive), func(i, j int) { alive[i], alive[j] = alive[j], alive[i] })
+	centroids := make([]float32, 0, k*dim)
+	for _, p := range alive[:k] {
+		centroids = append(centroids, vecs[p*dim:(p+1)*dim]...)
+	}
+	// One step of k-means over a sample: each centroid to the (unit)
+	// mean of the sample vectors nearest to it.
+	sums := make([]float32, k*dim)
+	counts := make([]int, k)
+	for _, p := range alive[:min(len(alive), 16*k)] {
+		x := vecs[p*dim : (p+1)*dim]
+		l := nearestCentroid(x, centroids, dim)
+		counts[l]++
+		for i, xi := range x {
+			sums[l*dim+i] += xi
+		}
+	}
+	for l := range k {
+		if counts[l] == 0 {
+			continue
+		}
+		c := sums[l*dim : (l+1)*dim]
+		if norm := dot(c, c); norm > 0 {
+			scale := 1 / float32(math.Sqrt(float64(norm)))
+			for i := range c {
+				centroids[l*dim+i] = c[i] * scale
+			}
+		}
+	}
+	f := &invertedFile{centroids: centroids, lists: make([][]int32, k), listOf: make([]int32, n), slot: make([]int32, n),
+		probe: max(8, k/64)}
+	for p := range n {
+		f.listOf[p], f.slot[p] = -1, -1
+		if !dead[p] {
+			f.file(p, vecs[p*dim:(p+1)*dim], dim)
+		}
+	}
+	return f
+}
+
+func nearestCentroid(x, centroids []float32, dim int) int {
+	best, bestL := float32(-2), 0
+	for l := range len(centroids) / dim {
+		if d := dot(x, centroids[l*dim:(l+1)*dim]); d > best {
+			best, bestL = d, l
+		}
+	}
+	return bestL
 }
 
 // Remove drops key from scope (its answer is gone from the exact cache).
@@ -138,12 +359,14 @@ func (v *Vectors) evict(k int) []Key {
 	type ref struct {
 		used  uint64
 		scope string
-		at    int
+		key   Key
 	}
 	all := make([]ref, 0, v.n)
 	for name, s := range v.scopes {
-		for i := range s.keys {
-			all = append(all, ref{atomic.LoadUint64(&s.used[i]), name, i})
+		for i, key := range s.keys {
+			if !s.dead[i] {
+				all = append(all, ref{atomic.LoadUint64(&s.used[i]), name, key})
+			}
 		}
 	}
 	slices.SortFunc(all, func(a, b ref) int {
@@ -156,34 +379,73 @@ func (v *Vectors) evict(k int) []Key {
 		return 0
 	})
 	gone := all[:min(k, len(all))]
-	// Remove from the end of each scope first, so the positions of the
-	// others stay valid.
-	slices.SortFunc(gone, func(a, b ref) int { return b.at - a.at })
 	keys := make([]Key, 0, len(gone))
 	for _, r := range gone {
-		s := v.scopes[r.scope]
-		keys = append(keys, s.keys[r.at])
-		v.removeAt(r.scope, s, r.at)
+		if s := v.scopes[r.scope]; s != nil {
+			if i, ok := s.at[r.key]; ok {
+				keys = append(keys, r.key)
+				v.removeAt(r.scope, s, i)
+			}
+		}
 	}
 	return keys
 }
 
-// removeAt deletes the i-th vector of s by moving the last one into its
-// place; v.mu is held.
+// removeAt makes position i of s a hole, compacting the scope when a
+// quarter of it is holes; v.mu is held.
 func (v *Vectors) removeAt(scope string, s *vectorScope, i int) {
-	last := len(s.keys) - 1
+	s.dead[i] = true
 	delete(s.at, s.keys[i])
-	if i != last {
-		copy(s.vecs[i*v.dim:(i+1)*v.dim], s.vecs[last*v.dim:])
-		s.keys[i] = s.keys[last]
-		s.used[i] = s.used[last]
-		s.at[s.keys[i]] = i
+	if s.ivf != nil {
+		s.ivf.unfile(i)
 	}
-	s.vecs = s.vecs[:last*v.dim]
-	s.keys = s.keys[:last]
-	s.used = s.used[:last]
+	s.live--
+	s.holes++
 	v.n--
-	if last == 0 {
+	if s.live == 0 {
 		delete(v.scopes, scope)
+		return
+	}
+	if s.holes > 64 && s.holes*4 > len(s.keys) {
+		v.compact(s)
+	}
+}
+
+// compact rewrites s without its holes, into new slices (a build may
+// still be reading the old ones), renumbering its inverted file; v.mu is
+// held.
+func (v *Vectors) compact(s *vectorScope) {
+	n := s.live
+	vecs := make([]float32, 0, n*v.dim)
+	keys := make([]Key, 0, n)
+	used := make([]uint64, 0, n)
+	var lists [][]int32
+	var listOf []int32
+	if s.ivf != nil {
+		lists = make([][]int32, len(s.ivf.lists))
+		listOf = make([]int32, 0, n)
+	}
+	for p, key := range s.keys {
+		if s.dead[p] {
+			continue
+		}
+		s.at[key] = len(keys)
+		if s.ivf != nil {
+			listOf = append(listOf, s.ivf.listOf[p])
+		}
+		vecs = append(vecs, s.vecs[p*v.dim:(p+1)*v.dim]...)
+		keys = append(keys, key)
+		used = append(used, atomic.LoadUint64(&s.used[p]))
+	}
+	s.vecs, s.keys, s.used, s.dead = vecs, keys, used, make([]bool, n)
+	s.holes = 0
+	s.epoch++
+	if f := s.ivf; f != nil {
+		slot := make([]int32, n)
+		for p, l := range listOf {
+			slot[p] = int32(len(lists[l]))
+			lists[l] = append(lists[l], int32(p))
+		}
+		f.lists, f.listOf, f.slot = lists, listOf, slot
 	}
 }
