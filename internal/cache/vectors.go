@@ -250,7 +250,7 @@ func (f *invertedFile) unfile(p int) {
 func (v *Vectors) startBuild(scope string, s *vectorScope) {
 	s.building = true
 	n0, epoch, dim := len(s.keys), s.epoch, v.dim
-	vecs := s.vecs[:n0*dim : n0*dim]
+	vecs := s.vecs[: n0*dim : n0*dim]
 	dead := slices.Clone(s.dead)
 	live := s.live
 	v.builds.Add(1)
