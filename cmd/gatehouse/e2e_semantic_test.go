@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"gatehouse/internal/mockllm"
+	"gatehouse/internal/store/postgres/pgtest"
 )
 
 // semanticConfig serves chat from a mock upstream with the semantic
@@ -176,5 +180,34 @@ cache:
 	resp, b := rawChat(t, gw2.URL, "gh-sem-slow", body("is it slow?"))
 	if took := time.Since(start); resp.StatusCode != http.StatusOK || took > time.Second || resp.Header.Get("X-Gatehouse-Cache") != "miss" {
 		t.Fatalf("with a slow embedder: %d in %v, cache %q: %s", resp.StatusCode, took, resp.Header.Get("X-Gatehouse-Cache"), b)
+	}
+}
+
+// TestSemanticCacheSharedThroughPgvector: in cluster mode on PostgreSQL
+// with pgvector, what one replica stored is found by another: the vector
+// in pgvector, the answer in Redis.
+func TestSemanticCacheSharedThroughPgvector(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{})
+	storage := fmt.Sprintf("storage: {redis: '%s', postgres: '%s'}\nlimits: {redis_prefix: '%s'}\n",
+		os.Getenv("GATEHOUSE_TEST_REDIS"), pgtest.DSNFrom(t, "GATEHOUSE_TEST_PGVECTOR", "gh_semvec_"), uniquePrefix())
+	cfg := semanticConfig(t, up, true, storage)
+	a, _ := startProcess(t, cfg)
+	b, _ := startProcess(t, cfg)
+	body := func(q string) string { return `{"model":"chat","messages":[{"role":"user","content":"` + q + `"}]}` }
+	resp, first := rawChat(t, "http://"+a.addr, "gh-sem-qa", body("what is the capital of france?"))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Gatehouse-Cache") != "miss" {
+		t.Fatalf("first: %d %s", resp.StatusCode, resp.Header.Get("X-Gatehouse-Cache"))
+	}
+	var again []byte
+	waitFor(t, 10*time.Second, "the other replica to find the answer", func() bool {
+		resp, again = rawChat(t, "http://"+b.addr, "gh-sem-qa", body("tell me france's capital city"), "Cache-Control", "no-store")
+		return resp.Header.Get("X-Gatehouse-Cache") == "semantic"
+	})
+	var x, y struct {
+		Choices []struct{ Message struct{ Content string } }
+	}
+	if json.Unmarshal(first, &x) != nil || json.Unmarshal(again, &y) != nil || len(x.Choices) == 0 ||
+		len(y.Choices) == 0 || x.Choices[0].Message.Content != y.Choices[0].Message.Content {
+		t.Fatalf("the other replica answered %s, the first %s", again, first)
 	}
 }

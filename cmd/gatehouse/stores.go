@@ -40,29 +40,41 @@ type stores struct {
 	cache     *cache.Cache  // the exact response cache; its tiers live across reloads
 	cacheConf config.ExactCache
 	// vectors is the semantic cache's index, made when a config first
-	// names an embedder; vectorLog persists it (embedded mode).
-	vectors   *cache.Vectors
+	// names an embedder: pgvector in cluster mode when the server has
+	// it, else in-process (persisted by vectorLog in embedded mode).
+	vectors   cache.VectorIndex
 	vectorLog *cache.VectorLog
 }
 
 // semanticIndex returns the process's vector index, making it (and
 // loading what the store kept of it) the first time a config asks.
-func (s *stores) semanticIndex(sc config.SemanticCache, log *slog.Logger) *cache.Vectors {
+func (s *stores) semanticIndex(sc config.SemanticCache, log *slog.Logger) cache.VectorIndex {
 	if s.vectors != nil {
 		return s.vectors
 	}
-	s.vectors = cache.NewVectors(0, sc.MaxEntries)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if pg, ok := s.store.(*postgres.Store); ok {
+		idx, err := pg.NewVectorIndex(ctx, sc.MaxEntries)
+		if err == nil {
+			log.Info("semantic cache: vectors in PostgreSQL (pgvector), shared by every replica")
+			s.vectors = idx
+			return idx
+		}
+		log.Warn("semantic cache: no pgvector on the PostgreSQL server; each replica keeps its own index in memory", "error", err.Error())
+	}
+	local := cache.LocalIndex{Vectors: cache.NewVectors(0, sc.MaxEntries)}
 	if vs, ok := s.store.(cache.VectorStore); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if n, err := cache.LoadVectors(ctx, vs, s.vectors); err != nil {
+		if n, err := cache.LoadVectors(ctx, vs, local.Vectors); err != nil {
 			log.Warn("semantic cache: could not load the stored vectors", "error", err.Error())
 		} else if n > 0 {
 			log.Info("semantic cache: vectors loaded", "vectors", n)
 		}
 		s.vectorLog = cache.NewVectorLog(vs, func(err error) { log.Warn("semantic cache: vector not kept", "error", err.Error()) })
+		local.Log = s.vectorLog
 	}
-	return s.vectors
+	s.vectors = local
+	return local
 }
 
 // overlay is the store's prices for the catalog; nil without a store.

@@ -119,12 +119,8 @@ func semantic(sc config.SemanticCache, deployments map[string]provider.Deploymen
 	if err != nil {
 		return nil, fmt.Errorf("cache.semantic.embedder: %w", err)
 	}
-	s := &server.Semantic{Vectors: st.semanticIndex(sc, log), Embed: embed, Enabled: sc.Enabled,
-		Threshold: sc.Threshold, Timeout: sc.Timeout.D(), PerKey: sc.PerKey}
-	if st.vectorLog != nil {
-		s.Kept = st.vectorLog.Kept
-	}
-	return s, nil
+	return &server.Semantic{Index: st.semanticIndex(sc, log), Embed: embed, Enabled: sc.Enabled,
+		Threshold: sc.Threshold, Timeout: sc.Timeout.D(), PerKey: sc.PerKey}, nil
 }
 
 // bodyRedactor builds the redaction of kept bodies from the config (its

@@ -81,3 +81,44 @@ func (l *VectorLog) Close() {
 	close(l.ops)
 	<-l.done
 }
+
+// VectorIndex is where the semantic cache looks for the closest stored
+// question: the in-process index (LocalIndex) or PostgreSQL with
+// pgvector, shared by every replica.
+type VectorIndex interface {
+	// SearchVector returns the key whose vector is closest to q in
+	// scope, with their cosine; false when the scope holds none.
+	SearchVector(ctx context.Context, scope string, q []float32) (Key, float32, bool, error)
+	AddVector(ctx context.Context, scope string, key Key, vec []float32) error
+	RemoveVector(ctx context.Context, scope string, key Key) error
+}
+
+// LocalIndex is the in-process Vectors as a VectorIndex, its changes
+// persisted through Log when it is set.
+type LocalIndex struct {
+	Vectors *Vectors
+	Log     *VectorLog // nil: memory only
+}
+
+// SearchVector implements VectorIndex.
+func (l LocalIndex) SearchVector(_ context.Context, scope string, q []float32) (Key, float32, bool, error) {
+	k, score, ok := l.Vectors.Search(scope, q)
+	return k, score, ok, nil
+}
+
+// AddVector implements VectorIndex.
+func (l LocalIndex) AddVector(_ context.Context, scope string, key Key, vec []float32) error {
+	evicted := l.Vectors.Add(scope, key, vec)
+	if l.Log != nil {
+		l.Log.Kept(scope, key, vec, evicted)
+	}
+	return nil
+}
+
+// RemoveVector implements VectorIndex. The persisted copy goes at its
+// next eviction or load (a vector whose answer is gone is dropped again
+// at its next match).
+func (l LocalIndex) RemoveVector(_ context.Context, scope string, key Key) error {
+	l.Vectors.Remove(scope, key)
+	return nil
+}

@@ -18,16 +18,15 @@ import (
 // request whose last question is close enough to one answered before,
 // in the same scope (cache.SemanticQuery), gets that answer.
 type Semantic struct {
-	Vectors *cache.Vectors // the process's index, shared by every generation
+	// Index holds the stored questions' vectors: the process's
+	// in-process index, or pgvector shared by every replica.
+	Index cache.VectorIndex
 	// Embed turns a question into a unit vector of Vectors' dimension.
 	Embed     func(ctx context.Context, text string) ([]float32, error)
 	Enabled   bool          // cache.semantic.enabled; a project's setting overrides it
 	Threshold float64       // the least cosine that is a hit; a project's setting overrides it
 	Timeout   time.Duration // an embedding slower than this leaves the request uncached
 	PerKey    bool          // scope the search to the key as well as the project
-	// Kept hears of every vector indexed and evicted, to persist them;
-	// nil keeps them in memory only.
-	Kept func(scope string, key cache.Key, vec []float32, evicted []cache.Key)
 }
 
 // semanticOn reports whether the semantic cache serves this exchange and
@@ -83,13 +82,16 @@ func (x *exchange) semanticLookup(req *llm.ChatRequest, g *route.Group, rp reply
 	if !x.cache.read {
 		return false
 	}
-	key, score, found := s.Vectors.Search(q.Scope, vec)
-	if !found || float64(score) < threshold {
+	key, score, found, err := s.Index.SearchVector(x.r.Context(), q.Scope, vec)
+	if err != nil && x.s.log != nil {
+		x.s.log.Warn("semantic cache: search failed; the request goes on uncached", "request_id", x.id, "error", err.Error())
+	}
+	if err != nil || !found || float64(score) < threshold {
 		return false
 	}
 	e, ok := x.rt.Caching.Cache.Get(x.r.Context(), x.principal.Project, key)
 	if !ok {
-		s.Vectors.Remove(q.Scope, key) // its answer expired or was purged
+		_ = s.Index.RemoveVector(x.r.Context(), q.Scope, key) // its answer expired or was purged
 		return false
 	}
 	return x.serveEntry(e, req, rp, account.CacheSemantic)
@@ -101,10 +103,10 @@ func (x *exchange) keepVector(key cache.Key) {
 	if x.cache.vector == nil {
 		return
 	}
-	s := x.rt.Caching.Semantic
-	evicted := s.Vectors.Add(x.cache.scope, key, x.cache.vector)
-	if s.Kept != nil {
-		s.Kept(x.cache.scope, key, x.cache.vector, evicted)
+	// The client has its answer; the request's context may be gone.
+	ctx := context.WithoutCancel(x.r.Context())
+	if err := x.rt.Caching.Semantic.Index.AddVector(ctx, x.cache.scope, key, x.cache.vector); err != nil && x.s.log != nil {
+		x.s.log.Warn("semantic cache: vector not indexed", "request_id", x.id, "error", err.Error())
 	}
 }
 

@@ -20,9 +20,16 @@ import (
 // unset variable or an unreachable server fails the test: it never skips.
 func DSN(t testing.TB, prefix string) string {
 	t.Helper()
-	base := os.Getenv("GATEHOUSE_TEST_POSTGRES")
+	return DSNFrom(t, "GATEHOUSE_TEST_POSTGRES", prefix)
+}
+
+// DSNFrom is DSN on the server the environment variable env names
+// (GATEHOUSE_TEST_PGVECTOR: PostgreSQL 18 with pgvector).
+func DSNFrom(t testing.TB, env, prefix string) string {
+	t.Helper()
+	base := os.Getenv(env)
 	if base == "" {
-		t.Fatal("GATEHOUSE_TEST_POSTGRES is not set: this test needs the real PostgreSQL server that `make test` starts; " +
+		t.Fatal(env + " is not set: this test needs the real PostgreSQL server that `make test` starts; " +
 			"to run it by hand: eval \"$(scripts/test-services start)\" and go test again")
 	}
 	var b [6]byte
