@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"encoding/hex"
 	"sync"
 	"time"
 )
@@ -17,6 +18,11 @@ type Cache struct {
 	lower Store
 	now   func() time.Time
 	stop  context.CancelFunc // ends the Invalidator subscription; nil without one
+	// held is the set of keys the lower tier holds, when it is a
+	// KeyLister: a key not in it is a miss without a read. Binary
+	// SHA-256s, half the size of the hex keys.
+	heldMu sync.RWMutex
+	held   map[[32]byte]struct{}
 
 	mu     sync.RWMutex // guards closing writes against Puts
 	closed bool
@@ -46,6 +52,14 @@ const (
 	pruneEvery = time.Minute
 	pruneBatch = 1000
 )
+
+// KeyLister is a lower tier this process alone writes (SQLite), which can
+// list the keys it holds: the Cache then keeps the set of them in memory
+// and never reads the tier for a key it does not hold, so a miss costs
+// no database read.
+type KeyLister interface {
+	EntryKeys(ctx context.Context, fn func(Key)) error
+}
 
 // Invalidator is a lower tier shared by several processes (Redis), which
 // hears of purges made through any of them: each process then empties
@@ -83,6 +97,18 @@ func New(o Options) *Cache {
 	onErr := o.OnLowerError
 	if onErr == nil {
 		onErr = func(string, error) {}
+	}
+	if kl, ok := c.lower.(KeyLister); ok {
+		c.held = map[[32]byte]struct{}{}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := kl.EntryKeys(ctx, func(k Key) { c.hold(k) })
+		cancel()
+		if err != nil {
+			c.held = nil // unknown: read the tier on every miss
+			if o.OnLowerError != nil {
+				o.OnLowerError("list", err)
+			}
+		}
 	}
 	if inv, ok := c.lower.(Invalidator); ok {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -136,7 +162,7 @@ func (c *Cache) Get(ctx context.Context, project string, k Key) (*Entry, bool) {
 	if e, ok := c.mem.Get(k); ok {
 		return e, true
 	}
-	if c.lower == nil {
+	if c.lower == nil || !c.holds(k) {
 		return nil, false
 	}
 	e, err := c.lower.GetEntry(ctx, project, k)
@@ -152,6 +178,7 @@ func (c *Cache) Get(ctx context.Context, project string, k Key) (*Entry, bool) {
 // from the lower tier (the in-process copy still serves).
 func (c *Cache) Put(k Key, e *Entry) {
 	c.mem.Put(k, e)
+	c.hold(k)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.writes == nil || c.closed {
@@ -161,6 +188,43 @@ func (c *Cache) Put(k Key, e *Entry) {
 	case c.writes <- pendingWrite{k, e}:
 	default:
 	}
+}
+
+// holdKey is k as the held set keeps it; false for a key that is not a
+// SHA-256 in hex (then the tier is always read).
+func holdKey(k Key) ([32]byte, bool) {
+	var b [32]byte
+	_, err := hex.Decode(b[:], []byte(k))
+	return b, err == nil && len(k) == 64
+}
+
+// hold notes that the lower tier holds (or is about to hold) k.
+func (c *Cache) hold(k Key) {
+	if c.held == nil {
+		return
+	}
+	if b, ok := holdKey(k); ok {
+		c.heldMu.Lock()
+		c.held[b] = struct{}{}
+		c.heldMu.Unlock()
+	}
+}
+
+// holds reports whether the lower tier may hold k: always, without a
+// held set. An entry purged or pruned stays in the set, and costs one
+// read that misses.
+func (c *Cache) holds(k Key) bool {
+	if c.held == nil {
+		return true
+	}
+	b, ok := holdKey(k)
+	if !ok {
+		return true
+	}
+	c.heldMu.RLock()
+	_, in := c.held[b]
+	c.heldMu.RUnlock()
+	return in
 }
 
 // Purge removes project's entries ("" every entry) from every tier and

@@ -70,7 +70,25 @@ func (s *Store) PruneEntries(ctx context.Context, now time.Time, limit int) (int
 	return int(n), err
 }
 
+// EntryKeys implements cache.KeyLister: the keys of the live entries.
+func (s *Store) EntryKeys(ctx context.Context, fn func(cache.Key)) error {
+	rows, err := s.r.QueryContext(ctx, `SELECT key FROM cache_entries WHERE expires > ?`, store.Now().UnixMicro())
+	if err != nil {
+		return fmt.Errorf("sqlite: cache keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return fmt.Errorf("sqlite: cache keys: %w", err)
+		}
+		fn(cache.Key(k))
+	}
+	return rows.Err()
+}
+
 var (
-	_ cache.Store  = (*Store)(nil)
-	_ cache.Pruner = (*Store)(nil)
+	_ cache.KeyLister = (*Store)(nil)
+	_ cache.Store     = (*Store)(nil)
+	_ cache.Pruner    = (*Store)(nil)
 )

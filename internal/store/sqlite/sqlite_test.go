@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/cache"
@@ -195,5 +196,44 @@ func TestVectorsSurviveReopen(t *testing.T) {
 	}
 	if k, score, _ := loaded.Search("scope", []float32{2, 1, 0.5}); k != "k2" || score != 5.25 {
 		t.Fatalf("found %s at %f, want k2 at 5.25", k, score)
+	}
+}
+
+// countingTier counts the reads that reach the SQLite tier.
+type countingTier struct {
+	*Store
+	reads int
+}
+
+func (c *countingTier) GetEntry(ctx context.Context, project string, k cache.Key) (*cache.Entry, error) {
+	c.reads++
+	return c.Store.GetEntry(ctx, project, k)
+}
+
+// TestCacheKnowsItsSQLiteKeys: over the SQLite tier, a restarted cache
+// knows which keys the file holds, so a miss never reads it, while a
+// stored entry is still found there.
+func TestCacheKnowsItsSQLiteKeys(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	ctx := context.Background()
+	key := func(b byte) cache.Key { return cache.Key(strings.Repeat(string("0123456789abcdef"[b%16]), 64)) }
+	first := cache.New(cache.Options{MaxBytes: 1 << 20, Lower: s})
+	first.Put(key(1), &cache.Entry{Project: "qa", Completion: []byte(`{}`), Expires: time.Now().Add(time.Hour)})
+	first.Close()
+
+	tier := &countingTier{Store: s}
+	c := cache.New(cache.Options{MaxBytes: 1 << 20, Lower: tier})
+	defer c.Close()
+	for range 3 {
+		if _, ok := c.Get(ctx, "qa", key(2)); ok {
+			t.Fatal("an absent key was found")
+		}
+	}
+	if tier.reads != 0 {
+		t.Fatalf("%d reads of SQLite for a key it does not hold", tier.reads)
+	}
+	if _, ok := c.Get(ctx, "qa", key(1)); !ok || tier.reads != 1 {
+		t.Fatalf("the stored key: found %v after %d reads", ok, tier.reads)
 	}
 }
