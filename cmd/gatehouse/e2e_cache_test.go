@@ -273,6 +273,14 @@ func TestExactCacheReplaysStreams(t *testing.T) {
 		t.Fatalf("Anthropic stream from a stored answer: cache %q, %d→%d upstream calls, %+v vs %+v",
 			aresp.Header.Get("X-Gatehouse-Cache"), calls, upstreamCalls(up), streamed.Content, msg.Content)
 	}
+	// The metrics count the hits by kind and the in-process tier's size.
+	m := scrape(t, gw)
+	for _, want := range []string{`gatehouse_cache_requests_total{model="chat",project="qa",result="hit"} 4`,
+		`gatehouse_cache_requests_total{model="chat",project="qa",result="miss"} 2`, "gatehouse_cache_entries 2"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "gatehouse_cache"))
+		}
+	}
 }
 
 // TestExactCacheSurvivesRestart: in embedded mode the entries are in the

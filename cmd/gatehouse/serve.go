@@ -80,6 +80,9 @@ func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger, lo
 		if st.sink != nil {
 			m.UsageSink(st.sink)
 		}
+		if st.cache != nil {
+			m.Cache(st.cache.Memory())
+		}
 	}
 	var tracer *telemetry.Tracer
 	if tr := cfg.Telemetry.Traces; tr != nil && !bare {

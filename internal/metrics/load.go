@@ -75,3 +75,24 @@ func (m *Metrics) UsageSink(s SinkStats) {
 			Help: "Usage records lost: the spill file could not be written, or a line of it not read back."}, func() float64 { return float64(s.Dropped()) }),
 	)
 }
+
+// CacheStats is what the exact cache's in-process tier holds
+// (*cache.Memory).
+type CacheStats interface {
+	Len() int
+	Bytes() int64
+}
+
+// Cache registers the in-process tier's entries and bytes, read at
+// scrape time.
+func (m *Metrics) Cache(s CacheStats) {
+	if m == nil || s == nil {
+		return
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gatehouse_cache_entries",
+			Help: "Answers in the exact cache's in-process tier."}, func() float64 { return float64(s.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gatehouse_cache_bytes",
+			Help: "Bytes the exact cache's in-process tier counts against cache.exact.max_bytes."}, func() float64 { return float64(s.Bytes()) }),
+	)
+}
