@@ -151,14 +151,18 @@ func TestSemanticCacheOptInAndTimeout(t *testing.T) {
 		return resp.Header.Get("X-Gatehouse-Cache")
 	}
 	state("what is the capital of france?")
+	waitFor(t, 5*time.Second, "the answer kept", func() bool { return state("what is the capital of france?") == "hit" })
 	if s := state("tell me france's capital city"); s != "miss" {
 		t.Fatalf("semantic off by default, yet %q", s)
 	}
 	adminDo(t, gw.URL, http.MethodPatch, "/admin/projects/"+p["id"].(string), `{"cache":{"semantic":{"enabled":true,"threshold":0.88}}}`, 200)
 	state("what is the capital of italy?")
-	if s := state("tell me italy's capital city"); s != "semantic" {
-		t.Fatalf("the project opted in, yet %q", s)
-	}
+	// The answer is indexed once it is written: wait for it (the probes
+	// keep nothing of their own: no-store).
+	waitFor(t, 5*time.Second, "the opted-in project's semantic hit", func() bool {
+		resp, _ := rawChat(t, gw.URL, key, body("tell me italy's capital city"), "Cache-Control", "no-store")
+		return resp.Header.Get("X-Gatehouse-Cache") == "semantic"
+	})
 
 	// A slow embedder (an upstream that answers embeddings after 2 s)
 	// with a 100 ms timeout: the request goes on at once, a plain miss.

@@ -32,6 +32,13 @@ const (
 	hdrCacheTTL = "X-Gatehouse-Cache-Ttl"
 )
 
+// cacheHeader holds the x-gatehouse-cache values, built once: every
+// response carries one, and net/http never writes to a header's slice.
+var cacheHeader = map[string][]string{
+	account.CacheHit: {account.CacheHit}, account.CacheSemantic: {account.CacheSemantic},
+	account.CacheMiss: {account.CacheMiss}, account.CacheBypass: {account.CacheBypass},
+}
+
 // cacheUse is what the cache does for one exchange.
 type cacheUse struct {
 	result  string // account.CacheHit, CacheMiss or CacheBypass; "" until decided (bypass)

@@ -193,7 +193,7 @@ func (x *exchange) headers() {
 		h.Set("X-Gatehouse-Model", e.ServedModel)
 		h.Set("X-Gatehouse-Attempts", "0")
 	}
-	h[hdrCache] = []string{x.cacheResult()}
+	h[hdrCache] = cacheHeader[x.cacheResult()]
 	x.limitHeaders(h)
 	x.setOverhead(h)
 }
