@@ -49,10 +49,15 @@ const (
 	// carry no x-ratelimit-* headers, so full against quiet is what the
 	// six headers cost and quiet against noLimits the rest of admission.
 	quiet = "gatehouse full, headers on 429"
+	// cacheHits is noLimits with the exact cache on: the load repeats one
+	// request, so after the first every request is a hit, and cacheHits
+	// against noLimits is the hit path against the upstream path.
+	cacheHits = "gatehouse cache hits"
 )
 
 // targetFlags maps the -targets values to target names.
-var targetFlags = map[string]string{"direct": direct, "plainproxy": plainproxy, "bare": bare, "full": full, "nolimits": noLimits, "quiet": quiet}
+var targetFlags = map[string]string{"direct": direct, "plainproxy": plainproxy, "bare": bare, "full": full, "nolimits": noLimits,
+	"quiet": quiet, "cache": cacheHits}
 
 // maxErrorRate is the failure rate above which a run is not a measurement.
 const maxErrorRate = 0.001
@@ -152,7 +157,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded load before each timed run")
 	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
 	scen := fs.String("scenarios", "nonstream,stream,stream-usage", "comma-separated: nonstream, stream (the client does not ask for usage; gatehouse does), stream-usage (the client asks for usage)")
-	tgts := fs.String("targets", "direct,plainproxy,bare,full", "comma-separated: direct, plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only)")
+	tgts := fs.String("targets", "direct,plainproxy,bare,full", "comma-separated: direct, plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit)")
 	fs.IntVar(&o.rounds, "rounds", 3, "run all targets this many times per cell, back to back, and report medians")
 	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs and process logs) for inspection")
@@ -206,9 +211,9 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.targets[name] = true
 	}
-	if o.gatehouse == "" && (o.targets[bare] || o.targets[full] || o.targets[noLimits] || o.targets[quiet]) {
+	if o.gatehouse == "" && (o.targets[bare] || o.targets[full] || o.targets[noLimits] || o.targets[quiet] || o.targets[cacheHits]) {
 		fmt.Fprintln(os.Stderr, "benchrun: no -gatehouse binary: measuring direct and plainproxy only")
-		for _, t := range []string{bare, full, noLimits, quiet} {
+		for _, t := range []string{bare, full, noLimits, quiet, cacheHits} {
 			delete(o.targets, t)
 		}
 	}
@@ -287,17 +292,18 @@ func setup(ctx context.Context, o options) (*bench, error) {
 		b.targets = append(b.targets, target{name: plainproxy, url: chatURL(addr), proc: p})
 	}
 
-	addrs, err := proc.FreePorts(4)
+	addrs, err := proc.FreePorts(5)
 	if err != nil {
 		return b, err
 	}
-	for i, name := range []string{bare, full, noLimits, quiet} {
+	for i, name := range []string{bare, full, noLimits, quiet, cacheHits} {
 		if !o.targets[name] {
 			continue
 		}
 		file := "gatehouse-" + strings.NewReplacer(" ", "-", ",", "", "--", "").Replace(strings.TrimPrefix(name, "gatehouse "))
 		cfg := filepath.Join(dir, file+".yaml")
-		yaml := gatehouseConfig(addrs[i], filepath.Join(dir, file+".db"), mockAddr, name != noLimits, name == quiet)
+		yaml := gatehouseConfig(addrs[i], filepath.Join(dir, file+".db"), mockAddr, name != noLimits && name != cacheHits,
+			name == quiet, name == cacheHits)
 		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 			return b, err
 		}
@@ -343,7 +349,7 @@ func chatURL(addr string) string { return "http://" + addr + "/v1/chat/completio
 // key's limits and budget are far out of reach so that the full stack
 // does all its admission work without ever refusing; caching is off
 // because a cache hit would skip the upstream the baselines must call.
-func gatehouseConfig(listen, sqlite, mockAddr string, limits, quietHeaders bool) string {
+func gatehouseConfig(listen, sqlite, mockAddr string, limits, quietHeaders, cached bool) string {
 	key := "  - {key: " + benchKey + ", project: bench}\n"
 	if limits {
 		key = "  - {key: " + benchKey + ", project: bench, rpm: 100000000, tpm: 1000000000000, budget: {usd: 1000000000, period: total}}\n"
@@ -362,9 +368,9 @@ models:
     targets: [{provider: mock, model: gpt-4o-mini}]
 keys:
 %scache:
-  exact: {enabled: false}
+  exact: {enabled: %t}
   semantic: {enabled: false}
-`, listen, sqlite, mockAddr, key)
+`, listen, sqlite, mockAddr, key, cached)
 }
 
 // buildPlainproxy builds the baseline proxy from this module; it works
