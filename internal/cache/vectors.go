@@ -52,10 +52,15 @@ type vectorScope struct {
 type invertedFile struct {
 	centroids []float32 // k*dim
 	lists     [][]int32 // positions by centroid
-	listOf    []int32   // position → its list (-1: none, a hole)
-	slot      []int32   // position → its index in that list
-	builtAt   int       // live vectors when it was built
-	probe     int       // lists a search scans
+	// codes are each list's vectors quantised to int8 (×127), in list
+	// order: a search streams through them rather than jumping about the
+	// scope's float32 vectors, a quarter of the bytes and no cache miss
+	// per vector, and re-scores its best few candidates exactly.
+	codes   [][]int8
+	listOf  []int32 // position → its list (-1: none, a hole)
+	slot    []int32 // position → its index in that list
+	builtAt int     // live vectors when it was built
+	probe   int     // lists a search scans
 }
 
 const (
@@ -100,11 +105,36 @@ func (v *Vectors) Search(scope string, q []float32) (Key, float32, bool) {
 	}
 	best, bestAt := float32(-2), -1
 	if f := s.ivf; f != nil {
+		// The int8 scores pick a few candidates; their float32 dot
+		// products decide.
+		var qc [maxQuantDim]int8
+		code := quantise(qc[:0], q)
+		var cand [rescore]int32
+		var candScore [rescore]int32
+		nc := 0
 		for _, l := range f.nearest(q, v.dim) {
-			for _, p := range f.lists[l] {
-				if d := dot(q, s.vecs[int(p)*v.dim:(int(p)+1)*v.dim]); d > best {
-					best, bestAt = d, int(p)
+			codes := f.codes[l]
+			for j, p := range f.lists[l] {
+				d := dot8(code, codes[j*v.dim:(j+1)*v.dim])
+				if nc < rescore {
+					cand[nc], candScore[nc] = p, d
+					nc++
+					continue
 				}
+				worst := 0
+				for c := 1; c < rescore; c++ {
+					if candScore[c] < candScore[worst] {
+						worst = c
+					}
+				}
+				if d > candScore[worst] {
+					cand[worst], candScore[worst] = p, d
+				}
+			}
+		}
+		for _, p := range cand[:nc] {
+			if d := dot(q, s.vecs[int(p)*v.dim:(int(p)+1)*v.dim]); d > best {
+				best, bestAt = d, int(p)
 			}
 		}
 	} else {
@@ -228,6 +258,7 @@ func (f *invertedFile) file(p int, vec []float32, dim int) {
 	}
 	f.listOf[p], f.slot[p] = int32(bestL), int32(len(f.lists[bestL]))
 	f.lists[bestL] = append(f.lists[bestL], int32(p))
+	f.codes[bestL] = quantise(f.codes[bestL], vec)
 }
 
 // unfile removes position p from its list.
@@ -237,11 +268,57 @@ func (f *invertedFile) unfile(p int) {
 	}
 	l, i := f.listOf[p], f.slot[p]
 	list := f.lists[l]
-	last := list[len(list)-1]
+	n := len(list) - 1
+	last := list[n]
 	list[i] = last
 	f.slot[last] = i
-	f.lists[l] = list[:len(list)-1]
+	f.lists[l] = list[:n]
+	codes := f.codes[l]
+	dim := len(codes) / (n + 1)
+	copy(codes[int(i)*dim:(int(i)+1)*dim], codes[n*dim:])
+	f.codes[l] = codes[:n*dim]
 	f.listOf[p], f.slot[p] = -1, -1
+}
+
+// rescore is how many int8 candidates a search re-scores in float32;
+// maxQuantDim bounds the query's code on the stack (larger vectors spill
+// to the heap).
+const (
+	rescore     = 8
+	maxQuantDim = 1024
+)
+
+// quantise appends v (unit length: components within ±1) as int8 ×127.
+func quantise(dst []int8, v []float32) []int8 {
+	for _, x := range v {
+		dst = append(dst, int8(max(-127, min(127, x*127+copysign(0.5, x)))))
+	}
+	return dst
+}
+
+func copysign(h, x float32) float32 {
+	if x < 0 {
+		return -h
+	}
+	return h
+}
+
+// dot8 is the dot product of two int8 codes of one length, in int32,
+// unrolled by four like dot.
+func dot8(a, b []int8) int32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += int32(a[i]) * int32(b[i])
+		s1 += int32(a[i+1]) * int32(b[i+1])
+		s2 += int32(a[i+2]) * int32(b[i+2])
+		s3 += int32(a[i+3]) * int32(b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += int32(a[i]) * int32(b[i])
+	}
+	return s0 + s1 + s2 + s3
 }
 
 // startBuild builds an inverted file for s in the background from a
@@ -322,7 +399,8 @@ func buildInvertedFile(vecs []float32, dead []bool, dim, live int) *invertedFile
 			}
 		}
 	}
-	f := &invertedFile{centroids: centroids, lists: make([][]int32, k), listOf: make([]int32, n), slot: make([]int32, n),
+	f := &invertedFile{centroids: centroids, lists: make([][]int32, k), codes: make([][]int8, k), listOf: make([]int32, n),
+		slot:  make([]int32, n),
 		probe: max(8, k/64)}
 	for p := range n {
 		f.listOf[p], f.slot[p] = -1, -1
@@ -442,10 +520,12 @@ func (v *Vectors) compact(s *vectorScope) {
 	s.epoch++
 	if f := s.ivf; f != nil {
 		slot := make([]int32, n)
+		codes := make([][]int8, len(lists))
 		for p, l := range listOf {
 			slot[p] = int32(len(lists[l]))
 			lists[l] = append(lists[l], int32(p))
+			codes[l] = quantise(codes[l], vecs[p*v.dim:(p+1)*v.dim])
 		}
-		f.lists, f.listOf, f.slot = lists, listOf, slot
+		f.lists, f.codes, f.listOf, f.slot = lists, codes, listOf, slot
 	}
 }
