@@ -16,9 +16,10 @@ import (
 // A small scope is searched exactly, every vector. A scope that grows
 // past ivfMin vectors gets an inverted file, built in the background: a
 // few hundred centroids (sampled vectors, moved once to the mean of what
-// they attract), each vector filed under its nearest, and a search scans
-// only the lists of the query's nearest centroids — a few percent of
-// the scope. The file is rebuilt when the scope has doubled; new
+// they attract), each vector filed under its nearest (as an int8 code,
+// in its list's order), and a search scans only the lists of the query's
+// nearest centroids — a few percent of the scope — re-scoring its best
+// few candidates in float32. The file is rebuilt when the scope has doubled; new
 // vectors in between are filed as they come.
 //
 // It holds at most max vectors; beyond that the least recently used go,
