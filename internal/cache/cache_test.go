@@ -1,6 +1,9 @@
 package cache
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -229,5 +232,55 @@ func TestMemoryBoundsBytesEvictsLeastRecentAndExpires(t *testing.T) {
 	m.Put("huge", &Entry{Completion: make([]byte, 1000), Expires: now.Add(time.Hour)})
 	if _, ok := m.Get("huge"); ok || m.Len() != 1 {
 		t.Fatal("an entry larger than the bound was kept, or evicted the rest")
+	}
+}
+
+// referenceKey is NewKey written the plain way: decode the body into Go
+// values, drop the ignored fields, hash the canonical form. NewKey must
+// agree with it on every body.
+func referenceKey(project, model string, body []byte) (Key, error) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var obj map[string]any
+	if err := d.Decode(&obj); err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	writeString(h, "gatehouse-cache-v1")
+	writeString(h, project)
+	writeString(h, model)
+	for k := range obj {
+		if ignored[k] {
+			delete(obj, k)
+		}
+	}
+	writeCanonical(h, obj)
+	return Key(hex.EncodeToString(h.Sum(nil))), nil
+}
+
+func TestNewKeyAgreesWithTheReference(t *testing.T) {
+	bodies := []string{
+		`{"model":"a","messages":[{"role":"user","content":"hi"}],"temperature":0.5,"seed":7}`,
+		`{"messages":[{"role":"system","content":"be \"brief\"\n\u00e9\u0041 \ud83e\udd8a"},{"role":"user","content":[{"type":"text","text":"x"}]}],
+		  "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}}],
+		  "tool_choice":"auto","response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{}}},"stop":["\n","END"],
+		  "n":2,"logit_bias":{"50256":-100},"top_p":1.0,"max_tokens":1e3,"big":12345678901234567890,"neg":-0.0,"nul":null,"yes":true,"no":false}`,
+		`{"a":1,"a":2,"b":{"c":[1,2,{"d":"e","d":"f"}]}}`,
+		"{\"bad\":\"\xff\xfe\",\"ok\":\"ünï\"}",
+		`{"stream":true,"stream_options":{"include_usage":true},"user":"u","metadata":{"k":"v"},"model":"m","messages":[]}`,
+		`{}`,
+	}
+	for _, body := range bodies {
+		got, err := NewKey("p", "m", []byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		want, err := referenceKey("p", "m", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: key %s, the reference %s", body, got, want)
+		}
 	}
 }

@@ -6,17 +6,19 @@
 package cache
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
+
+	"gatehouse/internal/llm"
 )
 
 // Key identifies a cached answer: hex SHA-256, 64 characters.
@@ -42,31 +44,110 @@ var ignored = map[string]bool{
 // whitespace and how a number is spelled (1, 1.0, 1e0) do not change the
 // key; any value does. The project is part of the hash, so two projects
 // never share an entry.
+//
+// The canonical form is appended to one buffer straight from the raw
+// JSON (llm's scanner), without decoding the body into Go values: every
+// cached request pays for it, hits included.
 func NewKey(project, model string, body []byte) (Key, error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
+	bp := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(bp)
+	b := (*bp)[:0]
+	for _, s := range [...]string{"gatehouse-cache-v1", project, model} {
+		b = appendString(b, s)
+	}
+	var fields []field
+	err := llm.EachField(body, func(k string, v []byte, _ int) bool {
+		if !ignored[k] {
+			fields = append(fields, field{k, v})
+		}
+		return true
+	})
+	if err != nil {
 		return "", fmt.Errorf("cache key: %w", err)
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return "", errors.New("cache key: data after the request object")
+	if b, err = appendObject(b, fields); err != nil {
+		return "", fmt.Errorf("cache key: %w", err)
 	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return "", errors.New("cache key: the request is not a JSON object")
-	}
-	h := sha256.New()
-	writeString(h, "gatehouse-cache-v1")
-	writeString(h, project)
-	writeString(h, model)
-	for k := range obj {
-		if ignored[k] {
-			delete(obj, k)
+	*bp = b
+	sum := sha256.Sum256(b)
+	return Key(hex.EncodeToString(sum[:])), nil
+}
+
+var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// field is an object member as the scanner found it.
+type field struct {
+	key   string
+	value []byte
+}
+
+// appendObject appends an object's members sorted by key; of a key
+// given twice the last counts, as a JSON decoder keeps it.
+func appendObject(b []byte, fields []field) ([]byte, error) {
+	slices.SortStableFunc(fields, func(x, y field) int { return strings.Compare(x.key, y.key) })
+	b = append(b, '{')
+	for i, f := range fields {
+		if i+1 < len(fields) && fields[i+1].key == f.key {
+			continue
+		}
+		b = appendString(b, f.key)
+		var err error
+		if b, err = appendCanonical(b, f.value); err != nil {
+			return b, err
 		}
 	}
-	writeCanonical(h, obj)
-	return Key(hex.EncodeToString(h.Sum(nil))), nil
+	return append(b, '}'), nil
+}
+
+// appendCanonical appends a raw JSON value (validated by the scanner) in
+// canonical form: objects with sorted keys, numbers in their shortest
+// form, strings unescaped and length-prefixed.
+func appendCanonical(b []byte, raw []byte) ([]byte, error) {
+	switch llm.KindOf(raw) {
+	case llm.KindObject:
+		var fields []field
+		if err := llm.EachField(raw, func(k string, v []byte, _ int) bool {
+			fields = append(fields, field{k, v})
+			return true
+		}); err != nil {
+			return b, err
+		}
+		return appendObject(b, fields)
+	case llm.KindArray:
+		b = append(b, '[')
+		var err error
+		if e := llm.EachElement(raw, func(_ int, v []byte) bool {
+			b, err = appendCanonical(b, v)
+			return err == nil
+		}); e != nil {
+			return b, e
+		}
+		return append(b, ']'), err
+	case llm.KindString:
+		s, err := llm.UnquoteString(raw)
+		if err != nil {
+			return b, err
+		}
+		return appendString(append(b, 's'), s), nil
+	case llm.KindNumber:
+		return appendString(append(b, 'n'), canonicalNumber(json.Number(raw))), nil
+	case llm.KindBool:
+		if raw[0] == 't' {
+			return append(b, 't'), nil
+		}
+		return append(b, 'f'), nil
+	case llm.KindNull:
+		return append(b, '0'), nil
+	}
+	return b, errors.New("not a JSON value")
+}
+
+// appendString appends s length-prefixed, so no two sequences of strings
+// encode alike.
+func appendString(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
 }
 
 // writeString writes s length-prefixed, so no two sequences of strings
