@@ -156,11 +156,17 @@ func TestSemanticCacheOptInAndTimeout(t *testing.T) {
 		t.Fatalf("semantic off by default, yet %q", s)
 	}
 	adminDo(t, gw.URL, http.MethodPatch, "/admin/projects/"+p["id"].(string), `{"cache":{"semantic":{"enabled":true,"threshold":0.88}}}`, 200)
-	state("what is the capital of italy?")
-	// The answer is indexed once it is written: wait for it (the probes
-	// keep nothing of their own: no-store).
+	// The override reaches the key cache within moments (KeyChanges), and
+	// an answer is indexed once it is written: ask about one country after
+	// another until a paraphrase of the last one is a semantic hit.
+	countries := []string{"italy", "spain", "germany", "japan", "canada", "egypt", "peru", "kenya", "norway", "chile"}
+	i := 0
 	waitFor(t, 5*time.Second, "the opted-in project's semantic hit", func() bool {
-		resp, _ := rawChat(t, gw.URL, key, body("tell me italy's capital city"), "Cache-Control", "no-store")
+		c := countries[i%len(countries)]
+		i++
+		state("what is the capital of " + c + "?")
+		time.Sleep(20 * time.Millisecond) // the answer's vector is indexed just after the response
+		resp, _ := rawChat(t, gw.URL, key, body("tell me "+c+"'s capital city"), "Cache-Control", "no-store")
 		return resp.Header.Get("X-Gatehouse-Cache") == "semantic"
 	})
 
