@@ -247,12 +247,7 @@ func (v *Vectors) Add(scope string, key Key, vec []float32) []Key {
 
 // file adds position p (vector vec) to its nearest centroid's list.
 func (f *invertedFile) file(p int, vec []float32, dim int) {
-	best, bestL := float32(-2), 0
-	for l := range f.lists {
-		if d := dot(vec, f.centroids[l*dim:(l+1)*dim]); d > best {
-			best, bestL = d, l
-		}
-	}
+	bestL := nearestCentroid(vec, f.centroids, dim)
 	for len(f.listOf) <= p {
 		f.listOf = append(f.listOf, -1)
 		f.slot = append(f.slot, -1)
