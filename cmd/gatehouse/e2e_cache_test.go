@@ -320,6 +320,12 @@ func TestExactCacheReplaysStreams(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "gatehouse_cache"))
 		}
 	}
+	// Hits used no model's tokens: only the misses count them.
+	for _, series := range strings.Split(grepLines(m, "gatehouse_tokens_total{"), "\n") {
+		if strings.Contains(series, `provider=""`) && !strings.HasSuffix(series, " 0") {
+			t.Errorf("a hit counted tokens: %s", series)
+		}
+	}
 }
 
 // TestExactCacheSurvivesRestart: in embedded mode the entries are in the

@@ -128,7 +128,7 @@ func (x *exchange) record(end time.Time) {
 	if x.err != nil {
 		o.ErrorKind = string(x.err.Kind)
 	}
-	if x.hasUsage {
+	if x.hasUsage && x.cache.hit == nil { // a cache hit used no model's tokens
 		u := &x.usage
 		o.PromptTokens, o.CompletionTokens, o.CachedTokens, o.ReasoningTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens, u.ReasoningTokens
 	}
