@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -338,38 +339,73 @@ func (s *scanner) literal(lit string) error {
 	return nil
 }
 
+// str scans a string from its opening quote. The plain run between
+// escapes is skipped a byte per table lookup: the request path scans
+// every prompt's text at least once, and this loop is most of the
+// scanner's time.
 func (s *scanner) str() error {
-	s.pos++ // opening quote
-	for s.pos < len(s.data) {
-		c := s.data[s.pos]
-		switch {
-		case c == '"':
-			s.pos++
+	d, i := s.data, s.pos+1 // past the opening quote
+	for {
+		for i+8 <= len(d) && !hasStop(binary.LittleEndian.Uint64(d[i:])) {
+			i += 8
+		}
+		for i < len(d) && !strStop[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			s.pos = i
+			return s.fail("unterminated string")
+		}
+		switch d[i] {
+		case '"':
+			s.pos = i + 1
 			return nil
-		case c == '\\':
-			s.pos++
-			if s.pos >= len(s.data) {
+		case '\\':
+			i++
+			if i >= len(d) {
+				s.pos = i
 				return s.fail("unterminated string")
 			}
-			switch s.data[s.pos] {
+			switch d[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.pos++
+				i++
 			case 'u':
-				if len(s.data)-s.pos < 5 || !isHex4(s.data[s.pos+1:s.pos+5]) {
+				if len(d)-i < 5 || !isHex4(d[i+1:i+5]) {
+					s.pos = i
 					return s.fail("bad \\u escape")
 				}
-				s.pos += 5
+				i += 5
 			default:
+				s.pos = i
 				return s.fail("bad escape in string")
 			}
-		case c < 0x20:
-			return s.fail("control character in string")
 		default:
-			s.pos++
+			s.pos = i
+			return s.fail("control character in string")
 		}
 	}
-	return s.fail("unterminated string")
 }
+
+// hasStop reports whether any of the eight bytes in w is a strStop byte:
+// '"', '\\' or below 0x20 (the classic has-zero-byte test on w, on w
+// with each candidate byte xored away, and for "below 0x20" on w less
+// 0x20 in each byte; a false alarm after a real one only sends the
+// caller to the byte loop, which decides).
+func hasStop(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(x uint64) uint64 { return (x - ones) & ^x & highs }
+	return zero(w^(ones*'"'))|zero(w^(ones*'\\'))|((w-ones*0x20) & ^w & highs) != 0
+}
+
+// strStop marks the bytes that end a plain run inside a string: the
+// closing quote, a backslash, and the control characters JSON forbids.
+var strStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 func isHex4(b []byte) bool {
 	for _, c := range b {

@@ -2,8 +2,10 @@ package llm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -450,4 +452,41 @@ func FuzzEachField(f *testing.F) {
 			t.Fatalf("EachField(%q) disagrees with encoding/json (-json +EachField):\n%s", data, diff)
 		}
 	})
+}
+
+// TestHasStopMissesNoStopByte: the eight-byte test never misses a byte
+// that ends a plain run (a false alarm is allowed: the byte loop then
+// decides), whatever the other bytes and the position.
+func TestHasStopMissesNoStopByte(t *testing.T) {
+	word := func(b [8]byte) uint64 { return binary.LittleEndian.Uint64(b[:]) }
+	for c := range 256 {
+		for pos := range 8 {
+			for _, fill := range []byte{'a', 0xff, 0x7f, 0x21, 0x5d, 0x80} {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[pos] = byte(c)
+				want := strStop[c] || strStop[fill]
+				if got := hasStop(word(b)); want && !got {
+					t.Fatalf("byte %#x at %d among %#x: missed", c, pos, fill)
+				}
+				if !want && hasStop(word(b)) {
+					t.Fatalf("byte %#x at %d among %#x: a false alarm on a word with no stop byte", c, pos, fill)
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], r.Uint64())
+		any := false
+		for _, c := range b {
+			any = any || strStop[c]
+		}
+		if any && !hasStop(word(b)) {
+			t.Fatalf("%x: a stop byte missed", b)
+		}
+	}
 }
