@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -162,11 +163,15 @@ func TestExactCacheServesRepeatsFree(t *testing.T) {
 		t.Fatalf("a bad ttl header: %d %s", resp.StatusCode, b)
 	}
 
-	// Purging qa's entries makes the next request a miss.
-	var purged struct{ Deleted int }
-	adminCall(t, gw.URL, http.MethodDelete, "/admin/cache?project=qa", &purged)
-	if purged.Deleted < 3 {
-		t.Fatalf("purged %d entries of qa, want at least 3", purged.Deleted)
+	// Purging qa's entries (the CLI's gatehouse cache purge) makes the
+	// next request a miss.
+	var out bytes.Buffer
+	if err := (&cachePurgeCmd{adminFlags: adminFlags{Addr: gw.URL, AdminKey: testAdminKey}, Project: "qa"}).run(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if _, err := fmt.Sscanf(out.String(), "Purged %d cache entries of project qa.", &n); err != nil || n < 3 {
+		t.Fatalf("gatehouse cache purge --project qa: %q, want at least 3 entries purged", out.String())
 	}
 	_, resp = ask(c, "what is the capital of france?")
 	expect(resp, "miss", 10)

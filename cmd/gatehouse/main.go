@@ -25,6 +25,7 @@ type cli struct {
 	Prices    pricesCmd    `cmd:"" help:"Manage price overrides through a running gateway's admin API."`
 	Usage     usageCmd     `cmd:"" help:"Requests, tokens and cost from the usage records, grouped and bucketed."`
 	Logs      logsCmd      `cmd:"" help:"The usage records of single requests, newest first."`
+	Cache     cacheCmd     `cmd:"" help:"Manage the response cache through a running gateway's admin API."`
 
 	Version versionCmd `cmd:"" help:"Print the version."`
 }
