@@ -426,8 +426,11 @@ func TestExactCacheProjectAndKeySettings(t *testing.T) {
 		t.Fatalf("a project with the cache off: %s, %s", s1, s2)
 	}
 	adminDo(t, gw.URL, http.MethodPatch, "/admin/projects/"+p["id"].(string), `{"cache":{"exact":{"enabled":true,"ttl_seconds":7}}}`, 200)
-	if s1, s2 := state(off), state(off); s1 != "miss" || s2 != "hit" {
-		t.Fatalf("the project turned on: %s, %s", s1, s2)
+	// The change reaches the key cache within moments (KeyChanges): until
+	// then the project's requests still bypass.
+	waitFor(t, 5*time.Second, "the project's cache turned on", func() bool { return state(off) != "bypass" })
+	if s := state(off); s != "hit" {
+		t.Fatalf("the project turned on: %s", s)
 	}
 	// Its own TTL: the entry stored in SQLite expires 7 s after it was kept.
 	kept := time.Now()
@@ -458,6 +461,7 @@ func TestExactCacheProjectAndKeySettings(t *testing.T) {
 		t.Fatalf("a barred key after the entry was stored: %s", s)
 	}
 	adminDo(t, gw.URL, http.MethodPatch, "/admin/keys/"+barred["id"].(string), `{"no_cache":false}`, 200)
+	waitFor(t, 5*time.Second, "the key let back in", func() bool { return state(barred["key"].(string)) != "bypass" })
 	if s := state(barred["key"].(string)); s != "hit" {
 		t.Fatalf("the key let back in: %s", s)
 	}
