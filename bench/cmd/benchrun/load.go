@@ -41,9 +41,10 @@ type scenario struct {
 
 // target is one way of reaching mockllm.
 type target struct {
-	name string
-	url  string     // the chat completions URL
-	proc *proc.Proc // the process between client and mockllm; nil when direct
+	name   string
+	url    string      // the chat completions URL
+	proc   *proc.Proc  // the process between client and mockllm; nil when direct
+	header http.Header // sent with every request besides the key, if any
 }
 
 // runSpec is one cell of the matrix, as run against each target.
@@ -104,7 +105,7 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	body := requestBody(spec.scenario)
 
 	if spec.warmup > 0 {
-		attack(ctx, client, tg.url, body, spec, spec.warmup)
+		attack(ctx, client, tg, body, spec, spec.warmup)
 	}
 	s := sample{cores: math.NaN(), rssMiB: math.NaN()}
 	var cpu0 time.Duration
@@ -122,7 +123,7 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 		return s, err
 	}
 
-	t := attack(ctx, client, tg.url, body, spec, spec.duration)
+	t := attack(ctx, client, tg, body, spec, spec.duration)
 	if err = ctx.Err(); err != nil {
 		return s, err
 	}
@@ -188,7 +189,7 @@ const maxErrKinds = 20
 // attack runs spec.concurrency clients against url for d. The attacker is
 // new each time (vegeta's cannot be restarted) but the client, and so its
 // warm connections, is shared.
-func attack(ctx context.Context, client *http.Client, url string, body []byte, spec runSpec, d time.Duration) tally {
+func attack(ctx context.Context, client *http.Client, tg target, body []byte, spec runSpec, d time.Duration) tally {
 	c := uint64(spec.concurrency)
 	atk := vegeta.NewAttacker(
 		vegeta.Client(client), // first: the options below adjust its transport
@@ -197,15 +198,14 @@ func attack(ctx context.Context, client *http.Client, url string, body []byte, s
 		vegeta.Connections(spec.concurrency),
 		vegeta.KeepAlive(true),
 	)
-	tgt := vegeta.NewStaticTargeter(vegeta.Target{
-		Method: http.MethodPost,
-		URL:    url,
-		Body:   body,
-		Header: http.Header{
-			"Authorization": {"Bearer " + benchKey},
-			"Content-Type":  {"application/json"},
-		},
-	})
+	header := http.Header{
+		"Authorization": {"Bearer " + benchKey},
+		"Content-Type":  {"application/json"},
+	}
+	for k, v := range tg.header {
+		header[k] = v
+	}
+	tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodPost, URL: tg.url, Body: body, Header: header})
 	done := make(chan struct{})
 	defer close(done)
 	go func() {

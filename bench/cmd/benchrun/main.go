@@ -53,11 +53,16 @@ const (
 	// request, so after the first every request is a hit, and cacheHits
 	// against noLimits is the hit path against the upstream path.
 	cacheHits = "gatehouse cache hits"
+	// cacheMisses is the same config with every request a miss: they
+	// carry x-gatehouse-cache-ttl: 0, so the cache is read (and has
+	// nothing) but nothing is stored. cacheHits against it is the
+	// issue's hit path against the miss path.
+	cacheMisses = "gatehouse cache misses"
 )
 
 // targetFlags maps the -targets values to target names.
 var targetFlags = map[string]string{"direct": direct, "plainproxy": plainproxy, "bare": bare, "full": full, "nolimits": noLimits,
-	"quiet": quiet, "cache": cacheHits}
+	"quiet": quiet, "cache": cacheHits, "cache-miss": cacheMisses}
 
 // maxErrorRate is the failure rate above which a run is not a measurement.
 const maxErrorRate = 0.001
@@ -157,7 +162,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded load before each timed run")
 	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
 	scen := fs.String("scenarios", "nonstream,stream,stream-usage", "comma-separated: nonstream, stream (the client does not ask for usage; gatehouse does), stream-usage (the client asks for usage)")
-	tgts := fs.String("targets", "direct,plainproxy,bare,full", "comma-separated: direct, plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit)")
+	tgts := fs.String("targets", "direct,plainproxy,bare,full", "comma-separated: direct, plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss)")
 	fs.IntVar(&o.rounds, "rounds", 3, "run all targets this many times per cell, back to back, and report medians")
 	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs and process logs) for inspection")
@@ -211,9 +216,9 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.targets[name] = true
 	}
-	if o.gatehouse == "" && (o.targets[bare] || o.targets[full] || o.targets[noLimits] || o.targets[quiet] || o.targets[cacheHits]) {
+	if o.gatehouse == "" && (o.targets[bare] || o.targets[full] || o.targets[noLimits] || o.targets[quiet] || o.targets[cacheHits] || o.targets[cacheMisses]) {
 		fmt.Fprintln(os.Stderr, "benchrun: no -gatehouse binary: measuring direct and plainproxy only")
-		for _, t := range []string{bare, full, noLimits, quiet, cacheHits} {
+		for _, t := range []string{bare, full, noLimits, quiet, cacheHits, cacheMisses} {
 			delete(o.targets, t)
 		}
 	}
@@ -292,18 +297,19 @@ func setup(ctx context.Context, o options) (*bench, error) {
 		b.targets = append(b.targets, target{name: plainproxy, url: chatURL(addr), proc: p})
 	}
 
-	addrs, err := proc.FreePorts(5)
+	addrs, err := proc.FreePorts(6)
 	if err != nil {
 		return b, err
 	}
-	for i, name := range []string{bare, full, noLimits, quiet, cacheHits} {
+	for i, name := range []string{bare, full, noLimits, quiet, cacheHits, cacheMisses} {
 		if !o.targets[name] {
 			continue
 		}
 		file := "gatehouse-" + strings.NewReplacer(" ", "-", ",", "", "--", "").Replace(strings.TrimPrefix(name, "gatehouse "))
 		cfg := filepath.Join(dir, file+".yaml")
-		yaml := gatehouseConfig(addrs[i], filepath.Join(dir, file+".db"), mockAddr, name != noLimits && name != cacheHits,
-			name == quiet, name == cacheHits)
+		cached := name == cacheHits || name == cacheMisses
+		yaml := gatehouseConfig(addrs[i], filepath.Join(dir, file+".db"), mockAddr, name != noLimits && !cached,
+			name == quiet, cached)
 		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 			return b, err
 		}
@@ -318,7 +324,11 @@ func setup(ctx context.Context, o options) (*bench, error) {
 		if err := p.WaitReady(ctx, "http://"+addrs[i]+"/readyz", readyTimeout); err != nil {
 			return b, err
 		}
-		b.targets = append(b.targets, target{name: name, url: chatURL(addrs[i]), proc: p})
+		tg := target{name: name, url: chatURL(addrs[i]), proc: p}
+		if name == cacheMisses {
+			tg.header = http.Header{"X-Gatehouse-Cache-Ttl": {"0"}}
+		}
+		b.targets = append(b.targets, tg)
 	}
 	if len(b.targets) == 0 {
 		return b, errors.New("no targets to measure")
@@ -393,6 +403,9 @@ func probe(tg target, stream bool) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+benchKey)
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range tg.header {
+		req.Header[k] = v
+	}
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	var body []byte
 	if err == nil {
