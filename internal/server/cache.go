@@ -48,6 +48,7 @@ type cacheUse struct {
 	key     cache.Key
 	hit     *cache.Entry // the entry served
 	pending *cache.Entry // the answer to keep once its cost is known
+	stored  bool         // the answer is in the cache (storeAnswer)
 	// The semantic query's scope and its embedding, kept to index the
 	// answer under them once it is stored.
 	scope  string
@@ -208,9 +209,26 @@ func (x *exchange) keepAnswer(e *cache.Entry) {
 }
 
 // keepCached stores the pending answer of a successful exchange, with
-// the cost a later hit will save. It runs after the response is written.
+// the cost a later hit will save, unless storeAnswer already did, and
+// indexes its question for the semantic cache. It runs after the
+// response is written (a stream's cost is known only at its end).
 func (x *exchange) keepCached() {
+	if x.cache.pending != nil && !x.cache.stored {
+		x.storeAnswer()
+	}
+	if x.cache.stored {
+		x.keepVector(x.cache.key) // may be a database round trip: never before the response
+	}
+}
+
+// storeAnswer puts the pending answer in the cache. A whole answer is
+// stored as its response is written (writeJSON), once its cost is
+// fixed, so the client's next identical request already finds it; the
+// in-process put takes a microsecond, the lower tiers are written in
+// the background.
+func (x *exchange) storeAnswer() {
 	e := x.cache.pending
+	x.cache.pending = nil
 	if e == nil || x.err != nil || x.status != http.StatusOK {
 		return
 	}
@@ -226,5 +244,5 @@ func (x *exchange) keepCached() {
 		return
 	}
 	x.rt.Caching.Cache.Put(x.cache.key, e)
-	x.keepVector(x.cache.key)
+	x.cache.stored = true
 }

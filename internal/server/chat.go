@@ -184,6 +184,9 @@ func (x *exchange) writeJSON(body []byte) {
 		h[hdrCost] = []string{cost}
 		body, _ = llm.SetUsageCost(body, cost) // for clients that read no headers
 	}
+	if x.cache.pending != nil {
+		x.storeAnswer()
+	}
 	h.Set("Content-Type", "application/json")
 	h["Content-Length"] = []string{itoa(len(body))}
 	x.w.WriteHeader(http.StatusOK)
