@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,5 +220,24 @@ func TestSemanticCacheSharedThroughPgvector(t *testing.T) {
 	if json.Unmarshal(first, &x) != nil || json.Unmarshal(again, &y) != nil || len(x.Choices) == 0 ||
 		len(y.Choices) == 0 || x.Choices[0].Message.Content != y.Choices[0].Message.Content {
 		t.Fatalf("the other replica answered %s, the first %s", again, first)
+	}
+}
+
+// TestSemanticCachePerKey: with per_key, a key gets only its own
+// answers, even within one project.
+func TestSemanticCachePerKey(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{})
+	cfg := strings.Replace(semanticConfig(t, up, true, ""), "    timeout: 5s\n", "    timeout: 5s\n    per_key: true\n", 1)
+	cfg = strings.Replace(cfg, "  - {key: gh-sem-other, name: other, project: other}\n",
+		"  - {key: gh-sem-other, name: other, project: other}\n  - {key: gh-sem-qa2, name: qa2, project: qa}\n", 1)
+	gw := startGateway(t, cfg)
+	body := func(q string) string { return `{"model":"chat","messages":[{"role":"user","content":"` + q + `"}]}` }
+	rawChat(t, gw.URL, "gh-sem-qa", body("what is the capital of france?"))
+	waitFor(t, 5*time.Second, "the owner's semantic hit", func() bool {
+		resp, _ := rawChat(t, gw.URL, "gh-sem-qa", body("tell me france's capital city"), "Cache-Control", "no-store")
+		return resp.Header.Get("X-Gatehouse-Cache") == "semantic"
+	})
+	if resp, _ := rawChat(t, gw.URL, "gh-sem-qa2", body("tell me france's capital city"), "Cache-Control", "no-store"); resp.Header.Get("X-Gatehouse-Cache") != "miss" {
+		t.Fatalf("another key of the project got %q", resp.Header.Get("X-Gatehouse-Cache"))
 	}
 }
