@@ -31,11 +31,7 @@ func cacheConfig(up *upstream, extra string) string {
 	return `listen: 127.0.0.1:0
 admin_key: ` + testAdminKey + `
 providers:
-  - name: up
-    type: openai-compatible
-    base_url: ` + up.URL + `/v1
-    api_key: ` + upstreamKey + `
-keys:
+` + upProvider(up) + `keys:
   - {key: gh-cache-qa, name: qa, project: qa, budget: {usd: 100, period: month}}
   - {key: gh-cache-other, name: other, project: other}
 models:

@@ -29,11 +29,7 @@ func semanticConfig(t *testing.T, up *upstream, on bool, extra string) string {
 	return `listen: 127.0.0.1:0
 admin_key: ` + testAdminKey + `
 providers:
-  - name: up
-    type: openai-compatible
-    base_url: ` + up.URL + `/v1
-    api_key: ` + upstreamKey + `
-  - {name: local-embed, type: openai-compatible, base_url: ` + embedderURL(t) + `/v1, local: true}
+` + upProvider(up) + `  - {name: local-embed, type: openai-compatible, base_url: ` + embedderURL(t) + `/v1, local: true}
 keys:
   - {key: gh-sem-qa, name: qa, project: qa}
   - {key: gh-sem-other, name: other, project: other}

@@ -62,11 +62,7 @@ func usageConfig(up *upstream, extra string) string {
 	return `listen: 127.0.0.1:0
 admin_key: ` + testAdminKey + `
 providers:
-  - name: up
-    type: openai-compatible
-    base_url: ` + up.URL + `/v1
-    api_key: ` + upstreamKey + `
-keys:
+` + upProvider(up) + `keys:
   - {key: gh-usage-budgeted, name: budgeted, project: qa, budget: {usd: 100, period: month}}
   - {key: gh-usage-limited, name: limited, project: qa, rpm: 1}
 models:

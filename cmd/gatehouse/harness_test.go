@@ -50,6 +50,12 @@ type upstream struct {
 
 const upstreamKey = "sk-upstream-secret"
 
+// upProvider is the providers entry "up": an OpenAI-compatible provider
+// on up, with its key.
+func upProvider(up *upstream) string {
+	return "  - {name: up, type: openai-compatible, base_url: " + up.URL + "/v1, api_key: " + upstreamKey + "}\n"
+}
+
 func startUpstream(t testing.TB, o mockllm.Options) *upstream {
 	t.Helper()
 	o.APIKey = upstreamKey
