@@ -92,7 +92,10 @@ func TestCancelledStreamBilledForWhatWasRelayed(t *testing.T) {
 // request is billed from the text relayed, marked estimated.
 func TestStreamWithoutUsageIsCounted(t *testing.T) {
 	up := startUpstream(t, mockllm.Options{})
-	cfg := strings.Replace(usageConfig(up, ""), "    api_key: "+upstreamKey+"\n", "    api_key: "+upstreamKey+"\n    stream_usage: false\n", 1)
+	cfg := strings.Replace(usageConfig(up, ""), "api_key: "+upstreamKey+"}", "api_key: "+upstreamKey+", stream_usage: false}", 1)
+	if !strings.Contains(cfg, "stream_usage: false") {
+		t.Fatal("the config has no provider entry to turn stream_usage off in")
+	}
 	gw := startGateway(t, cfg)
 	c := gw.client(option.WithAPIKey("gh-usage-budgeted"))
 	var resp *http.Response

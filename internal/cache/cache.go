@@ -68,9 +68,20 @@ type Invalidator interface {
 	Purges(ctx context.Context, purged func(project string))
 }
 
+// pendingWrite is a write for the lower tier, or, with purged set, a
+// purge, queued behind the writes before it so none of them lands after
+// it and brings a purged entry back.
 type pendingWrite struct {
-	key   Key
-	entry *Entry
+	key    Key
+	entry  *Entry
+	purged chan<- purgeResult
+	ctx    context.Context
+	proj   string
+}
+
+type purgeResult struct {
+	n   int
+	err error
 }
 
 // Options configure a Cache.
@@ -125,6 +136,11 @@ func New(o Options) *Cache {
 			case w, ok := <-c.writes:
 				if !ok {
 					return
+				}
+				if w.purged != nil {
+					n, err := c.lower.PurgeEntries(w.ctx, w.proj)
+					w.purged <- purgeResult{n, err}
+					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				if err := c.lower.PutEntry(ctx, w.key, w.entry); err != nil {
@@ -185,7 +201,7 @@ func (c *Cache) Put(k Key, e *Entry) {
 		return
 	}
 	select {
-	case c.writes <- pendingWrite{k, e}:
+	case c.writes <- pendingWrite{key: k, entry: e}:
 	default:
 	}
 }
@@ -234,8 +250,29 @@ func (c *Cache) Purge(ctx context.Context, project string) (int, error) {
 	if c.lower == nil {
 		return n, nil
 	}
-	m, err := c.lower.PurgeEntries(ctx, project)
-	return n + m, err
+	// Behind the queued writes, so none lands after the purge.
+	done := make(chan purgeResult, 1)
+	c.mu.RLock()
+	queued := c.writes != nil && !c.closed
+	if queued {
+		select {
+		case c.writes <- pendingWrite{purged: done, ctx: ctx, proj: project}:
+		case <-ctx.Done():
+			c.mu.RUnlock()
+			return n, ctx.Err()
+		}
+	}
+	c.mu.RUnlock()
+	if !queued {
+		m, err := c.lower.PurgeEntries(ctx, project)
+		return n + m, err
+	}
+	select {
+	case r := <-done:
+		return n + r.n, r.err
+	case <-ctx.Done():
+		return n, ctx.Err()
+	}
 }
 
 // Memory is the in-process tier, for metrics and tests.

@@ -4,6 +4,7 @@ package cachetest
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func Run(t *testing.T, open func(t *testing.T) cache.Store) {
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, open(t)) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, open(t)) })
 	t.Run("Promotion", func(t *testing.T) { testPromotion(t, open(t)) })
+	t.Run("PurgeAfterQueuedWrites", func(t *testing.T) { testPurgeAfterQueuedWrites(t, open(t)) })
 }
 
 func entry(project string, ttl time.Duration) *cache.Entry {
@@ -132,5 +134,25 @@ func testPromotion(t *testing.T, s cache.Store) {
 	}
 	if _, ok := second.Get(ctx, "qa", "shared"); ok {
 		t.Fatal("a purged entry was served")
+	}
+}
+
+// testPurgeAfterQueuedWrites: a purge right after many puts leaves the
+// tier empty of the project: no write still queued in the background
+// lands after it and brings an entry back.
+func testPurgeAfterQueuedWrites(t *testing.T, s cache.Store) {
+	ctx := context.Background()
+	c := cache.New(cache.Options{MaxBytes: 1 << 20, Lower: s})
+	for i := range 200 {
+		c.Put(cache.Key(fmt.Sprint("q", i)), entry("qa", time.Hour))
+	}
+	if _, err := c.Purge(ctx, "qa"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for i := range 200 {
+		if e, _ := s.GetEntry(ctx, "qa", cache.Key(fmt.Sprint("q", i))); e != nil {
+			t.Fatalf("entry q%d came back after the purge", i)
+		}
 	}
 }
