@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"io"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -282,5 +285,53 @@ func TestNewKeyAgreesWithTheReference(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: key %s, the reference %s", body, got, want)
 		}
+	}
+}
+
+// writeString (for referenceKey) writes s length-prefixed, so no two sequences of strings
+// hash alike.
+func writeString(h hash.Hash, s string) {
+	var n [8]byte
+	h.Write(strconv.AppendInt(n[:0], int64(len(s)), 10))
+	h.Write([]byte{':'})
+	h.Write([]byte(s))
+}
+
+// writeCanonical writes v in one spelling: objects with sorted keys,
+// numbers in their shortest form, strings length-prefixed.
+func writeCanonical(h hash.Hash, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		h.Write([]byte{'{'})
+		for _, k := range keys {
+			writeString(h, k)
+			writeCanonical(h, v[k])
+		}
+		h.Write([]byte{'}'})
+	case []any:
+		h.Write([]byte{'['})
+		for _, e := range v {
+			writeCanonical(h, e)
+		}
+		h.Write([]byte{']'})
+	case string:
+		h.Write([]byte{'s'})
+		writeString(h, v)
+	case json.Number:
+		h.Write([]byte{'n'})
+		writeString(h, canonicalNumber(v))
+	case bool:
+		if v {
+			h.Write([]byte{'t'})
+		} else {
+			h.Write([]byte{'f'})
+		}
+	case nil:
+		h.Write([]byte{'0'})
 	}
 }

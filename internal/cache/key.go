@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"math"
 	"slices"
 	"strconv"
@@ -58,7 +57,7 @@ func NewKey(project, model string, body []byte) (Key, error) {
 	var fields []field
 	err := llm.EachField(body, func(k string, v []byte, _ int) bool {
 		if !ignored[k] {
-			fields = append(fields, field{k, v})
+			fields = append(fields, field{key: k, value: v})
 		}
 		return true
 	})
@@ -75,10 +74,12 @@ func NewKey(project, model string, body []byte) (Key, error) {
 
 var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// field is an object member as the scanner found it.
+// field is an object member as the scanner found it, or, with canon
+// set, a value already in canonical form.
 type field struct {
 	key   string
 	value []byte
+	canon []byte
 }
 
 // appendObject appends an object's members sorted by key; of a key
@@ -91,6 +92,10 @@ func appendObject(b []byte, fields []field) ([]byte, error) {
 			continue
 		}
 		b = appendString(b, f.key)
+		if f.canon != nil {
+			b = append(b, f.canon...)
+			continue
+		}
 		var err error
 		if b, err = appendCanonical(b, f.value); err != nil {
 			return b, err
@@ -107,7 +112,7 @@ func appendCanonical(b []byte, raw []byte) ([]byte, error) {
 	case llm.KindObject:
 		var fields []field
 		if err := llm.EachField(raw, func(k string, v []byte, _ int) bool {
-			fields = append(fields, field{k, v})
+			fields = append(fields, field{key: k, value: v})
 			return true
 		}); err != nil {
 			return b, err
@@ -148,54 +153,6 @@ func appendString(b []byte, s string) []byte {
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, ':')
 	return append(b, s...)
-}
-
-// writeString writes s length-prefixed, so no two sequences of strings
-// hash alike.
-func writeString(h hash.Hash, s string) {
-	var n [8]byte
-	h.Write(strconv.AppendInt(n[:0], int64(len(s)), 10))
-	h.Write([]byte{':'})
-	h.Write([]byte(s))
-}
-
-// writeCanonical writes v in one spelling: objects with sorted keys,
-// numbers in their shortest form, strings length-prefixed.
-func writeCanonical(h hash.Hash, v any) {
-	switch v := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		h.Write([]byte{'{'})
-		for _, k := range keys {
-			writeString(h, k)
-			writeCanonical(h, v[k])
-		}
-		h.Write([]byte{'}'})
-	case []any:
-		h.Write([]byte{'['})
-		for _, e := range v {
-			writeCanonical(h, e)
-		}
-		h.Write([]byte{']'})
-	case string:
-		h.Write([]byte{'s'})
-		writeString(h, v)
-	case json.Number:
-		h.Write([]byte{'n'})
-		writeString(h, canonicalNumber(v))
-	case bool:
-		if v {
-			h.Write([]byte{'t'})
-		} else {
-			h.Write([]byte{'f'})
-		}
-	case nil:
-		h.Write([]byte{'0'})
-	}
 }
 
 // canonicalNumber spells a JSON number one way: integers that fit in 64

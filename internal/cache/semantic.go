@@ -1,11 +1,11 @@
 package cache
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"strings"
+
+	"gatehouse/internal/llm"
 )
 
 // SemanticQuery is what the semantic cache looks a request up by: the
@@ -26,70 +26,104 @@ type SemanticQuery struct {
 // message is not the user's, or holds more than text (an image, a file).
 // keyID is "" unless the cache is scoped per key.
 func NewSemanticQuery(project, model, keyID string, body []byte) (SemanticQuery, bool) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	var obj map[string]any
-	if d.Decode(&obj) != nil {
+	var fields []field
+	var msgs []byte
+	if llm.EachField(body, func(k string, v []byte, _ int) bool {
+		if k == "messages" {
+			msgs = v
+		} else if !ignored[k] {
+			fields = append(fields, field{key: k, value: v})
+		}
+		return true
+	}) != nil || llm.KindOf(msgs) != llm.KindArray {
 		return SemanticQuery{}, false
 	}
-	msgs, _ := obj["messages"].([]any)
-	if len(msgs) == 0 {
+	var turns [][]byte
+	if llm.EachElement(msgs, func(_ int, v []byte) bool { turns = append(turns, v); return true }) != nil || len(turns) == 0 {
 		return SemanticQuery{}, false
 	}
-	last, _ := msgs[len(msgs)-1].(map[string]any)
-	if last == nil || last["role"] != "user" {
+	// The last message: its text is the query; its other fields (the
+	// role, a name) stay in the scope.
+	var rest []field
+	var role string
+	var content []byte
+	if llm.EachField(turns[len(turns)-1], func(k string, v []byte, _ int) bool {
+		switch k {
+		case "content":
+			content = v
+			return true
+		case "role":
+			role, _ = llm.UnquoteString(v)
+		}
+		rest = append(rest, field{key: k, value: v})
+		return true
+	}) != nil || role != "user" {
 		return SemanticQuery{}, false
 	}
-	text, ok := contentText(last["content"])
+	text, ok := contentText(content)
 	if !ok || strings.TrimSpace(text) == "" {
 		return SemanticQuery{}, false
 	}
-	for k := range obj {
-		if ignored[k] {
-			delete(obj, k)
+	// The scope is the canonical request (as NewKey writes it) with the
+	// last message's content left out.
+	b := make([]byte, 0, 512)
+	for _, s := range [...]string{"gatehouse-semantic-v1", project, model, keyID} {
+		b = appendString(b, s)
+	}
+	canon := append(make([]byte, 0, len(msgs)), '[')
+	var err error
+	for _, t := range turns[:len(turns)-1] {
+		if canon, err = appendCanonical(canon, t); err != nil {
+			return SemanticQuery{}, false
 		}
 	}
-	// The scope: everything but the last message's content. The last
-	// message's other fields (a name) stay in it.
-	lastRest := make(map[string]any, len(last))
-	for k, v := range last {
-		if k != "content" {
-			lastRest[k] = v
-		}
+	if canon, err = appendObject(canon, rest); err != nil {
+		return SemanticQuery{}, false
 	}
-	obj["messages"] = append(msgs[:len(msgs)-1:len(msgs)-1], lastRest)
-	h := sha256.New()
-	writeString(h, "gatehouse-semantic-v1")
-	writeString(h, project)
-	writeString(h, model)
-	writeString(h, keyID)
-	writeCanonical(h, obj)
-	return SemanticQuery{Scope: hex.EncodeToString(h.Sum(nil)), Text: text}, true
+	fields = append(fields, field{key: "messages", canon: append(canon, ']')})
+	if b, err = appendObject(b, fields); err != nil {
+		return SemanticQuery{}, false
+	}
+	sum := sha256.Sum256(b)
+	return SemanticQuery{Scope: hex.EncodeToString(sum[:]), Text: text}, true
 }
 
 // contentText is a message content's text: a string, or an array of
 // text parts joined by newlines; false when a part is not text.
-func contentText(c any) (string, bool) {
-	switch c := c.(type) {
-	case string:
-		return c, true
-	case []any:
+func contentText(raw []byte) (string, bool) {
+	switch llm.KindOf(raw) {
+	case llm.KindString:
+		s, err := llm.UnquoteString(raw)
+		return s, err == nil
+	case llm.KindArray:
 		var b strings.Builder
-		for i, p := range c {
-			part, _ := p.(map[string]any)
-			if part == nil || part["type"] != "text" {
-				return "", false
+		ok := true
+		err := llm.EachElement(raw, func(i int, part []byte) bool {
+			var typ, text []byte
+			if llm.EachField(part, func(k string, v []byte, _ int) bool {
+				switch k {
+				case "type":
+					typ = v
+				case "text":
+					text = v
+				}
+				return true
+			}) != nil || string(typ) != `"text"` || llm.KindOf(text) != llm.KindString {
+				ok = false
+				return false
 			}
-			s, ok := part["text"].(string)
-			if !ok {
-				return "", false
+			s, err := llm.UnquoteString(text)
+			if err != nil {
+				ok = false
+				return false
 			}
 			if i > 0 {
 				b.WriteByte('\n')
 			}
 			b.WriteString(s)
-		}
-		return b.String(), true
+			return true
+		})
+		return b.String(), ok && err == nil
 	}
 	return "", false
 }
