@@ -34,6 +34,7 @@ providers:
 ` + upProvider(up) + `keys:
   - {key: gh-cache-qa, name: qa, project: qa, budget: {usd: 100, period: month}}
   - {key: gh-cache-other, name: other, project: other}
+  - {key: gh-cache-barred, name: barred, project: qa, no_cache: true}
 models:
   - name: chat
     targets: [{provider: up, model: gpt-4o-mini}]
@@ -462,6 +463,9 @@ func TestExactCacheProjectAndKeySettings(t *testing.T) {
 	free := adminPost(t, gw.URL, "/admin/keys", `{"project":"on","name":"free"}`)["key"].(string)
 	if s := state(barred["key"].(string)); s != "bypass" {
 		t.Fatalf("a barred key: %s", s)
+	}
+	if s := state("gh-cache-barred"); s != "bypass" {
+		t.Fatalf("a config key with no_cache: %s", s)
 	}
 	if s1, s2 := state(free), state(free); s1 != "miss" || s2 != "hit" {
 		t.Fatalf("the project's other key: %s, %s", s1, s2)
