@@ -59,18 +59,15 @@ type discovery struct {
 
 // newDiscovery returns the discovery for the providers of cfg that have
 // it, or nil when none does.
-func newDiscovery(cfg *config.Config, deployments map[string]provider.Deployment, table *route.Table) *discovery {
+func newDiscovery(cfg *config.Config, types *provider.Registry, deployments map[string]provider.Deployment, table *route.Table) *discovery {
 	d := &discovery{table: table, pool: route.NewPool(route.PoolOptions{}), interval: discoveryInterval, known: map[string][]string{},
 		timeouts: timeouts((&config.Model{}).EffectiveTimeouts(cfg.Timeouts)),
 		retry:    retry(cfg.Retry), mode: (&config.Model{}).EffectiveMode(cfg.Routing)}
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
-		if !discovers(p) {
-			continue
-		}
 		base := deployments[p.Name]
-		if l, ok := base.Adapter.(provider.Discoverer); ok {
-			d.sources = append(d.sources, discoverSource{base: base, lister: l})
+		if types.Discovers(&base, p.Discover) {
+			d.sources = append(d.sources, discoverSource{base: base, lister: base.Adapter.(provider.Discoverer)})
 		}
 	}
 	if len(d.sources) == 0 {

@@ -11,10 +11,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
-	"gatehouse/internal/config"
 	"gatehouse/internal/mockllm"
-	"gatehouse/internal/provider"
-	"gatehouse/internal/provider/bedrock"
 	"gatehouse/internal/provider/providertest"
 )
 
@@ -257,48 +254,6 @@ models:
 	recs := up.mock.Requests()
 	if got := recs[len(recs)-1].Header.Get("Authorization"); got != "Bearer bedrock-api-key-xyz" {
 		t.Fatalf("authorization %q", got)
-	}
-}
-
-func TestBedrockSetup(t *testing.T) {
-	env := func(kv ...string) func(string) string {
-		m := map[string]string{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) string { return m[k] }
-	}
-	for _, c := range []struct {
-		name     string
-		p        config.Provider
-		env      func(string) string
-		wantErr  string
-		wantBase string
-	}{
-		{"env credentials and region", config.Provider{Name: "b"}, env("AWS_ACCESS_KEY_ID", "a", "AWS_SECRET_ACCESS_KEY", "s", "AWS_DEFAULT_REGION", "eu-west-1"), "", "https://bedrock-runtime.eu-west-1.amazonaws.com"},
-		{"config region wins", config.Provider{Name: "b", Region: "us-east-2"}, env("AWS_ACCESS_KEY_ID", "a", "AWS_SECRET_ACCESS_KEY", "s", "AWS_REGION", "eu-west-1"), "", "https://bedrock-runtime.us-east-2.amazonaws.com"},
-		{"no credentials", config.Provider{Name: "b", Region: "us-east-1"}, env(), "no AWS credentials", ""},
-		{"no region", config.Provider{Name: "b"}, env("AWS_ACCESS_KEY_ID", "a", "AWS_SECRET_ACCESS_KEY", "s"), "no AWS region", ""},
-		{"api key and base_url need no region", config.Provider{Name: "b", APIKey: "k", BaseURL: "http://vpce.example/"}, env(), "", "http://vpce.example"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			d, _, err := bedrockSetup(&c.p, provider.Deployment{Provider: c.p.Name}, c.env)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("err %v, want %q", err, c.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.BaseURL != c.wantBase {
-				t.Fatalf("base %q, want %q", d.BaseURL, c.wantBase)
-			}
-			if _, ok := d.Adapter.(*bedrock.Adapter); !ok {
-				t.Fatalf("adapter %T", d.Adapter)
-			}
-		})
 	}
 }
 

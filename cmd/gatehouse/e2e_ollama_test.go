@@ -360,12 +360,12 @@ func TestOllamaDiscoveryKeepsLastKnown(t *testing.T) {
 	defer srv.Close()
 
 	cfg := &config.Config{Providers: []config.Provider{{Name: "box", Type: "ollama", BaseURL: srv.URL}}}
-	base, _, err := providerDeployment(&cfg.Providers[0])
+	base, _, err := providerDeployment(providerTypes(), &cfg.Providers[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	table := route.NewTable(nil)
-	d := newDiscovery(cfg, map[string]provider.Deployment{"box": base}, table)
+	d := newDiscovery(cfg, providerTypes(), map[string]provider.Deployment{"box": base}, table)
 	d.interval = 10 * time.Millisecond
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())

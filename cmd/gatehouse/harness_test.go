@@ -118,7 +118,8 @@ func startGatewayMode(t testing.TB, yaml string, bare bool) *testGateway {
 // end).
 func launchGateway(t testing.TB, path string, bare bool) (gw *testGateway, stop func()) {
 	t.Helper()
-	cfg, err := config.Load(path)
+	types := providerTypes()
+	cfg, err := config.Load(path, types)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -129,7 +130,7 @@ func launchGateway(t testing.TB, path string, bare bool) (gw *testGateway, stop 
 		logs.discard, level = true, slog.LevelInfo
 	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
-	g, err := newGateway(path, cfg, bare, log, logs)
+	g, err := newGateway(path, cfg, types, bare, log, logs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func (versionCmd) Run() error {
 }
 
 func (c *checkCmd) Run() error {
-	cfg, err := config.Load(c.File)
+	cfg, err := config.Load(c.File, providerTypes())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return fmt.Errorf("%s is not valid", c.File)

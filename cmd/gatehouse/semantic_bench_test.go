@@ -27,11 +27,11 @@ func BenchmarkSemanticLookup(b *testing.B) {
 	u := embedderURLB(b)
 	cfg, err := config.Parse([]byte(`providers:
   - {name: local-embed, type: openai-compatible, base_url: `+u+`/v1, local: true}
-`), "bench.yaml")
+`), "bench.yaml", providerTypes())
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, _, err := providerDeployment(&cfg.Providers[0])
+	d, _, err := providerDeployment(providerTypes(), &cfg.Providers[0])
 	if err != nil {
 		b.Fatal(err)
 	}

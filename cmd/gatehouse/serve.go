@@ -17,6 +17,7 @@ import (
 	"gatehouse/internal/asynclog"
 	"gatehouse/internal/config"
 	"gatehouse/internal/metrics"
+	"gatehouse/internal/provider"
 	"gatehouse/internal/server"
 	"gatehouse/internal/telemetry"
 )
@@ -28,11 +29,12 @@ type gateway struct {
 	bare bool
 	log  *slog.Logger
 
-	srv *server.Server
-	st  *stores    // opened once per process, closed when run returns
-	mu  sync.Mutex // serialises reloads
-	gen *generation
-	bg  context.Context // generations' background work runs under it; set by run
+	srv   *server.Server
+	st    *stores            // opened once per process, closed when run returns
+	types *provider.Registry // the provider types config and wiring draw on
+	mu    sync.Mutex         // serialises reloads
+	gen   *generation
+	bg    context.Context // generations' background work runs under it; set by run
 
 	metrics *metrics.Metrics  // the process's instruments (nil for a bare proxy), handed to every generation
 	tracer  *telemetry.Tracer // the process's span exporter (nil: traces off), handed to every generation
@@ -40,7 +42,8 @@ type gateway struct {
 }
 
 func serve(path string, bare bool) error {
-	cfg, err := config.Load(path)
+	types := providerTypes()
+	cfg, err := config.Load(path, types)
 	if err != nil {
 		return err
 	}
@@ -48,7 +51,7 @@ func serve(path string, bare bool) error {
 	defer logOut.Close()
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: logLevel(cfg.Log.Level)}))
 
-	g, err := newGateway(path, cfg, bare, log, logOut)
+	g, err := newGateway(path, cfg, types, bare, log, logOut)
 	if err != nil {
 		return err
 	}
@@ -64,12 +67,12 @@ func serve(path string, bare bool) error {
 // newGateway opens the stores and builds the first generation. logOut, when
 // not nil, is the writer under log's JSON handler: request lines are
 // encoded by hand and written there (server.SetRequestLog).
-func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger, logOut io.Writer) (*gateway, error) {
+func newGateway(path string, cfg *config.Config, types *provider.Registry, bare bool, log *slog.Logger, logOut io.Writer) (*gateway, error) {
 	st, err := openStores(cfg, bare, log)
 	if err != nil {
 		return nil, err
 	}
-	gen, err := build(cfg, bare, st, log)
+	gen, err := build(cfg, types, bare, st, log)
 	if err != nil {
 		st.close()
 		return nil, err
@@ -97,7 +100,7 @@ func newGateway(path string, cfg *config.Config, bare bool, log *slog.Logger, lo
 	if logOut != nil {
 		srv.SetRequestLog(logOut)
 	}
-	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, metrics: m, tracer: tracer, traces: cfg.Telemetry.Traces, srv: srv}, nil
+	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, types: types, metrics: m, tracer: tracer, traces: cfg.Telemetry.Traces, srv: srv}, nil
 }
 
 // startTracer starts the OTLP exporter of telemetry.traces.
@@ -181,7 +184,7 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 
 // watch reloads the config on SIGHUP and whenever its file changes.
 func (g *gateway) watch(ctx context.Context, running *config.Config, hup <-chan os.Signal) {
-	w := config.NewWatcher(g.path, g.apply, func(err error) {
+	w := config.NewWatcher(g.path, g.types, g.apply, func(err error) {
 		g.log.Error("config reload rejected; keeping the running config", "error", err.Error())
 	})
 	w.SetCurrent(running)
@@ -205,7 +208,7 @@ func (g *gateway) watch(ctx context.Context, running *config.Config, hup <-chan 
 // the old one until they finish.
 func (g *gateway) apply(cfg *config.Config) {
 	g.st.warnChanged(cfg, g.log)
-	gen, err := build(cfg, g.bare, g.st, g.log)
+	gen, err := build(cfg, g.types, g.bare, g.st, g.log)
 	if err != nil {
 		g.log.Error("config reload rejected; keeping the running config", "error", err.Error())
 		return

@@ -5,14 +5,11 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strings"
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/config"
-	"gatehouse/internal/mockllm"
 	"gatehouse/internal/provider"
-	"gatehouse/internal/provider/openai"
 	"gatehouse/internal/route"
 	"gatehouse/internal/server"
 )
@@ -36,12 +33,12 @@ func (g *generation) close() {
 
 // build wires a validated config into a runtime, over the stores the
 // process opened once.
-func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*generation, error) {
+func build(cfg *config.Config, types *provider.Registry, bare bool, st *stores, log *slog.Logger) (*generation, error) {
 	gen := &generation{}
 	deployments := map[string]provider.Deployment{} // per provider, without model
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
-		d, t, err := providerDeployment(p)
+		d, t, err := providerDeployment(types, p)
 		if err != nil {
 			return nil, err
 		}
@@ -56,7 +53,7 @@ func build(cfg *config.Config, bare bool, st *stores, log *slog.Logger) (*genera
 		return nil, err
 	}
 	table := route.NewTable(groups)
-	gen.discovery = newDiscovery(cfg, deployments, table)
+	gen.discovery = newDiscovery(cfg, types, deployments, table)
 	if gen.discovery != nil {
 		gen.discovery.pool = gen.routing.pool
 	}
@@ -135,65 +132,6 @@ func bodyRedactor(b config.Bodies) *account.Redactor {
 
 func timeouts(t config.Timeouts) provider.Timeouts {
 	return provider.Timeouts{Connect: t.Connect.D(), FirstByte: t.FirstByte.D(), Idle: t.Idle.D(), Total: t.Total.D()}
-}
-
-// providerDeployment builds the parts of a deployment that depend only on
-// the provider: address, credentials, adapter and HTTP client.
-func providerDeployment(p *config.Provider) (provider.Deployment, *http.Transport, error) {
-	d := provider.Deployment{
-		Provider:    p.Name,
-		Type:        p.Type,
-		APIKey:      p.APIKey,
-		Local:       p.Local,
-		StreamUsage: p.StreamUsage == nil || *p.StreamUsage,
-		Header:      http.Header{},
-
-		DropUnsupported: p.DropUnsupported,
-		APIVersion:      p.APIVersion,
-		Region:          p.Region,
-	}
-	for k, v := range p.Headers {
-		d.Header.Set(k, v)
-	}
-	d.LocalPricing = p.Local || p.Type == "ollama" || p.Preset == "llama.cpp" || p.Preset == "vllm" || p.Preset == "lmstudio"
-	switch p.Type {
-	case "openai", "openai-compatible":
-		base := p.BaseURL
-		if base == "" {
-			preset := p.Preset
-			if p.Type == "openai" {
-				preset = "openai"
-			}
-			u, ok := openai.PresetBaseURL(preset)
-			if !ok {
-				return d, nil, fmt.Errorf("provider %q: base_url is required", p.Name)
-			}
-			base = u
-		}
-		d.BaseURL = strings.TrimRight(base, "/")
-		d.Adapter = openai.Adapter{}
-		t := provider.NewTransport()
-		d.Client = &http.Client{Transport: t}
-		return d, t, nil
-	case "azure":
-		return azureDeployment(p, d)
-	case "bedrock":
-		return bedrockDeployment(p, d)
-	case "ollama":
-		return ollamaDeployment(p, d)
-	case "gemini":
-		return geminiDeployment(p, d)
-	case "anthropic":
-		return anthropicDeployment(p, d)
-	case "mock":
-		// The emulator runs in-process: the quick start needs no keys and
-		// no second process.
-		d.BaseURL = "http://mock.gatehouse.internal/v1"
-		d.Adapter = openai.Adapter{}
-		d.Client = &http.Client{Transport: provider.HandlerTransport{Handler: mockllm.New(mockllm.Options{})}}
-		return d, nil, nil
-	}
-	return d, nil, fmt.Errorf("provider %q: type %q is not supported by this build yet", p.Name, p.Type)
 }
 
 func staticKeys(keys []config.Key) *auth.Static {

@@ -58,9 +58,15 @@ var databaseDrivers = []string{"github.com/jackc/pgx", "modernc.org/sqlite", "gi
 // siblingReuse lists the provider packages allowed to import a sibling
 // ("importer imported"): a provider whose wire format IS another's, so
 // copying that adapter would only let the two drift apart. Azure OpenAI
-// speaks OpenAI's bodies, streams and errors.
-var siblingReuse = map[string]bool{
-	"gatehouse/internal/provider/azure gatehouse/internal/provider/openai": true,
+// speaks OpenAI's bodies, streams and errors; the built-in demo model
+// answers in OpenAI's wire format through the openai adapter.
+func siblingReuse(importer, imported string) bool {
+	switch importer + " " + imported {
+	case "gatehouse/internal/provider/azure gatehouse/internal/provider/openai",
+		"gatehouse/internal/provider/demo gatehouse/internal/provider/openai":
+		return true
+	}
+	return false
 }
 
 func TestDependencyRules(t *testing.T) {
@@ -77,7 +83,7 @@ func TestDependencyRules(t *testing.T) {
 					t.Errorf("%s imports %s: the Messages dialect may import only llm", path, imp)
 				}
 			case strings.HasPrefix(path, "gatehouse/internal/provider/") && !strings.HasPrefix(path, "gatehouse/internal/provider/providertest"):
-				if ours(imp) && imp != "gatehouse/internal/provider" && imp != "gatehouse/internal/llm" && !siblingReuse[path+" "+imp] {
+				if ours(imp) && imp != "gatehouse/internal/provider" && imp != "gatehouse/internal/llm" && !siblingReuse(path, imp) {
 					t.Errorf("%s imports %s: provider packages may import only provider and llm", path, imp)
 				}
 			}
@@ -92,5 +98,34 @@ func TestDependencyRules(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestEmulatorStaysOutOfTheGateway keeps the provider emulator
+// (internal/mockllm, thousands of lines of six providers' wire formats
+// and failures) out of the production binary: only cmd/mockllm may
+// import it, and tests. The gateway's "mock" type is the small demo model
+// in provider/demo.
+func TestEmulatorStaysOutOfTheGateway(t *testing.T) {
+	const emulator = "gatehouse/internal/mockllm"
+	for _, p := range listPackages(t) {
+		if p.ImportPath == "gatehouse/cmd/mockllm" || strings.HasPrefix(p.ImportPath, emulator) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp == emulator || strings.HasPrefix(imp, emulator+"/") {
+				t.Errorf("%s imports %s: the emulator is for tests and cmd/mockllm only", p.ImportPath, imp)
+			}
+		}
+	}
+	out, err := exec.Command("go", "list", "-deps", "gatehouse/cmd/gatehouse").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	if strings.Contains(string(out), emulator) {
+		t.Error("the gatehouse binary links the emulator")
+	}
+	if !strings.Contains(string(out), "gatehouse/internal/provider/demo") {
+		t.Error("the gatehouse binary lacks the demo model: is the dependency list read right?")
 	}
 }

@@ -28,7 +28,6 @@ const (
 	DefaultTotalTimeout     = Duration(10 * time.Minute)
 
 	DefaultLogLevel          = "info"
-	DefaultAzureAPIVersion   = "2024-10-21"
 	DefaultStrategy          = "failover"
 	DefaultWeight            = 1 // for a target whose weight is left out; an explicit 0 stays 0
 	DefaultExactCacheTTL     = Duration(time.Hour)
@@ -118,7 +117,7 @@ type Provider struct {
 	// instead of answering 400.
 	DropUnsupported bool `yaml:"drop_unsupported"`
 	// APIVersion is Azure OpenAI's api-version query parameter; default
-	// DefaultAzureAPIVersion.
+	// azure.DefaultAPIVersion for the classic API, none for the v1 API.
 	APIVersion string `yaml:"api_version"`
 	// Region is the AWS region for bedrock; default AWS_REGION, then
 	// AWS_DEFAULT_REGION from the environment.

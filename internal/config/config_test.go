@@ -53,7 +53,7 @@ func TestLoadDesignExample(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-openai-secret")
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
 	t.Setenv("GATEHOUSE_DEMO_KEY", "gh-demo-secret")
-	got, err := Load("testdata/design.yaml")
+	got, err := Load("testdata/design.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestLoadEveryField(t *testing.T) {
 		Limits:  defaultLimits(),
 		Pricing: Pricing{DefaultMaxOutput: DefaultMaxOutputTokens, Unknown: "refuse"},
 	}
-	got, err := Load("testdata/full.yaml")
+	got, err := Load("testdata/full.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestLoadEveryField(t *testing.T) {
 // The quick-start config must keep loading: its commented-out provider
 // refers to an unset variable, which must not count.
 func TestLoadDemoConfig(t *testing.T) {
-	cfg, err := Load("../../examples/demo.yaml")
+	cfg, err := Load("../../examples/demo.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Parse([]byte(tt.yaml), "t.yaml")
+			got, err := Parse([]byte(tt.yaml), "t.yaml", testTypes())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func TestSizes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			cfg, err := Parse([]byte("server:\n  max_body_bytes: "+tt.in+"\n"), "t.yaml")
+			cfg, err := Parse([]byte("server:\n  max_body_bytes: "+tt.in+"\n"), "t.yaml", testTypes())
 			if tt.wantErr != "" {
 				fe := onlyError(t, err)
 				if fe.Line != 2 || fe.Field != "server.max_body_bytes" || !strings.Contains(fe.Message, tt.wantErr) {
@@ -241,7 +241,7 @@ providers: [{name: a, type: mock}, {name: b, type: mock}]
 models:
   - {name: m1, targets: [{provider: a, model: x}]}
   - {name: m2, targets: [{provider: b, model: y}]}
-`), "t.yaml")
+`), "t.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ providers:
     base_url: http://other:2/v1
 models:
   - &m {name: m, targets: [{provider: a, model: x}]}
-`), "t.yaml")
+`), "t.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ providers:
     api_key: "${GH_TEST_UNSET_TOO}"
     base_url: ${GH_TEST_UNSET_URL:-not a url}
 `
-	_, err := Parse([]byte(src), "t.yaml")
+	_, err := Parse([]byte(src), "t.yaml", testTypes())
 	checkProblems(t, err, []problem{
 		{5, 14, "providers[0].api_key", "environment variable GH_TEST_UNSET_KEY is not set (use ${GH_TEST_UNSET_KEY:-} to allow it to be empty)"},
 		{8, 15, "providers[1].api_key", "environment variable GH_TEST_UNSET_TOO is not set"},
@@ -92,7 +92,7 @@ providers:
     base_url: http://${GH_TEST_HOST}/v1
     strange: ${GH_TEST_LONG}
 `
-	_, err := Parse([]byte(src), "t.yaml")
+	_, err := Parse([]byte(src), "t.yaml", testTypes())
 	checkProblems(t, err, []problem{
 		{4, 9, "listen", "must be host:port"},
 		{5, 45, "timeouts.idle", `invalid duration "a-rather-long-host-name.example"`},
@@ -104,7 +104,7 @@ providers:
 func TestEnvTypedValues(t *testing.T) {
 	t.Setenv("GH_TEST_RPM", "42")
 	t.Setenv("GH_TEST_ON", "true")
-	cfg, err := Parse([]byte("keys:\n  - {key: k, rpm: ${GH_TEST_RPM}, tpm: ${GH_TEST_TPM:-7}}\ncache:\n  exact: {enabled: ${GH_TEST_ON}}\n"), "t.yaml")
+	cfg, err := Parse([]byte("keys:\n  - {key: k, rpm: ${GH_TEST_RPM}, tpm: ${GH_TEST_TPM:-7}}\ncache:\n  exact: {enabled: ${GH_TEST_ON}}\n"), "t.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func FuzzParse(f *testing.F) {
 	}
 	env := fakeEnv(map[string]string{"SET": "value: {", "EMPTY": ""})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := parse(data, "fuzz.yaml", env)
+		cfg, err := parse(data, "fuzz.yaml", testTypes(), env)
 		if err != nil {
 			var errs *Errors
 			if !errors.As(err, &errs) || len(*errs) == 0 {

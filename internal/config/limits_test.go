@@ -15,7 +15,7 @@ pricing:
   overrides:
     my-model: {input: 0.5, cached_input: 0.1, output: 1.5}
     other: {input: 3, output: 6}
-`), "t.yaml")
+`), "t.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestLimitsValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.yaml), "t.yaml")
+			_, err := Parse([]byte(tt.yaml), "t.yaml", testTypes())
 			checkProblems(t, err, tt.want)
 		})
 	}

@@ -11,28 +11,33 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"gatehouse/internal/provider"
 )
 
 // Load reads and parses the config file at path. See Parse.
-func Load(path string) (*Config, error) {
+func Load(path string, types *provider.Registry) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(data, path)
+	return Parse(data, path, types)
 }
 
 // Parse expands ${VAR} references from the environment, decodes the YAML
 // strictly (unknown fields and wrong types are errors), validates the result
-// and applies defaults. filename only labels errors.
+// and applies defaults. filename only labels errors. types are the
+// provider types this build serves: a provider's type must be one of
+// them, and its type-specific fields (preset, api_version, region,
+// discover) must be ones its type accepts.
 //
 // On failure it returns a *Errors listing every problem found, each with its
 // line, column and field path; the Config is nil.
-func Parse(data []byte, filename string) (*Config, error) {
-	return parse(data, filename, os.LookupEnv)
+func Parse(data []byte, filename string, types *provider.Registry) (*Config, error) {
+	return parse(data, filename, types, os.LookupEnv)
 }
 
-func parse(data []byte, filename string, lookup func(string) (string, bool)) (*Config, error) {
+func parse(data []byte, filename string, types *provider.Registry, lookup func(string) (string, bool)) (*Config, error) {
 	sum := sha256.Sum256(data)
 	data = normalizeNewlines(data)
 	text, pm, envErrs, envValues := expand(data, lookup)
@@ -45,7 +50,7 @@ func parse(data []byte, filename string, lookup func(string) (string, bool)) (*C
 		scrub(errs, envValues) // a syntax error may quote any text of the file
 	} else {
 		d.document(f, cfg)
-		c := &checker{d: d}
+		c := &checker{d: d, types: types}
 		c.config(cfg)
 		errs = append(d.errs, c.errs...)
 		scrub(errs, secretValues(cfg))

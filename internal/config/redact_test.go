@@ -56,7 +56,7 @@ func assertNoSecret(t *testing.T, what, s string) {
 
 func TestFormattingRedactsSecrets(t *testing.T) {
 	setSecrets(t)
-	cfg, err := Parse([]byte(secretsYAML.yaml), "t.yaml")
+	cfg, err := Parse([]byte(secretsYAML.yaml), "t.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestErrorsRedactSecrets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.yaml), "t.yaml")
+			_, err := Parse([]byte(tt.yaml), "t.yaml", testTypes())
 			if err == nil {
 				t.Fatal("Parse accepted it")
 			}

@@ -32,7 +32,7 @@ models:
 `
 
 func TestRoutingConfig(t *testing.T) {
-	cfg, err := Parse([]byte(routingYAML), "t.yaml")
+	cfg, err := Parse([]byte(routingYAML), "t.yaml", testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRoutingValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.yaml), "t.yaml")
+			_, err := Parse([]byte(tt.yaml), "t.yaml", testTypes())
 			checkProblems(t, err, tt.want)
 		})
 	}

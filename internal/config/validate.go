@@ -8,18 +8,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"gatehouse/internal/provider"
 )
 
 // The allowed values of the enumerated fields (functions, so there is no
-// package-level mutable state).
-func providerTypes() []string {
-	return []string{"openai", "openai-compatible", "anthropic", "gemini", "ollama", "azure", "bedrock", "mock"}
-}
-
-func presets() []string {
-	return []string{"groq", "together", "deepseek", "xai", "mistral", "openrouter", "fireworks", "vllm", "lmstudio", "llama.cpp"}
-}
-
+// package-level mutable state). Provider types and their presets come from
+// the provider registry Parse is given.
 func strategies() []string {
 	return []string{"failover", "round-robin", "weighted", "least-tokens", "least-latency", "least-requests"}
 }
@@ -32,8 +27,9 @@ func logLevels() []string { return []string{"debug", "info", "warn", "error"} }
 // the nearest enclosing node when the field is missing, and stays quiet
 // about fields that already failed to decode.
 type checker struct {
-	d    *decoder
-	errs []FieldError
+	d     *decoder
+	types *provider.Registry
+	errs  []FieldError
 }
 
 func (c *checker) errorf(path, format string, args ...any) {
@@ -166,36 +162,32 @@ func (c *checker) provider(path string, p *Provider, seen map[string]string) {
 		c.errorf(path+".name", "is required")
 	}
 	c.unique(seen, p.Name, path+".name", "provider name")
+	names := c.types.Names()
 	if p.Type == "" {
-		c.errorf(path+".type", "is required; want one of %s", oneOf(providerTypes()))
+		c.errorf(path+".type", "is required; want one of %s", oneOf(names))
 	}
-	c.enum(path+".type", p.Type, providerTypes(), "provider type")
-	if p.Preset != "" {
-		if p.Type != "openai-compatible" {
-			c.errorf(path+".preset", "is only allowed with type openai-compatible")
-		} else {
-			c.enum(path+".preset", p.Preset, presets(), "preset")
-		}
+	c.enum(path+".type", p.Type, names, "provider type")
+	t, known := c.types.Lookup(p.Type)
+	if !known {
+		return // the type's own rules cannot be checked
+	}
+	c.providerOption(path+".preset", p.Preset != "", t, provider.OptionPreset)
+	if p.Preset != "" && t.Accepts(provider.OptionPreset) {
+		c.enum(path+".preset", p.Preset, t.Presets, "preset")
 	}
 	switch {
 	case p.BaseURL != "":
 		if !httpURL(p.BaseURL) {
 			c.errorf(path+".base_url", "must be an absolute http:// or https:// URL")
 		}
-	case p.Type == "azure":
-		c.errorf(path+".base_url", "is required for type azure")
-	case p.Type == "openai-compatible" && p.Preset == "":
-		c.errorf(path+".base_url", "is required for type openai-compatible without a preset")
+	case t.BaseURL == provider.BaseURLRequired:
+		c.errorf(path+".base_url", "is required for type %s", p.Type)
+	case t.BaseURL == provider.BaseURLUnlessPreset && p.Preset == "":
+		c.errorf(path+".base_url", "is required for type %s without a preset", p.Type)
 	}
-	if p.APIVersion != "" && p.Type != "azure" {
-		c.errorf(path+".api_version", "is only allowed with type azure")
-	}
-	if p.Region != "" && p.Type != "bedrock" {
-		c.errorf(path+".region", "is only allowed with type bedrock")
-	}
-	if p.Discover != nil && p.Type != "ollama" {
-		c.errorf(path+".discover", "is only allowed with type ollama")
-	}
+	c.providerOption(path+".api_version", p.APIVersion != "", t, provider.OptionAPIVersion)
+	c.providerOption(path+".region", p.Region != "", t, provider.OptionRegion)
+	c.providerOption(path+".discover", p.Discover != nil, t, provider.OptionDiscover)
 	if p.APIKey != strings.TrimSpace(p.APIKey) {
 		c.errorf(path+".api_key", "has leading or trailing whitespace or a line break")
 	}
@@ -207,6 +199,19 @@ func (c *checker) provider(path string, p *Provider, seen map[string]string) {
 		if strings.ContainsAny(value, "\r\n\x00") {
 			c.errorf(hp, "header value must not contain a line break or NUL")
 		}
+	}
+}
+
+// providerOption refuses a type-specific field set on a type that does
+// not accept it, naming the types that do.
+func (c *checker) providerOption(path string, set bool, t *provider.Type, o provider.Option) {
+	if !set || t.Accepts(o) {
+		return
+	}
+	if types := c.types.Accepting(o); len(types) > 0 {
+		c.errorf(path, "is only allowed with type %s", strings.Join(types, " or "))
+	} else {
+		c.errorf(path, "is not allowed with type %s", t.Name)
 	}
 }
 

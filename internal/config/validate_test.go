@@ -153,7 +153,7 @@ func TestValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(tt.yaml), "t.yaml")
+			cfg, err := Parse([]byte(tt.yaml), "t.yaml", testTypes())
 			if err == nil {
 				t.Fatalf("Parse accepted it: %+v", cfg)
 			}
@@ -183,7 +183,7 @@ func TestValidationAccepts(t *testing.T) {
 		"telemetry: {traces: {endpoint: 'http://127.0.0.1:4318', sample_ratio: 0}}\n",
 		"telemetry: {traces: {}}\n",
 	} {
-		if _, err := Parse([]byte(y), "t.yaml"); err != nil {
+		if _, err := Parse([]byte(y), "t.yaml", testTypes()); err != nil {
 			t.Errorf("Parse(%q): %v", y, err)
 		}
 	}
@@ -206,7 +206,7 @@ keys:
   - key: k
     budget: {usd: 5, period: fortnight}
 `
-	_, err := Parse([]byte(src), "gh.yaml")
+	_, err := Parse([]byte(src), "gh.yaml", testTypes())
 	want := `gh.yaml:1:9: listen: must be host:port, such as 127.0.0.1:8080 or :8080
 gh.yaml:5:5: providers[0].bse_url: unknown field "bse_url"; did you mean "base_url"?
 gh.yaml:6:5: providers[1].base_url: is required for type azure
@@ -227,7 +227,7 @@ gh.yaml:14:30: keys[0].budget.period: unknown budget period "fortnight"; want on
 // Windows line endings, even inside a multi-line quoted value, do not
 // shift line numbers.
 func TestCRLFLineNumbers(t *testing.T) {
-	_, err := Parse([]byte("log:\r\n  level: \"x\r\n  y\"\r\nlisten: x\r\n"), "t.yaml")
+	_, err := Parse([]byte("log:\r\n  level: \"x\r\n  y\"\r\nlisten: x\r\n"), "t.yaml", testTypes())
 	checkProblems(t, err, []problem{
 		{2, 10, "log.level", `unknown log level "x y"`},
 		{4, 9, "listen", "must be host:port"},
@@ -235,7 +235,7 @@ func TestCRLFLineNumbers(t *testing.T) {
 }
 
 func TestLoadMissingFile(t *testing.T) {
-	_, err := Load("testdata/does-not-exist.yaml")
+	_, err := Load("testdata/does-not-exist.yaml", testTypes())
 	if err == nil || !strings.Contains(err.Error(), "does-not-exist.yaml") {
 		t.Errorf("Load(missing) = %v", err)
 	}
@@ -259,7 +259,7 @@ func TestAliasBomb(t *testing.T) {
 		b.WriteString("*m")
 	}
 	b.WriteString("]\n")
-	_, err := Parse([]byte(b.String()), "t.yaml")
+	_, err := Parse([]byte(b.String()), "t.yaml", testTypes())
 	if err == nil || !strings.Contains(err.Error(), "expands to more than") {
 		t.Fatalf("Parse(alias bomb) = %v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"gatehouse/internal/provider"
 )
 
 // Watcher reloads a config file when it changes or when Trigger is called.
@@ -36,6 +38,7 @@ type Watcher struct {
 	Debounce time.Duration
 
 	path    string
+	types   *provider.Registry // what Parse validates provider types against
 	onLoad  func(*Config)
 	onError func(error)
 
@@ -46,8 +49,8 @@ type Watcher struct {
 }
 
 // NewWatcher returns a Watcher for the file at path. Start it with Run.
-func NewWatcher(path string, onLoad func(*Config), onError func(error)) *Watcher {
-	return &Watcher{path: path, onLoad: onLoad, onError: onError}
+func NewWatcher(path string, types *provider.Registry, onLoad func(*Config), onError func(error)) *Watcher {
+	return &Watcher{path: path, types: types, onLoad: onLoad, onError: onError}
 }
 
 // Watch sets the file and callbacks, then runs like Run. It lets a zero
@@ -175,7 +178,7 @@ func (w *Watcher) reload(st *reloadState, force bool) {
 		return
 	}
 	st.sum, st.hasSum = sum, true
-	cfg, err := Parse(data, w.path)
+	cfg, err := Parse(data, w.path, w.types)
 	if err != nil {
 		w.onError(err)
 		return

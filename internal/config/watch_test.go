@@ -30,7 +30,7 @@ func startWatcher(t *testing.T, path string, current *Config) *watched {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ww := &watched{loads: make(chan *Config, 10), errs: make(chan error, 10), done: make(chan error, 1)}
-	ww.w = NewWatcher(path, func(c *Config) { ww.loads <- c }, func(err error) { ww.errs <- err })
+	ww.w = NewWatcher(path, testTypes(), func(c *Config) { ww.loads <- c }, func(err error) { ww.errs <- err })
 	ww.w.Debounce = testDebounce
 	ww.w.SetCurrent(current)
 	ready := make(chan struct{})
@@ -97,7 +97,7 @@ func (ww *watched) expectNothing(t *testing.T) {
 // load is what the caller of a Watcher does first.
 func load(t *testing.T, path string) *Config {
 	t.Helper()
-	cfg, err := Load(path)
+	cfg, err := Load(path, testTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestWatcherRemovedAndRestored(t *testing.T) {
 func TestWatcherTrigger(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gatehouse.yaml")
 	writeFile(t, path, version(1))
-	w := NewWatcher(path, nil, nil)
+	w := NewWatcher(path, testTypes(), nil, nil)
 	loads := make(chan *Config, 10)
 	w.onLoad = func(c *Config) { loads <- c }
 	w.onError = func(err error) { t.Errorf("onError(%v)", err) }
@@ -270,7 +270,7 @@ func TestWatcherFirstCheck(t *testing.T) {
 }
 
 func TestWatcherMissingDirectory(t *testing.T) {
-	w := NewWatcher(filepath.Join(t.TempDir(), "nope", "gatehouse.yaml"), func(*Config) {}, func(error) {})
+	w := NewWatcher(filepath.Join(t.TempDir(), "nope", "gatehouse.yaml"), testTypes(), func(*Config) {}, func(error) {})
 	if err := w.Run(context.Background()); err == nil {
 		t.Fatal("Run on a missing directory returned nil")
 	}
@@ -283,7 +283,7 @@ func TestWatcherNoGoroutineLeak(t *testing.T) {
 	writeFile(t, path, version(1))
 	for range 3 {
 		ctx, cancel := context.WithCancel(context.Background())
-		w := NewWatcher(path, func(*Config) {}, func(error) {})
+		w := NewWatcher(path, testTypes(), func(*Config) {}, func(error) {})
 		w.Debounce = testDebounce
 		ready := make(chan struct{})
 		w.ready = func() { close(ready) }

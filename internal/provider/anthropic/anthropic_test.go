@@ -44,6 +44,7 @@ var sseHeader = http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}
 
 func TestConformance(t *testing.T) {
 	providertest.Run(t, providertest.Suite{
+		Type:       Type(),
 		Deployment: *deployment(),
 		Requests: []string{
 			`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object","properties":{"a":{"type":"string"}}}}}}`,

@@ -39,6 +39,7 @@ var (
 func TestConformance(t *testing.T) {
 	weather := []llm.ToolCall{{Name: "get_weather", Arguments: `{"city":"Paris"}`}}
 	providertest.Run(t, providertest.Suite{
+		Type:       Type(),
 		Deployment: deployment(),
 		Text: providertest.Fixture{Header: jsonH, Body: fixture(t, "chat_completion.json"), Want: providertest.Want{
 			Content: "Paris is the capital of France.", Finish: "stop",

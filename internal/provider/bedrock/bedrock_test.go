@@ -83,6 +83,8 @@ var (
 
 func TestConformance(t *testing.T) {
 	providertest.Run(t, providertest.Suite{
+		Type:       Type(),
+		Settings:   provider.Settings{APIKey: "k", Region: "us-east-1"},
 		Deployment: deployment(),
 		Requests: []string{
 			`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object"}}}}`,

@@ -41,6 +41,7 @@ func TestConformance(t *testing.T) {
 	sse := http.Header{"Content-Type": {"text/event-stream"}}
 	js := http.Header{"Content-Type": {"application/json; charset=UTF-8"}}
 	providertest.Run(t, providertest.Suite{
+		Type:       Type(),
 		Deployment: *deployment(),
 		Requests: []string{
 			`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"https://example.com/cat.JPG?size=large"}}]}],"response_format":{"type":"json_object"}}`,

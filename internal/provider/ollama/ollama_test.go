@@ -43,6 +43,7 @@ func fixture(t *testing.T, name string) []byte {
 func TestConformance(t *testing.T) {
 	ndjson := http.Header{"Content-Type": {"application/x-ndjson"}}
 	providertest.Run(t, providertest.Suite{
+		Type:       Type(),
 		Deployment: deployment(),
 		Requests: []string{
 			`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"},"reasoning_effort":"high","seed":7}`,

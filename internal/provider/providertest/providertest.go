@@ -41,6 +41,12 @@ type Suite struct {
 	ToolStream Fixture // streamed answer with tool calls
 
 	Errors []ErrorFixture
+
+	// Type is the provider's registry entry, built into a deployment
+	// from Settings (Name and Type filled in) and checked against the
+	// adapter under test: every provider must give it.
+	Type     provider.Type
+	Settings provider.Settings
 }
 
 // Fixture is one successful provider response and what it must become.
@@ -91,6 +97,7 @@ func Run(t *testing.T, s Suite) {
 	if d.Adapter == nil {
 		t.Fatal("providertest: Suite.Deployment.Adapter is nil")
 	}
+	t.Run("type", func(t *testing.T) { checkType(t, s) })
 	t.Run("requests", func(t *testing.T) {
 		for _, body := range append([]string{KitchenSink}, s.Requests...) {
 			for _, stream := range []bool{false, true} {
@@ -139,6 +146,43 @@ func Run(t *testing.T, s Suite) {
 				t.Errorf("retry after %v, want %v", ge.RetryAfter, e.WantRetryAfter)
 			}
 		})
+	}
+}
+
+// checkType builds the suite's type into a deployment as the gateway
+// does, and checks that it is the adapter under test, ready to call, and
+// that the options it accepts match what its adapter can do.
+func checkType(t *testing.T, s Suite) {
+	typ := s.Type
+	if typ.New == nil {
+		t.Fatal("providertest: Suite.Type is not set: give the provider's registry entry")
+	}
+	r := &provider.Registry{}
+	r.Register(typ)
+	settings := s.Settings
+	settings.Name, settings.Type = "conformance", typ.Name
+	if typ.BaseURL == provider.BaseURLRequired && settings.BaseURL == "" {
+		settings.BaseURL = "http://127.0.0.1:9/"
+	}
+	d, _, err := r.Deployment(settings)
+	if err != nil {
+		t.Fatalf("type %s: %v", typ.Name, err)
+	}
+	if got, want := reflect.TypeOf(d.Adapter), reflect.TypeOf(s.Deployment.Adapter); got != want {
+		t.Errorf("type %s builds adapter %v, the suite tests %v", typ.Name, got, want)
+	}
+	if d.Client == nil || d.BaseURL == "" || strings.HasSuffix(d.BaseURL, "/") {
+		t.Errorf("type %s: client %v, base URL %q: want a client and a base URL without a trailing slash", typ.Name, d.Client, d.BaseURL)
+	}
+	if d.Provider != "conformance" || d.Type != typ.Name {
+		t.Errorf("deployment names provider %q type %q", d.Provider, d.Type)
+	}
+	_, lists := d.Adapter.(provider.Discoverer)
+	if typ.Accepts(provider.OptionDiscover) != lists {
+		t.Errorf("type %s: accepts discover %v, but its adapter lists models %v", typ.Name, typ.Accepts(provider.OptionDiscover), lists)
+	}
+	if len(typ.Presets) > 0 != typ.Accepts(provider.OptionPreset) {
+		t.Errorf("type %s: presets %v but accepts the preset option %v", typ.Name, typ.Presets, typ.Accepts(provider.OptionPreset))
 	}
 }
 

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"net/http"
+
+	"gatehouse/internal/config"
+	"gatehouse/internal/provider"
+	"gatehouse/internal/provider/anthropic"
+	"gatehouse/internal/provider/azure"
+	"gatehouse/internal/provider/bedrock"
+	"gatehouse/internal/provider/demo"
+	"gatehouse/internal/provider/gemini"
+	"gatehouse/internal/provider/ollama"
+	"gatehouse/internal/provider/openai"
+)
+
+// providerTypes is the registry of the provider types this build serves:
+// one line per type. Config validation takes its list of types from it.
+// Adding a provider: docs/providers.md.
+func providerTypes() *provider.Registry {
+	r := &provider.Registry{}
+	r.Register(openai.Type())
+	r.Register(openai.CompatibleType())
+	r.Register(anthropic.Type())
+	r.Register(gemini.Type())
+	r.Register(ollama.Type())
+	r.Register(azure.Type())
+	r.Register(bedrock.Type())
+	r.Register(demo.Type())
+	return r
+}
+
+// providerSettings is a configured provider in the provider packages'
+// terms.
+func providerSettings(p *config.Provider) provider.Settings {
+	s := provider.Settings{
+		Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, APIKey: p.APIKey, Preset: p.Preset,
+		APIVersion: p.APIVersion, Region: p.Region, Local: p.Local,
+		StreamUsage:     p.StreamUsage == nil || *p.StreamUsage,
+		DropUnsupported: p.DropUnsupported,
+		Header:          http.Header{},
+	}
+	for k, v := range p.Headers {
+		s.Header.Set(k, v)
+	}
+	return s
+}
+
+// providerDeployment builds the parts of a deployment that depend only on
+// the provider: address, credentials, adapter and HTTP client.
+func providerDeployment(types *provider.Registry, p *config.Provider) (provider.Deployment, *http.Transport, error) {
+	return types.Deployment(providerSettings(p))
+}
