@@ -12,7 +12,7 @@ BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 
-.PHONY: run build test test-real vet lint unit bench bench-balance fuzz prices clean
+.PHONY: run build test prereqs deps test-real vet lint unit bench bench-balance fuzz prices clean
 
 build:
 	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -21,7 +21,12 @@ build:
 run: build
 	$(BIN)/gatehouse serve --config examples/demo.yaml
 
-test: deps vet lint unit
+test: prereqs deps vet lint unit
+
+# prereqs lists everything missing (Go version, gcc, git, python3 …) before
+# anything slow starts.
+prereqs:
+	@$(CURDIR)/scripts/test-services check
 
 deps:
 	$(GO) mod download
@@ -38,9 +43,12 @@ lint:
 	cd bench && $(GO) run $(STATICCHECK) ./...
 
 # unit runs against real PostgreSQL and Redis servers (scripts/test-services),
-# started first and stopped on the way out, whether the tests pass or not.
+# started first and stopped on the way out, whether the tests pass or not. A
+# failed start fails here, with the servers' own error: the script's output is
+# captured before it is evaluated (eval "$$(…)" would ignore its status).
 unit:
-	@set -e; eval "$$($(CURDIR)/scripts/test-services start)"; \
+	@set -e; services=$$($(CURDIR)/scripts/test-services start) || { echo "make: the test services did not start (see above)" >&2; exit 1; }; \
+	eval "$$services"; \
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
 	cd bench && $(GO) test -count=1 ./...
@@ -61,15 +69,17 @@ bench-balance: build
 prices:
 	scripts/prices
 
-# fuzz runs each fuzz target for FUZZTIME (their seed corpora already run in make test).
+# fuzz runs every fuzz target of the module for FUZZTIME each (their seed
+# corpora already run in make test). The list is derived from the code, every
+# `func FuzzX(f *testing.F)` in a test file, so a new target is fuzzed at once.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzEachField$$' -fuzztime=$(FUZZTIME) ./internal/llm/
-	$(GO) test -run='^$$' -fuzz='^FuzzSSE$$' -fuzztime=$(FUZZTIME) ./internal/llm/
-	$(GO) test -run='^$$' -fuzz='^FuzzParseChatRequest$$' -fuzztime=$(FUZZTIME) ./internal/llm/
-	$(GO) test -run='^$$' -fuzz='^FuzzAppendQuote$$' -fuzztime=$(FUZZTIME) ./internal/llm/
-	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./internal/config/
-	$(GO) test -run='^$$' -fuzz='^FuzzSetUsageCost$$' -fuzztime=$(FUZZTIME) ./internal/llm/
+	@set -e; grep -rHo --include='*_test.go' --exclude-dir=bench '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' . | \
+	sed -E 's|^(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*).*|\1 \2|' | sort -u | \
+	while read -r dir target; do \
+		echo "fuzz $$dir $$target"; \
+		$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$dir || exit 1; \
+	done
 
 clean:
 	rm -rf $(BIN)

@@ -394,8 +394,12 @@ func (e *est) jsonString(raw []byte) {
 					cls, w := runeClass(r)
 					e.feed(cls, w)
 				}
-			default: // \" \\ \/
-				e.feed(asciiClass[s[i-1]], 0)
+			default: // \" \\ \/, or an invalid escape of a byte that may not be ASCII
+				if b := s[i-1]; b < utf8.RuneSelf {
+					e.feed(asciiClass[b], 0)
+				} else {
+					e.feed(clsPunct, 0)
+				}
 			}
 			continue
 		}
