@@ -1,7 +1,8 @@
 # gatehouse — build, run, test, benchmark.
 #
 #   make run    build and start the gateway in embedded mode with the demo config
-#   make test   download modules, vet, lint, and run every test with the race detector
+#   make test   check prerequisites, download modules, vet, lint, and run every test with the race detector
+#   make test-docker  the same inside a container (needs a container engine)
 #   make test-real  end-to-end tests against real llama-server inference (builds it once; not in CI)
 #   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
 #   make bench-balance  balancing benchmark: round-robin vs least-requests vs least-tokens
@@ -12,7 +13,7 @@ BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 
-.PHONY: run build test prereqs deps test-real vet lint unit bench bench-balance fuzz prices clean
+.PHONY: run build test test-docker prereqs deps test-real vet lint unit bench bench-balance fuzz prices clean
 
 build:
 	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -52,6 +53,13 @@ unit:
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
 	cd bench && $(GO) test -count=1 ./...
+
+# test-docker runs make test inside a container (contrib/test/Dockerfile), for
+# a machine without the services; it needs a running container engine.
+test-docker:
+	@docker info >/dev/null 2>&1 || { echo "make test-docker: no container engine answers (docker info failed); use make test, which installs and starts the services itself" >&2; exit 1; }
+	docker build -t gatehouse-test -f contrib/test/Dockerfile contrib/test
+	docker run --rm -v "$(CURDIR)":/src -w /src gatehouse-test make test
 
 # test-real runs the realinference suite (cmd/gatehouse/real*_test.go)
 # against llama-server processes; scripts/llama-server builds the server
