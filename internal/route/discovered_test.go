@@ -1,6 +1,7 @@
 package route
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -50,24 +51,53 @@ func TestDiscoveredLookupAndShadowing(t *testing.T) {
 	}
 }
 
-// TestDiscoveredSwapIsRaceFree runs lookups while sets are swapped; run
-// with -race.
-func TestDiscoveredSwapIsRaceFree(t *testing.T) {
+// TestDiscoveredSwapIsConsistent runs lookups while sets are swapped:
+// every lookup sees one whole set, the old or the new, never a mix (a set
+// pairs model "m" at provider p with "p/m"), and the last set wins. Under
+// -race it also proves the swap is race-free.
+func TestDiscoveredSwapIsConsistent(t *testing.T) {
 	table := NewTable(nil)
+	set := func(p string) *Discovered {
+		return NewDiscovered([]*Group{group("m", p), group(p+"/m", p)}, nil)
+	}
+	const swaps = 1000
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		for range 1000 {
-			table.SetDiscovered(NewDiscovered([]*Group{group("m", "box")}, nil))
+		for i := range swaps {
+			table.SetDiscovered(set([]string{"a", "b"}[i%2]))
 		}
 	}()
+	errs := make(chan string, 1)
 	go func() {
 		defer wg.Done()
-		for range 1000 {
-			table.Lookup("m")
-			table.Discovered()
+		for range swaps {
+			listed := table.Discovered()
+			if listed == nil {
+				continue // before the first set
+			}
+			p := listed[0].Targets[0].Provider
+			if len(listed) != 2 || listed[0].Name != "m" || listed[1].Name != p+"/m" || listed[1].Targets[0].Provider != p {
+				select {
+				case errs <- fmt.Sprintf("a mixed or partial set: %v", names(listed)):
+				default:
+				}
+			}
+			if g, ok := table.Lookup("m"); !ok || g.Name != "m" {
+				select {
+				case errs <- "m not routable once a set is in":
+				default:
+				}
+			}
 		}
 	}()
 	wg.Wait()
+	close(errs)
+	if e, ok := <-errs; ok {
+		t.Fatal(e)
+	}
+	if g, ok := table.Lookup("m"); !ok || g.Targets[0].Provider != "b" {
+		t.Fatalf("after the swaps m is %v, want the last set's (b)", g)
+	}
 }

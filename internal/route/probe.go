@@ -46,6 +46,14 @@ type MetricsPoller struct {
 	OnError func(error)
 
 	last atomic.Pointer[reading]
+	now  func() time.Time // the clock readings are dated and aged by; nil: time.Now (tests set their own)
+}
+
+func (p *MetricsPoller) clock() time.Time {
+	if p.now == nil {
+		return time.Now()
+	}
+	return p.now()
 }
 
 type reading struct {
@@ -65,7 +73,7 @@ func (p *MetricsPoller) interval() time.Duration {
 // than a frozen one.
 func (p *MetricsPoller) Load() (Load, bool) {
 	r := p.last.Load()
-	if r == nil || time.Since(r.at) > 3*p.interval() {
+	if r == nil || p.clock().Sub(r.at) > 3*p.interval() {
 		return Load{}, false
 	}
 	return r.load, true
@@ -111,7 +119,7 @@ func (p *MetricsPoller) Poll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.last.Store(&reading{load: l, at: time.Now()})
+	p.last.Store(&reading{load: l, at: p.clock()})
 	return nil
 }
 

@@ -54,38 +54,62 @@ func TestMetricsPollerAndStaleness(t *testing.T) {
 	}))
 	defer srv.Close()
 	r, w, kv, _ := LoadMetrics("llamacpp")
-	p := &MetricsPoller{URL: srv.URL, Interval: 20 * time.Millisecond, Running: r, Waiting: w, KVCache: kv}
+	now := time.Unix(1_800_000_000, 0)
+	p := &MetricsPoller{URL: srv.URL, Interval: time.Second, Running: r, Waiting: w, KVCache: kv,
+		now: func() time.Time { return now }}
 	if _, ok := p.Load(); ok {
 		t.Fatal("load before any poll")
 	}
+	ctx := context.Background()
+	if err := p.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := p.Load(); !ok || l.Waiting != 3 {
+		t.Fatalf("first reading %+v %v", l, ok)
+	}
+	body.Store(strings.Replace(llamaMetrics, "requests_deferred 3", "requests_deferred 9", 1))
+	now = now.Add(2 * time.Second)
+	if err := p.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := p.Load(); !ok || l.Waiting != 9 {
+		t.Fatalf("refreshed reading %+v %v", l, ok)
+	}
+	now = now.Add(3 * time.Second) // three intervals: still served
+	if _, ok := p.Load(); !ok {
+		t.Fatal("a reading three intervals old is no longer served")
+	}
+	now = now.Add(time.Nanosecond)
+	if _, ok := p.Load(); ok {
+		t.Fatal("a stale reading is still served")
+	}
+}
+
+// TestMetricsPollerRunPollsUntilCancelled waits on the server seeing the
+// polls, not on a clock.
+func TestMetricsPollerRunPollsUntilCancelled(t *testing.T) {
+	polled := make(chan struct{}, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(llamaMetrics))
+		select {
+		case polled <- struct{}{}:
+		default:
+		}
+	}))
+	defer srv.Close()
+	r, w, kv, _ := LoadMetrics("llamacpp")
+	fixed := time.Unix(1_800_000_000, 0) // readings never age: only the polling is under test
+	p := &MetricsPoller{URL: srv.URL, Interval: time.Millisecond, Running: r, Waiting: w, KVCache: kv,
+		now: func() time.Time { return fixed }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		if l, ok := p.Load(); ok && l.Waiting == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no load read")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	body.Store(strings.Replace(llamaMetrics, "requests_deferred 3", "requests_deferred 9", 1))
-	for {
-		if l, _ := p.Load(); l.Waiting == 9 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("load not refreshed")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	<-polled // the first poll, at once
+	<-polled // and again on the ticker
 	cancel()
-	<-done
-	time.Sleep(80 * time.Millisecond)
-	if _, ok := p.Load(); ok {
-		t.Fatal("a stale reading is still served")
+	<-done // Run returns when its context ends
+	if l, ok := p.Load(); !ok || l.Waiting != 3 {
+		t.Fatalf("reading %+v %v", l, ok)
 	}
 }
 
