@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 const gemKey = "AIza-mock-key"
@@ -325,7 +324,7 @@ func TestGeminiFailAfterAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	c := waitCancellation(t, s, time.Now())
+	c := waitCancellation(t, s)
 	if c.Model != "gemini-2.5-flash" || !strings.HasSuffix(c.Path, ":streamGenerateContent") {
 		t.Fatalf("cancellation %+v", c)
 	}

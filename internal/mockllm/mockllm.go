@@ -140,6 +140,11 @@ type Server struct {
 	mu   sync.Mutex
 	ring []Recorded // circular, len RecordLimit once full
 	next int        // index of the oldest record once the ring is full
+
+	// pause, when set, stands in for every wait (latency, ttft, pacing):
+	// the package's tests record what would have been waited instead of
+	// waiting it. false means the client went away.
+	pause func(ctx context.Context, d time.Duration) bool
 }
 
 // New returns a Server for o, with defaults filled in.
@@ -341,6 +346,13 @@ func (c *call) cancel() {
 func (c *call) wait(d time.Duration) bool {
 	if d <= 0 {
 		if c.ctx.Err() != nil {
+			c.cancel()
+			return false
+		}
+		return true
+	}
+	if c.s.pause != nil {
+		if !c.s.pause(c.ctx, d) {
 			c.cancel()
 			return false
 		}

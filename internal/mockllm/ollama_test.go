@@ -217,7 +217,6 @@ func TestOllamaCancellation(t *testing.T) {
 	s, ts := start(t, Options{TokensPerSecond: 2, Chunks: 8})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	began := time.Now()
 	req := newRequest(t, ctx, "POST", ts.URL+"/api/chat", ollamaChatJSON("qwen3:8b", "one two three four five six seven eight nine ten", nil, ""), nil)
 	resp, err := ts.Client().Do(req)
 	if err != nil {
@@ -229,7 +228,7 @@ func TestOllamaCancellation(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	c := waitCancellation(t, s, began)
+	c := waitCancellation(t, s)
 	if c.Path != "/api/chat" || c.Model != "qwen3:8b" {
 		t.Fatalf("%+v", c)
 	}
