@@ -129,3 +129,44 @@ func TestEmulatorStaysOutOfTheGateway(t *testing.T) {
 		t.Error("the gatehouse binary lacks the demo model: is the dependency list read right?")
 	}
 }
+
+// TestNoDriversBelowTheRoot extends the request-path rule to the server,
+// the tokenizer and the config: each declares what it needs and the
+// composition root hands it a store, so none can reach a database.
+func TestNoDriversBelowTheRoot(t *testing.T) {
+	for _, p := range listPackages(t) {
+		for _, layer := range []string{"server", "tokens", "config"} {
+			if p.ImportPath != "gatehouse/internal/"+layer && !strings.HasPrefix(p.ImportPath, "gatehouse/internal/"+layer+"/") {
+				continue
+			}
+			for _, imp := range p.Imports {
+				for _, d := range databaseDrivers {
+					if strings.HasPrefix(imp, d) {
+						t.Errorf("%s imports %s: only stores and the composition root may", p.ImportPath, imp)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestLimitIsStandardLibraryOnly holds internal/limit to its doc: the
+// token buckets and budgets are plain code over the standard library, so
+// the same algorithm runs in-process and is mirrored in the Redis script.
+func TestLimitIsStandardLibraryOnly(t *testing.T) {
+	seen := false
+	for _, p := range listPackages(t) {
+		if p.ImportPath != "gatehouse/internal/limit" {
+			continue
+		}
+		seen = true
+		for _, imp := range p.Imports {
+			if !isStd(imp) {
+				t.Errorf("internal/limit imports %s: it may use the standard library only", imp)
+			}
+		}
+	}
+	if !seen {
+		t.Fatal("internal/limit not found")
+	}
+}

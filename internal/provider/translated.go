@@ -65,3 +65,8 @@ func OpenAIReasoningModel(model string) bool {
 	}
 	return false
 }
+
+// EmptySchema is the JSON Schema of a function that takes no arguments.
+// OpenAI lets a tool's parameters be absent; Anthropic, Bedrock and
+// Ollama require a schema, so their adapters send this one.
+const EmptySchema = `{"type":"object","properties":{}}`

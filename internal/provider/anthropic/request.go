@@ -88,10 +88,6 @@ type metadata struct {
 	UserID string `json:"user_id"`
 }
 
-// emptySchema is the input_schema of a function that takes no arguments:
-// Anthropic requires one, OpenAI lets it be absent.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 func encodeRequest(mr *messagesRequest) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -298,7 +294,7 @@ func convertTools(d *provider.Deployment, p *llm.ChatParams, mr *messagesRequest
 	for _, t := range p.Tools {
 		schema := t.Parameters
 		if len(schema) == 0 {
-			schema = emptySchema
+			schema = json.RawMessage(provider.EmptySchema)
 		}
 		mr.Tools = append(mr.Tools, tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}

@@ -115,10 +115,6 @@ type jsonSchema struct {
 	Description string `json:"description,omitempty"`
 }
 
-// emptySchema is the input schema of a function declared without
-// parameters: Bedrock requires one, of type object.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 // translator turns one OpenAI request into a Converse request.
 type translator struct {
 	d *provider.Deployment
@@ -360,7 +356,7 @@ func (t *translator) tools(out *converseRequest) error {
 		spec := toolSpec{Name: ft.Name, Description: ft.Description, Strict: ft.Strict}
 		spec.InputSchema.JSON = ft.Parameters
 		if spec.InputSchema.JSON == nil {
-			spec.InputSchema.JSON = emptySchema
+			spec.InputSchema.JSON = json.RawMessage(provider.EmptySchema)
 		}
 		tc.Tools = append(tc.Tools, tool{ToolSpec: spec})
 		declared[ft.Name] = true
@@ -371,7 +367,7 @@ func (t *translator) tools(out *converseRequest) error {
 	for _, name := range history {
 		if !declared[name] {
 			spec := toolSpec{Name: name}
-			spec.InputSchema.JSON = emptySchema
+			spec.InputSchema.JSON = json.RawMessage(provider.EmptySchema)
 			tc.Tools = append(tc.Tools, tool{ToolSpec: spec})
 			declared[name] = true
 		}

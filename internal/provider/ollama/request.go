@@ -68,10 +68,6 @@ type options struct {
 	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
 }
 
-// emptySchema is sent for a function that declares no parameters: Ollama
-// requires the member.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 // encodeChat translates an OpenAI request into Ollama's. What Ollama
 // cannot honour is refused with a 400, or dropped when the deployment
 // says drop_unsupported. user and metadata are dropped silently: they
@@ -159,7 +155,7 @@ func encodeTools(d *provider.Deployment, p *llm.ChatParams) ([]tool, error) {
 	for _, t := range p.Tools {
 		params := t.Parameters
 		if params == nil {
-			params = emptySchema
+			params = json.RawMessage(provider.EmptySchema)
 		}
 		tools = append(tools, tool{Type: "function", Function: functionDef{Name: t.Name, Description: t.Description, Parameters: params}})
 	}
