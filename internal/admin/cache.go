@@ -28,7 +28,7 @@ type purged struct {
 // project (by name or id) or, without project, of every project.
 func (h *Handler) purgeCache(r *http.Request) (int, any, error) {
 	if h.o.Cache == nil {
-		return 0, nil, &llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotImplemented, Type: "invalid_request_error",
+		return 0, nil, &llm.Error{Kind: llm.KindNotImplemented, Status: http.StatusNotImplemented, Type: "invalid_request_error",
 			Code: "not_implemented", Message: "This gateway runs without a response cache (bare mode)."}
 	}
 	name := strings.TrimSpace(r.URL.Query().Get("project"))

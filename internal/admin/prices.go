@@ -53,7 +53,7 @@ func cachedOrInput(cached, input float64) float64 {
 
 func (h *Handler) priceStore() (tokens.PriceStore, error) {
 	if h.o.Prices == nil {
-		return nil, &llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotImplemented, Type: "invalid_request_error",
+		return nil, &llm.Error{Kind: llm.KindNotImplemented, Status: http.StatusNotImplemented, Type: "invalid_request_error",
 			Code: "not_implemented", Message: "This gateway's record store does not keep prices."}
 	}
 	return h.o.Prices, nil

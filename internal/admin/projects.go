@@ -173,7 +173,7 @@ func (h *Handler) deleteProject(r *http.Request) (int, any, error) {
 		}
 	}
 	switch err := h.o.Store.DeleteProject(r.Context(), p.ID); {
-	case errors.Is(err, auth.ErrConflict):
+	case errors.Is(err, auth.ErrInUse):
 		return 0, nil, conflictError("", "project_has_active_keys",
 			"The project "+quote(p.Name)+" still has active keys; revoke them first (DELETE /admin/keys/{id}).")
 	case errors.Is(err, auth.ErrNotFound):

@@ -43,7 +43,7 @@ type logsAnswer struct {
 
 func (h *Handler) usageStore() (account.Querier, error) {
 	if h.o.Usage == nil {
-		return nil, &llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotImplemented, Type: "invalid_request_error",
+		return nil, &llm.Error{Kind: llm.KindNotImplemented, Status: http.StatusNotImplemented, Type: "invalid_request_error",
 			Code: "not_implemented", Message: "This gateway's record store keeps no usage records."}
 	}
 	return h.o.Usage, nil

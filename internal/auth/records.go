@@ -132,6 +132,7 @@ type Customer struct {
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("already exists") // a unique name or id is taken
+	ErrInUse    = errors.New("still in use")   // a record others depend on cannot be removed yet
 )
 
 // Page asks for one page of a list, ordered by ID. Store IDs begin with
@@ -187,7 +188,7 @@ type Store interface {
 	ProjectByName(ctx context.Context, name string) (*Project, error)
 	UpdateProject(ctx context.Context, p *Project) error // by ID; fills UpdatedAt
 	// DeleteProject removes a project with its customers and its revoked
-	// or expired keys; it fails with ErrConflict while the project has an
+	// or expired keys; it fails with ErrInUse while the project has an
 	// active key, so a delete never silently cuts off live traffic.
 	DeleteProject(ctx context.Context, id string) error
 	Projects(ctx context.Context, pg Page) ([]Project, error)

@@ -20,6 +20,7 @@ const (
 	KindAuth             ErrorKind = "auth"
 	KindPermission       ErrorKind = "permission"
 	KindNotFound         ErrorKind = "not_found"
+	KindNotImplemented   ErrorKind = "not_implemented" // a feature this deployment has not set up (501)
 	KindTooLarge         ErrorKind = "too_large"
 	KindMediaType        ErrorKind = "unsupported_media_type"
 	KindRateLimit        ErrorKind = "rate_limit"

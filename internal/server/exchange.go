@@ -270,52 +270,52 @@ func (x *exchange) finish() {
 
 // logFields emits the fields of the request's log line, in order.
 func (x *exchange) logFields(f fieldSink) {
-	f.str("request_id", x.id)
-	f.str("method", x.r.Method)
-	f.str("path", x.r.URL.Path)
-	f.int("status", x.status)
-	f.float("latency_ms", ms(x.s.now().Sub(x.start)))
-	f.bool("stream", x.stream)
+	f.addString("request_id", x.id)
+	f.addString("method", x.r.Method)
+	f.addString("path", x.r.URL.Path)
+	f.addInt("status", x.status)
+	f.addFloat("latency_ms", ms(x.s.now().Sub(x.start)))
+	f.addBool("stream", x.stream)
 	if x.model != "" {
-		f.str("model", x.model)
+		f.addString("model", x.model)
 	}
 	if d := x.deployment; d != nil {
-		f.str("provider", d.Provider)
-		f.str("upstream_model", d.Model)
+		f.addString("provider", d.Provider)
+		f.addString("upstream_model", d.Model)
 	}
 	if x.attempts > 0 {
-		f.int("attempts", x.attempts)
-		f.int("billed_attempt", x.billedAttempt)
+		f.addInt("attempts", x.attempts)
+		f.addInt("billed_attempt", x.billedAttempt)
 	}
 	if x.principal != nil {
-		f.str("key", x.principal.KeyID)
+		f.addString("key", x.principal.KeyID)
 		if x.principal.Project != "" {
-			f.str("project", x.principal.Project)
+			f.addString("project", x.principal.Project)
 		}
 	}
 	if x.ttft > 0 {
-		f.float("ttft_ms", ms(x.ttft))
+		f.addFloat("ttft_ms", ms(x.ttft))
 	}
 	if a := &x.adm; a.settled {
-		f.str("cost_usd", a.costText)
+		f.addString("cost_usd", a.costText)
 		if x.estimated {
-			f.int("estimated_prompt_tokens", x.promptTokens)
+			f.addInt("estimated_prompt_tokens", x.promptTokens)
 		}
 		if a.downgraded != "" {
-			f.str("downgraded_from", a.downgraded)
+			f.addString("downgraded_from", a.downgraded)
 		}
 		if a.customer != nil {
-			f.str("customer", a.customer.ID)
+			f.addString("customer", a.customer.ID)
 		}
 	}
 	if x.hasUsage {
-		f.int("prompt_tokens", x.usage.PromptTokens)
-		f.int("completion_tokens", x.usage.CompletionTokens)
-		f.int("total_tokens", x.usage.TotalTokens)
+		f.addInt("prompt_tokens", x.usage.PromptTokens)
+		f.addInt("completion_tokens", x.usage.CompletionTokens)
+		f.addInt("total_tokens", x.usage.TotalTokens)
 	}
 	if x.err != nil {
-		f.str("error_kind", string(x.err.Kind))
-		f.str("error", x.err.Error())
+		f.addString("error_kind", string(x.err.Kind))
+		f.addString("error", x.err.Error())
 	}
 }
 

@@ -12,10 +12,10 @@ import (
 // fieldSink receives the fields of a request's log line (logFields), so
 // the one list of fields feeds both the hand-written JSON line and slog.
 type fieldSink interface {
-	str(key, v string)
-	int(key string, v int)
-	float(key string, v float64)
-	bool(key string, v bool)
+	addString(key, v string)
+	addInt(key string, v int)
+	addFloat(key string, v float64)
+	addBool(key string, v bool)
 }
 
 // jsonLine appends fields to a JSON object in the making, as slog's JSON
@@ -28,16 +28,16 @@ func (l *jsonLine) key(k string) {
 	l.b = append(l.b, '"', ':')
 }
 
-func (l *jsonLine) str(k, v string) { l.key(k); l.b = llm.AppendQuote(l.b, v) }
-func (l *jsonLine) int(k string, v int) {
+func (l *jsonLine) addString(k, v string) { l.key(k); l.b = llm.AppendQuote(l.b, v) }
+func (l *jsonLine) addInt(k string, v int) {
 	l.key(k)
 	l.b = strconv.AppendInt(l.b, int64(v), 10)
 }
-func (l *jsonLine) float(k string, v float64) {
+func (l *jsonLine) addFloat(k string, v float64) {
 	l.key(k)
 	l.b = strconv.AppendFloat(l.b, v, 'g', -1, 64) // as slog: 12.5, 1e+06
 }
-func (l *jsonLine) bool(k string, v bool) { l.key(k); l.b = strconv.AppendBool(l.b, v) }
+func (l *jsonLine) addBool(k string, v bool) { l.key(k); l.b = strconv.AppendBool(l.b, v) }
 
 // appendLineStart opens a log line as slog's JSON handler does:
 // {"time":"<RFC 3339, nanoseconds>","level":"INFO","msg":"…" — the keys
@@ -59,7 +59,7 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // request-log writer.
 type attrList []slog.Attr
 
-func (a *attrList) str(k, v string)           { *a = append(*a, slog.String(k, v)) }
-func (a *attrList) int(k string, v int)       { *a = append(*a, slog.Int(k, v)) }
-func (a *attrList) float(k string, v float64) { *a = append(*a, slog.Float64(k, v)) }
-func (a *attrList) bool(k string, v bool)     { *a = append(*a, slog.Bool(k, v)) }
+func (a *attrList) addString(k, v string)           { *a = append(*a, slog.String(k, v)) }
+func (a *attrList) addInt(k string, v int)       { *a = append(*a, slog.Int(k, v)) }
+func (a *attrList) addFloat(k string, v float64) { *a = append(*a, slog.Float64(k, v)) }
+func (a *attrList) addBool(k string, v bool)     { *a = append(*a, slog.Bool(k, v)) }

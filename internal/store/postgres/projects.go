@@ -147,7 +147,7 @@ func (s *Store) UpdateProject(ctx context.Context, p *auth.Project) error {
 }
 
 // DeleteProject removes the project, its customers and its inactive keys;
-// it refuses with auth.ErrConflict while any key is active.
+// it refuses with auth.ErrInUse while any key is active.
 func (s *Store) DeleteProject(ctx context.Context, id string) error {
 	what := fmt.Sprintf("project %q", id)
 	return classify(s.tx(ctx, func(tx pgx.Tx) error {
@@ -160,7 +160,7 @@ func (s *Store) DeleteProject(ctx context.Context, id string) error {
 			return err
 		}
 		if active > 0 {
-			return fmt.Errorf("has %d active keys; revoke them first: %w", active, auth.ErrConflict)
+			return fmt.Errorf("has %d active keys; revoke them first: %w", active, auth.ErrInUse)
 		}
 		if err := s.notifyProject(ctx, tx, id); err != nil {
 			return err

@@ -155,7 +155,7 @@ func projectKeyHashes(ctx context.Context, tx *sql.Tx, projectID string) ([]auth
 }
 
 // DeleteProject removes the project, its customers and its inactive keys;
-// it refuses with auth.ErrConflict while any key is active.
+// it refuses with auth.ErrInUse while any key is active.
 func (s *Store) DeleteProject(ctx context.Context, id string) error {
 	now := fmtTime(store.Now())
 	var gone []auth.Hash
@@ -171,7 +171,7 @@ func (s *Store) DeleteProject(ctx context.Context, id string) error {
 			return fmt.Errorf("project %q: %w", id, auth.ErrNotFound)
 		}
 		if active > 0 {
-			return fmt.Errorf("project %q has %d active keys; revoke them first: %w", id, active, auth.ErrConflict)
+			return fmt.Errorf("project %q has %d active keys; revoke them first: %w", id, active, auth.ErrInUse)
 		}
 		if gone, err = projectKeyHashes(ctx, tx, id); err != nil {
 			return err

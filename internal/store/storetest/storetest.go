@@ -240,7 +240,7 @@ func testDeleteProject(t *testing.T, s auth.Store) {
 	if err := s.CreateCustomer(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "DeleteProject with an active key", s.DeleteProject(ctx, p.ID), auth.ErrConflict)
+	wantErr(t, "DeleteProject with an active key", s.DeleteProject(ctx, p.ID), auth.ErrInUse)
 	if _, err := s.Project(ctx, p.ID); err != nil {
 		t.Fatalf("refused delete removed the project: %v", err)
 	}
