@@ -59,7 +59,7 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // request-log writer.
 type attrList []slog.Attr
 
-func (a *attrList) addString(k, v string)           { *a = append(*a, slog.String(k, v)) }
+func (a *attrList) addString(k, v string)        { *a = append(*a, slog.String(k, v)) }
 func (a *attrList) addInt(k string, v int)       { *a = append(*a, slog.Int(k, v)) }
 func (a *attrList) addFloat(k string, v float64) { *a = append(*a, slog.Float64(k, v)) }
 func (a *attrList) addBool(k string, v bool)     { *a = append(*a, slog.Bool(k, v)) }
