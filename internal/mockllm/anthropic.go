@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"gatehouse/internal/llm"
 )
 
 // The Anthropic dialect: the Messages API (POST /v1/messages, streamed
@@ -89,11 +91,11 @@ func (c *call) failAnthropic(e *anthError) {
 	if e.retryAfter != "" {
 		c.w.Header()["Retry-After"] = []string{e.retryAfter}
 	}
-	b := append([]byte(`{"type":"error","error":{"type":`), appendString(nil, e.typ)...)
+	b := append([]byte(`{"type":"error","error":{"type":`), llm.AppendQuote(nil, e.typ)...)
 	b = append(b, `,"message":`...)
-	b = appendString(b, e.message)
+	b = llm.AppendQuote(b, e.message)
 	b = append(b, `},"request_id":`...)
-	b = appendString(b, c.reqID)
+	b = llm.AppendQuote(b, c.reqID)
 	c.writeAnthropic(e.status, append(b, '}'))
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"gatehouse/internal/llm"
 )
 
 // anthReply is the answer to one Messages request. The plain and the
@@ -231,7 +233,7 @@ func appendStopSequence(b []byte, x *anthReply) []byte {
 	if x.stopSeq == "" {
 		return append(b, "null"...)
 	}
-	return appendString(b, x.stopSeq)
+	return llm.AppendQuote(b, x.stopSeq)
 }
 
 // anthComplete writes the Message object. stall_after and fail_after
@@ -240,30 +242,30 @@ func (c *call) anthComplete(x *anthReply, p *plan) {
 	if !c.wait(p.latency) {
 		return
 	}
-	b := append([]byte(`{"id":`), appendString(nil, x.id)...)
+	b := append([]byte(`{"id":`), llm.AppendQuote(nil, x.id)...)
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
-	b = appendString(b, x.model)
+	b = llm.AppendQuote(b, x.model)
 	b = append(b, `,"content":[`...)
 	sep := ""
 	if x.thinking != "" {
 		b = append(b, `{"type":"thinking","thinking":`...)
-		b = appendString(b, x.thinking)
+		b = llm.AppendQuote(b, x.thinking)
 		b = append(b, `,"signature":`...)
-		b = appendString(b, anthSignature(x.thinking))
+		b = llm.AppendQuote(b, anthSignature(x.thinking))
 		b = append(b, '}')
 		sep = ","
 	}
 	if x.text != "" {
 		b = append(b, sep+`{"type":"text","text":`...)
-		b = appendString(b, x.text)
+		b = llm.AppendQuote(b, x.text)
 		b = append(b, '}')
 		sep = ","
 	}
 	if x.tool != nil {
 		b = append(b, sep+`{"type":"tool_use","id":`...)
-		b = appendString(b, x.tool.id)
+		b = llm.AppendQuote(b, x.tool.id)
 		b = append(b, `,"name":`...)
-		b = appendString(b, x.tool.name)
+		b = llm.AppendQuote(b, x.tool.name)
 		b = append(b, `,"input":`...)
 		b = append(b, x.tool.input...)
 		b = append(b, '}')
@@ -328,7 +330,7 @@ func (w *anthStreamer) content(tokens int, data ...string) bool {
 	return w.event("content_block_delta", data...)
 }
 
-func quote(s string) string { return string(appendString(nil, s)) }
+func quote(s string) string { return string(llm.AppendQuote(nil, s)) }
 
 // anthStream writes the documented event sequence: message_start, for
 // each content block content_block_start, its deltas and
@@ -463,11 +465,11 @@ func (s *Server) anthModelList() []anthModel {
 
 func appendAnthModel(b []byte, m anthModel) []byte {
 	b = append(b, `{"type":"model","id":`...)
-	b = appendString(b, m.id)
+	b = llm.AppendQuote(b, m.id)
 	b = append(b, `,"display_name":`...)
-	b = appendString(b, m.name)
+	b = llm.AppendQuote(b, m.name)
 	b = append(b, `,"created_at":`...)
-	b = appendString(b, m.created)
+	b = llm.AppendQuote(b, m.created)
 	return append(b, '}')
 }
 
@@ -481,9 +483,9 @@ func (s *Server) anthropicModels() []byte {
 		b = appendAnthModel(b, m)
 	}
 	b = append(b, `],"has_more":false,"first_id":`...)
-	b = appendString(b, list[0].id)
+	b = llm.AppendQuote(b, list[0].id)
 	b = append(b, `,"last_id":`...)
-	b = appendString(b, list[len(list)-1].id)
+	b = llm.AppendQuote(b, list[len(list)-1].id)
 	return append(b, '}')
 }
 

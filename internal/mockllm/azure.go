@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"gatehouse/internal/llm"
 )
 
 // The Azure OpenAI dialect. Azure serves OpenAI's bodies under its own
@@ -63,7 +65,7 @@ func (s *Server) serveAzure(c *call, body []byte) {
 		Model *string `json:"model"`
 	}
 	if json.Unmarshal(body, &probe) == nil && probe.Model == nil && len(body) > 0 && body[0] == '{' {
-		body = append(append([]byte(`{"model":`), appendString(nil, deployment)...), append([]byte{','}, body[1:]...)...)
+		body = append(append([]byte(`{"model":`), llm.AppendQuote(nil, deployment)...), append([]byte{','}, body[1:]...)...)
 		if len(body) > 2 && string(body[len(body)-2:]) == ",}" {
 			body = append(body[:len(body)-2], '}')
 		}
@@ -84,8 +86,8 @@ func (s *Server) azureOperation(c *call, op string, body []byte) {
 
 // failAzure writes Azure's error shape, which has no type or param.
 func (c *call) failAzure(e *apiError) {
-	b := append([]byte(`{"error":{"code":`), appendString(nil, e.code)...)
+	b := append([]byte(`{"error":{"code":`), llm.AppendQuote(nil, e.code)...)
 	b = append(b, `,"message":`...)
-	b = appendString(b, e.message)
+	b = llm.AppendQuote(b, e.message)
 	c.writeJSON(e.status, append(b, "}}"...))
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"gatehouse/internal/llm"
 )
 
 // The Amazon Bedrock dialect: Converse (POST /model/{modelId}/converse)
@@ -71,7 +73,7 @@ func (c *call) failBedrock(e *bedrockError) {
 	if e.retryAfter != "" {
 		h["Retry-After"] = []string{e.retryAfter}
 	}
-	b := append([]byte(`{"message":`), appendString(nil, e.message)...)
+	b := append([]byte(`{"message":`), llm.AppendQuote(nil, e.message)...)
 	c.writeBedrock(e.status, append(b, '}'))
 }
 
@@ -515,18 +517,18 @@ func (c *call) converse(x *brExchange, p *plan) {
 		b = append(b, `{"toolUse":{"input":`...)
 		b = append(b, x.toolArgs...)
 		b = append(b, `,"name":`...)
-		b = appendString(b, x.toolName)
+		b = llm.AppendQuote(b, x.toolName)
 		b = append(b, `,"toolUseId":`...)
-		b = appendString(b, x.toolID)
+		b = llm.AppendQuote(b, x.toolID)
 		b = append(b, `}}`...)
 		out = len(argPieces(x.toolArgs, p.chunks))
 	} else {
 		b = append(b, `{"text":`...)
-		b = appendString(b, x.reply)
+		b = llm.AppendQuote(b, x.reply)
 		b = append(b, '}')
 	}
 	b = append(b, `],"role":"assistant"}},"stopReason":`...)
-	b = appendString(b, x.finish)
+	b = llm.AppendQuote(b, x.finish)
 	b = append(b, `,"usage":`...)
 	b = appendBedrockUsage(b, x.promptTokens, out)
 	b = append(b, '}')

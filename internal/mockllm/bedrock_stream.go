@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"gatehouse/internal/llm"
 )
 
 // The AWS event-stream framing ConverseStream answers in
@@ -54,7 +56,7 @@ func appendEvent(b []byte, eventType string, payload []byte) []byte {
 // appendException appends an exception message, as Bedrock sends a
 // throttling or model error that happens after the stream started.
 func appendException(b []byte, exceptionType, message string) []byte {
-	payload := append([]byte(`{"message":`), appendString(nil, message)...)
+	payload := append([]byte(`{"message":`), llm.AppendQuote(nil, message)...)
 	return appendEventMessage(b, [][2]string{
 		{":exception-type", exceptionType}, {":content-type", "application/json"}, {":message-type", "exception"},
 	}, append(payload, '}'))
@@ -109,9 +111,9 @@ func (c *call) converseStream(x *brExchange, p *plan, exception bool) {
 		payload = append(payload[:0], `{"contentBlockIndex":0,`...)
 		payload = appendPadding(payload, 5)
 		payload = append(payload, `,"start":{"toolUse":{"name":`...)
-		payload = appendString(payload, x.toolName)
+		payload = llm.AppendQuote(payload, x.toolName)
 		payload = append(payload, `,"toolUseId":`...)
-		payload = appendString(payload, x.toolID)
+		payload = llm.AppendQuote(payload, x.toolID)
 		payload = append(payload, `}}}`...)
 		if !c.write(appendEvent(b[:0], "contentBlockStart", payload)) {
 			return
@@ -148,11 +150,11 @@ func (c *call) converseStream(x *brExchange, p *plan, exception bool) {
 		payload = appendInt(payload, int64(block))
 		if x.toolID != "" {
 			payload = append(payload, `,"delta":{"toolUse":{"input":`...)
-			payload = appendString(payload, pieces[i])
+			payload = llm.AppendQuote(payload, pieces[i])
 			payload = append(payload, `}},`...)
 		} else {
 			payload = append(payload, `,"delta":{"text":`...)
-			payload = appendString(payload, pieces[i])
+			payload = llm.AppendQuote(payload, pieces[i])
 			payload = append(payload, `},`...)
 		}
 		payload = appendPadding(payload, len(pieces[i]))
@@ -169,7 +171,7 @@ func (c *call) converseStream(x *brExchange, p *plan, exception bool) {
 	payload = append(payload[:0], '{')
 	payload = appendPadding(payload, 11)
 	payload = append(payload, `,"stopReason":`...)
-	payload = appendString(payload, x.finish)
+	payload = llm.AppendQuote(payload, x.finish)
 	if !c.write(appendEvent(b[:0], "messageStop", append(payload, '}'))) {
 		return
 	}

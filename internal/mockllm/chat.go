@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"gatehouse/internal/llm"
 )
 
 type chatRequest struct {
@@ -385,9 +387,9 @@ func (c *call) complete(x *exchange, p *plan, b []byte) []byte {
 	b = append(b, `","object":"chat.completion","created":`...)
 	b = appendInt(b, time.Now().Unix())
 	b = append(b, `,"model":`...)
-	b = appendString(b, x.model)
+	b = llm.AppendQuote(b, x.model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	b = appendString(b, x.reply)
+	b = llm.AppendQuote(b, x.reply)
 	b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
 	b = append(b, x.finish...)
 	b = append(b, `"}],"usage":`...)

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"gatehouse/internal/llm"
 )
 
 const (
@@ -190,7 +192,7 @@ func (s *Server) embeddings(c *call, body []byte) {
 		}
 	}
 	b = append(b, `],"model":`...)
-	b = appendString(b, c.model)
+	b = llm.AppendQuote(b, c.model)
 	b = append(b, `,"usage":{"prompt_tokens":`...)
 	b = appendInt(b, int64(tokens))
 	b = append(b, `,"total_tokens":`...)

@@ -8,7 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"gatehouse/internal/llm"
 )
 
 // apiError is one of OpenAI's error responses:
@@ -25,9 +26,9 @@ type apiError struct {
 
 func (e *apiError) append(b []byte) []byte {
 	b = append(b, `{"error":{"message":`...)
-	b = appendString(b, e.message)
+	b = llm.AppendQuote(b, e.message)
 	b = append(b, `,"type":`...)
-	b = appendString(b, e.typ)
+	b = llm.AppendQuote(b, e.typ)
 	b = append(b, `,"param":`...)
 	b = appendNullable(b, e.param)
 	b = append(b, `,"code":`...)
@@ -173,52 +174,7 @@ func appendNullable(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, "null"...)
 	}
-	return appendString(b, s)
-}
-
-// appendString appends s as a JSON string. Valid UTF-8 is kept as is and
-// HTML characters are not escaped, matching what OpenAI sends (and unlike
-// encoding/json); invalid bytes become U+FFFD.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, `\n`...)
-			case '\r':
-				b = append(b, `\r`...)
-			case '\t':
-				b = append(b, `\t`...)
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return llm.AppendQuote(b, s)
 }
 
 func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }

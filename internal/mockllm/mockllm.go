@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"gatehouse/internal/llm"
 )
 
 // Options configure a Server. The zero value is a fast, well-behaved
@@ -479,7 +481,7 @@ const modelCreated = 1715367049
 
 func appendModel(b []byte, id string) []byte {
 	b = append(b, `{"id":`...)
-	b = appendString(b, id)
+	b = llm.AppendQuote(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = appendInt(b, modelCreated)
 	return append(b, `,"owned_by":"system"}`...)

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"gatehouse/internal/llm"
 )
 
 // The Ollama dialect: the native API under /api/ — POST /api/chat
@@ -290,7 +292,7 @@ func ollamaCall(t *ollamaTool) []byte {
 		b = append(b, alphabet[rand.IntN(len(alphabet))])
 	}
 	b = append(b, `","function":{"index":0,"name":`...)
-	b = appendString(b, t.Function.Name)
+	b = llm.AppendQuote(b, t.Function.Name)
 	b = append(b, `,"arguments":`...)
 	b = append(b, mockArguments(t.Function.Parameters)...)
 	return append(b, "}}"...)
@@ -317,7 +319,7 @@ func ollamaInjected(status int, model string) string {
 // appendOllamaHead appends the members every chat line starts with.
 func appendOllamaHead(b []byte, model string) []byte {
 	b = append(b, `{"model":`...)
-	b = appendString(b, model)
+	b = llm.AppendQuote(b, model)
 	b = append(b, `,"created_at":"`...)
 	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
 	return append(b, `","message":{"role":"assistant","content":`...)
@@ -354,7 +356,7 @@ func (c *call) ollamaComplete(x *ollamaReply, p *plan) {
 		b = append(b, x.call...)
 		b = append(b, "]}"...)
 	} else {
-		b = appendString(b, x.text)
+		b = llm.AppendQuote(b, x.text)
 		b = append(b, '}')
 	}
 	b = c.appendOllamaDone(b, x)
@@ -412,7 +414,7 @@ func (c *call) ollamaStream(x *ollamaReply, p *plan) {
 			if i > 0 && p.tps > 0 && !c.wait(time.Duration(float64(hi-lo)/p.tps*float64(time.Second))) {
 				return
 			}
-			b = appendString(b, x.text[x.cuts[lo]:x.cuts[hi]])
+			b = llm.AppendQuote(b, x.text[x.cuts[lo]:x.cuts[hi]])
 			b = append(b, "},\"done\":false}\n"...)
 		}
 		if !c.write(b) {
@@ -493,7 +495,7 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 		return
 	}
 	b := []byte(`{"model":`)
-	b = appendString(b, c.model)
+	b = llm.AppendQuote(b, c.model)
 	b = append(b, `,"embeddings":[`...)
 	vec := make([]float32, dims)
 	tokens := 0
@@ -546,9 +548,9 @@ func (s *Server) ollamaTags(c *call) {
 		}
 		family := strings.TrimRightFunc(strings.SplitN(m, ":", 2)[0], func(r rune) bool { return !unicode.IsLetter(r) })
 		b = append(b, `{"name":`...)
-		b = appendString(b, m)
+		b = llm.AppendQuote(b, m)
 		b = append(b, `,"model":`...)
-		b = appendString(b, m)
+		b = llm.AppendQuote(b, m)
 		b = append(b, `,"modified_at":"2025-10-03T23:34:03.409490317-07:00","size":`...)
 		b = appendInt(b, int64(1<<30+h%(8<<30)))
 		b = append(b, `,"digest":"`...)
@@ -561,9 +563,9 @@ func (s *Server) ollamaTags(c *call) {
 			}
 		}
 		b = append(b, `","details":{"parent_model":"","format":"gguf","family":`...)
-		b = appendString(b, family)
+		b = llm.AppendQuote(b, family)
 		b = append(b, `,"families":[`...)
-		b = appendString(b, family)
+		b = llm.AppendQuote(b, family)
 		b = append(b, `],"parameter_size":"8.0B","quantization_level":"Q4_K_M"}}`...)
 	}
 	c.ollamaWrite(http.StatusOK, hdrOllamaJSON, append(b, "]}"...))
@@ -581,7 +583,7 @@ func (c *call) ollamaFail(status int, msg, retryAfter string) {
 	if retryAfter != "" {
 		c.w.Header()["Retry-After"] = []string{retryAfter}
 	}
-	b := append(appendString([]byte(`{"error":`), msg), '}')
+	b := append(llm.AppendQuote([]byte(`{"error":`), msg), '}')
 	c.ollamaWrite(status, hdrOllamaJSON, b)
 }
 

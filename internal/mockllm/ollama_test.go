@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gatehouse/internal/llm"
 )
 
 func ollamaChatJSON(model, user string, stream *bool, extra string) string {
-	b := `{"model":` + string(appendString(nil, model)) + `,"messages":[{"role":"system","content":"Be terse."},{"role":"user","content":` +
-		string(appendString(nil, user)) + `}]`
+	b := `{"model":` + string(llm.AppendQuote(nil, model)) + `,"messages":[{"role":"system","content":"Be terse."},{"role":"user","content":` +
+		string(llm.AppendQuote(nil, user)) + `}]`
 	if stream != nil {
 		if *stream {
 			b += `,"stream":true`

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sort"
 	"time"
+
+	"gatehouse/internal/llm"
 )
 
 // This file makes the OpenAI emulator call tools: with @mock(tool=NAME)
@@ -69,7 +71,7 @@ func mockArguments(schema json.RawMessage) string {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
+		b = llm.AppendQuote(b, k)
 		b = append(b, ':')
 		typ, _ := s.Properties[k].Type.(string)
 		switch typ {
@@ -108,11 +110,11 @@ func appendOAIToolCall(b []byte, tc *oaiToolCall, streamed bool) []byte {
 		b = append(b, `"index":0,`...)
 	}
 	b = append(b, `"id":`...)
-	b = appendString(b, tc.id)
+	b = llm.AppendQuote(b, tc.id)
 	b = append(b, `,"type":"function","function":{"name":`...)
-	b = appendString(b, tc.name)
+	b = llm.AppendQuote(b, tc.name)
 	b = append(b, `,"arguments":`...)
-	b = appendString(b, tc.args)
+	b = llm.AppendQuote(b, tc.args)
 	return append(b, "}}"...)
 }
 
@@ -126,7 +128,7 @@ func (c *call) completeToolCall(x *exchange, p *plan, tc *oaiToolCall, b []byte)
 	b = append(b, `","object":"chat.completion","created":`...)
 	b = appendInt(b, time.Now().Unix())
 	b = append(b, `,"model":`...)
-	b = appendString(b, x.model)
+	b = llm.AppendQuote(b, x.model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[`...)
 	b = appendOAIToolCall(b, tc, false)
 	b = append(b, `],"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"tool_calls"}],"usage":`...)
@@ -158,7 +160,7 @@ func (c *call) streamToolCall(x *exchange, p *plan, tc *oaiToolCall, b []byte) [
 			return b
 		}
 		b = append(b[:prefix], `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`...)
-		b = appendString(b, piece)
+		b = llm.AppendQuote(b, piece)
 		b = append(b, `}}]},"logprobs":null,"finish_reason":null}]`...)
 		if !c.write(endChunk(b, x)) {
 			return b

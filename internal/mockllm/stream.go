@@ -3,6 +3,8 @@ package mockllm
 import (
 	"net/http"
 	"time"
+
+	"gatehouse/internal/llm"
 )
 
 // stream writes the reply as chat.completion.chunk server-sent events:
@@ -46,7 +48,7 @@ func (c *call) stream(x *exchange, p *plan, b []byte) []byte {
 			return b
 		}
 		b = append(b[:prefix], `{"index":0,"delta":{"content":`...)
-		b = appendString(b, x.reply[x.cuts[lo]:x.cuts[hi]])
+		b = llm.AppendQuote(b, x.reply[x.cuts[lo]:x.cuts[hi]])
 		b = append(b, `},"logprobs":null,"finish_reason":null}]`...)
 		if !c.write(endChunk(b, x)) {
 			return b
@@ -99,7 +101,7 @@ func (c *call) startChunks(x *exchange, b []byte) ([]byte, int) {
 	b = append(b, `","object":"chat.completion.chunk","created":`...)
 	b = appendInt(b, time.Now().Unix())
 	b = append(b, `,"model":`...)
-	b = appendString(b, x.model)
+	b = llm.AppendQuote(b, x.model)
 	b = append(b, `,"service_tier":"`+serviceTier+`","system_fingerprint":"`+systemFingerprint+`","choices":[`...)
 	return b, len(b)
 }
