@@ -76,29 +76,6 @@ func TestAzureChat(t *testing.T) {
 	// been Azure's 404, so the classic call above proves it was sent.
 }
 
-func TestAzureStream(t *testing.T) {
-	up := startUpstream(t, mockllm.Options{Chunks: 5})
-	gw := startGateway(t, azureConfig(up))
-	client := gw.client()
-	ctx := context.Background()
-	params := userMessage("stream from azure")
-	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	stream := client.Chat.Completions.NewStreaming(ctx, params)
-	acc := openai.ChatCompletionAccumulator{}
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(acc.Choices[0].Message.Content, "stream from azure") || acc.Choices[0].FinishReason != "stop" {
-		t.Fatalf("streamed %+v", acc.Choices)
-	}
-	if acc.Usage.TotalTokens == 0 || acc.Usage.TotalTokens != acc.Usage.PromptTokens+acc.Usage.CompletionTokens {
-		t.Fatalf("usage %+v", acc.Usage)
-	}
-}
-
 func TestAzureToolRoundTrip(t *testing.T) {
 	up := startUpstream(t, mockllm.Options{})
 	gw := startGateway(t, azureConfig(up))

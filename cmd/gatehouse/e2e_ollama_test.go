@@ -113,54 +113,6 @@ func TestOllamaChat(t *testing.T) {
 	}
 }
 
-func TestOllamaStream(t *testing.T) {
-	up, gw := startOllama(t, mockllm.Options{Chunks: 4})
-	for _, includeUsage := range []bool{false, true} {
-		params := userMessage("stream me five words please")
-		params.Model = "local-chat"
-		if includeUsage {
-			params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-		}
-		client := gw.client()
-		stream := client.Chat.Completions.NewStreaming(context.Background(), params)
-		var text, finish string
-		var usage openai.CompletionUsage
-		chunks := 0
-		for stream.Next() {
-			ch := stream.Current()
-			chunks++
-			if ch.Usage.TotalTokens > 0 {
-				usage = ch.Usage
-				if len(ch.Choices) != 0 {
-					t.Errorf("usage on a chunk with choices")
-				}
-			}
-			for _, c := range ch.Choices {
-				text += c.Delta.Content
-				if c.FinishReason != "" {
-					finish = c.FinishReason
-				}
-			}
-		}
-		if err := stream.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(text, "You said: stream me five words please") || finish != "stop" || chunks < 5 {
-			t.Fatalf("include_usage=%v: text %q finish %q chunks %d", includeUsage, text, finish, chunks)
-		}
-		if includeUsage != (usage.TotalTokens > 0) {
-			t.Fatalf("include_usage=%v but usage %+v", includeUsage, usage)
-		}
-		if includeUsage && usage.TotalTokens != usage.PromptTokens+usage.CompletionTokens {
-			t.Fatalf("usage %+v", usage)
-		}
-		_, body := lastOllamaRequest(t, up, "/api/chat")
-		if body["stream"] != true {
-			t.Fatalf("upstream stream flag %v", body["stream"])
-		}
-	}
-}
-
 var weatherTool = openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
 	Name:        "get_weather",
 	Description: openai.String("Current weather"),
