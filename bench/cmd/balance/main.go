@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"gatehouse/bench/internal/benchcli"
 	"gatehouse/bench/internal/proc"
 )
 
@@ -51,19 +52,16 @@ const (
 )
 
 type options struct {
-	gatehouse, mockllm string
-	strategies         []string
-	scenarios          []scenario
-	rounds             int
-	seed               uint64
-	perToken           time.Duration
-	promptPerToken     time.Duration
-	capacity           int
-	jitter             float64
-	loadSignal         bool
-	out                string
-	keep               bool
-	simulate           int // >0: sequences to simulate instead of running processes
+	benchcli.Common
+	strategies     []string
+	scenarios      []scenario
+	seed           uint64
+	perToken       time.Duration
+	promptPerToken time.Duration
+	capacity       int
+	jitter         float64
+	loadSignal     bool
+	simulate       int // >0: sequences to simulate instead of running processes
 }
 
 func main() { os.Exit(run()) }
@@ -77,8 +75,8 @@ func run() int {
 	if o.simulate > 0 {
 		var doc bytes.Buffer
 		writeSimulation(io.MultiWriter(os.Stdout, &doc), o, o.simulate)
-		if o.out != "" {
-			if err := os.WriteFile(o.out, doc.Bytes(), 0o644); err != nil {
+		if o.Out != "" {
+			if err := os.WriteFile(o.Out, doc.Bytes(), 0o644); err != nil {
 				fmt.Fprintln(os.Stderr, "balance:", err)
 				return exitSetup
 			}
@@ -89,9 +87,9 @@ func run() int {
 	defer stop()
 
 	b, err := setup(ctx, o)
-	defer b.close(o.keep)
+	defer func() { b.Close(o.Keep, "balance") }() // setup returns a bench to close even when it fails
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "balance: setup:", interrupted(ctx, err))
+		fmt.Fprintln(os.Stderr, "balance: setup:", benchcli.Interrupted(ctx, err))
 		return exitSetup
 	}
 
@@ -102,18 +100,18 @@ func run() int {
 	for _, sc := range o.scenarios {
 		rows, err := runScenario(ctx, b, o, sc)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "balance:", interrupted(ctx, err))
+			fmt.Fprintln(os.Stderr, "balance:", benchcli.Interrupted(ctx, err))
 			return exitSetup
 		}
-		writeTable(w, sc, o.rounds, rows)
+		writeTable(w, sc, o.Rounds, rows)
 		for _, r := range rows {
 			if r.failed > 0 {
 				code = exitErrors
 			}
 		}
 	}
-	if o.out != "" {
-		if err := os.WriteFile(o.out, doc.Bytes(), 0o644); err != nil {
+	if o.Out != "" {
+		if err := os.WriteFile(o.Out, doc.Bytes(), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "balance:", err)
 			return exitSetup
 		}
@@ -124,29 +122,18 @@ func run() int {
 	return code
 }
 
-func interrupted(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return errors.New("interrupted")
-	}
-	return err
-}
-
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("balance", flag.ContinueOnError)
 	var o options
-	fs.StringVar(&o.gatehouse, "gatehouse", "", "gatehouse binary (required)")
-	fs.StringVar(&o.mockllm, "mockllm", "", "mockllm binary (required)")
+	o.Register(fs, "required", 3, "times each strategy runs each scenario's sequence (rounds interleave strategies)")
 	strategies := fs.String("strategies", "round-robin,least-requests,least-tokens", "comma-separated gatehouse strategies to compare (round-robin is the baseline)")
 	scen := fs.String("scenarios", strings.Join(scenarioOrder, ","), "comma-separated: reference, wide")
-	fs.IntVar(&o.rounds, "rounds", 3, "times each strategy runs each scenario's sequence (rounds interleave strategies)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the request sequences and of the backends' jitter")
 	fs.DurationVar(&o.perToken, "per-token", 2*time.Millisecond, "backend time per reply token when idle (mockllm -per-token)")
 	fs.DurationVar(&o.promptPerToken, "prompt-per-token", 0, "backend time per prompt token when idle (mockllm -prompt-per-token; 0 = per-token/50)")
 	fs.IntVar(&o.capacity, "capacity", 4096, "other requests' in-flight tokens that double a backend's time per token (mockllm -capacity)")
 	fs.Float64Var(&o.jitter, "jitter", 0.2, "± share of each request's work (mockllm -jitter)")
 	fs.BoolVar(&o.loadSignal, "load-signal", false, "also give gatehouse each backend's /metrics as a llama.cpp load signal")
-	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
-	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs and process logs)")
 	fs.IntVar(&o.simulate, "simulate", 0, "instead of running processes, play this many request sequences through a model of the backends under each strategy and an oracle (simulate.go)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -154,10 +141,10 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if (o.gatehouse == "" || o.mockllm == "") && o.simulate == 0 {
+	if (o.Gatehouse == "" || o.Mockllm == "") && o.simulate == 0 {
 		return o, errors.New("-gatehouse and -mockllm are required")
 	}
-	if o.rounds < 1 || o.perToken <= 0 || o.capacity < 1 {
+	if o.Rounds < 1 || o.perToken <= 0 || o.capacity < 1 {
 		return o, errors.New("-rounds, -per-token and -capacity must be positive")
 	}
 	for f := range strings.SplitSeq(*strategies, ",") {
@@ -175,62 +162,30 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.scenarios = append(o.scenarios, sc)
 	}
-	for _, p := range []*string{&o.gatehouse, &o.mockllm, &o.out} {
-		if *p != "" {
-			abs, err := filepath.Abs(*p)
-			if err != nil {
-				return o, err
-			}
-			*p = abs
-		}
-	}
-	return o, nil
+	return o, o.Absolute()
 }
 
 // bench is the running processes.
 type bench struct {
-	dir       string
-	procs     []*proc.Proc
-	mocks     []string          // backend addresses
-	gateways  map[string]string // strategy → chat completions URL
-	gatewayOf map[string]*proc.Proc
-	metrics   *http.Client // for the backends' /metrics
-}
-
-func (b *bench) close(keep bool) {
-	for i := len(b.procs) - 1; i >= 0; i-- {
-		b.procs[i].Stop()
-	}
-	if b.dir == "" {
-		return
-	}
-	if keep {
-		fmt.Fprintln(os.Stderr, "balance: kept", b.dir)
-		return
-	}
-	_ = os.RemoveAll(b.dir)
-}
-
-func (b *bench) start(name, bin string, args ...string) (*proc.Proc, error) {
-	p, err := proc.Start(b.dir, name, bin, args...)
-	if err != nil {
-		return nil, err
-	}
-	b.procs = append(b.procs, p)
-	return p, nil
+	*proc.Group                   // the processes, in start order, and their temp dir
+	mocks       []string          // backend addresses
+	gateways    map[string]string // strategy → chat completions URL
+	gatewayOf   map[string]*proc.Proc
+	metrics     *http.Client // for the backends' /metrics
 }
 
 // setup starts the backends and one gatehouse per strategy, and sends
 // each gatehouse one request. The returned bench is never nil.
 func setup(ctx context.Context, o options) (*bench, error) {
 	b := &bench{gateways: map[string]string{}, gatewayOf: map[string]*proc.Proc{}, metrics: &http.Client{Timeout: time.Second}}
-	dir, err := os.MkdirTemp("", "gatehouse-balance-")
+	g, err := proc.NewGroup("gatehouse-balance-")
 	if err != nil {
 		return b, err
 	}
-	b.dir = dir
+	b.Group = g
+	dir := g.Dir
 	for i := range backends {
-		p, err := b.start(fmt.Sprintf("mockllm-%d", i+1), o.mockllm, "-listen", "127.0.0.1:0", "-record-limit", "-1",
+		p, err := b.Start(fmt.Sprintf("mockllm-%d", i+1), o.Mockllm, "-listen", "127.0.0.1:0", "-record-limit", "-1",
 			"-per-token", o.perToken.String(), "-prompt-per-token", o.promptPerToken.String(), "-capacity", strconv.Itoa(o.capacity),
 			"-jitter", strconv.FormatFloat(o.jitter, 'g', -1, 64), "-seed", strconv.FormatUint(o.seed, 10))
 		if err != nil {
@@ -253,7 +208,7 @@ func setup(ctx context.Context, o options) (*bench, error) {
 		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 			return b, err
 		}
-		p, err := b.start(name, o.gatehouse, "serve", "--config", cfg)
+		p, err := b.Start(name, o.Gatehouse, "serve", "--config", cfg)
 		if err != nil {
 			return b, err
 		}
@@ -313,11 +268,11 @@ func runScenario(ctx context.Context, b *bench, o options, sc scenario) ([]stats
 		tokens += r.promptTokens
 	}
 	fmt.Fprintf(os.Stderr, "balance: %s: %d requests (%d prompt tokens), %d clients, %d round(s) × %d strategies\n",
-		sc.name, len(seq), tokens, sc.concurrency, o.rounds, len(o.strategies))
+		sc.name, len(seq), tokens, sc.concurrency, o.Rounds, len(o.strategies))
 	client := newClient(sc.concurrency)
 	defer client.CloseIdleConnections()
 	runs := map[string][]pass{}
-	for r := range o.rounds {
+	for r := range o.Rounds {
 		for i := range o.strategies {
 			st := o.strategies[(i+r)%len(o.strategies)]
 			rn := drive(ctx, client, b.gateways[st], seq, sc.concurrency, b.load)
@@ -330,7 +285,7 @@ func runScenario(ctx context.Context, b *bench, o options, sc scenario) ([]stats
 			runs[st] = append(runs[st], rn)
 			s := summarise(st, []pass{rn})
 			fmt.Fprintf(os.Stderr, "  %-9s round %d/%d  %-15s avg %6.3fs  p90 %6.3fs  %5.1fs wall  skew %.2f  %d failed\n",
-				sc.name, r+1, o.rounds, st, s.avg.Seconds(), s.p90.Seconds(), rn.wall.Seconds(), rn.skew, s.failed)
+				sc.name, r+1, o.Rounds, st, s.avg.Seconds(), s.p90.Seconds(), rn.wall.Seconds(), rn.skew, s.failed)
 			if err := b.waitIdle(ctx); err != nil {
 				return nil, err
 			}

@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"gatehouse/bench/internal/benchcli"
 	"gatehouse/bench/internal/proc"
 )
 
@@ -78,14 +79,12 @@ const (
 const readyTimeout = 15 * time.Second
 
 type options struct {
-	gatehouse, mockllm, plainproxy string
-	duration, warmup               time.Duration
-	concurrency                    []int
-	scenarios                      []scenario
-	targets                        map[string]bool // by target name
-	rounds                         int
-	out                            string
-	keep                           bool
+	benchcli.Common
+	plainproxy       string
+	duration, warmup time.Duration
+	concurrency      []int
+	scenarios        []scenario
+	targets          map[string]bool // by target name
 }
 
 func main() { os.Exit(run()) }
@@ -102,13 +101,13 @@ func run() int {
 	defer stop()
 
 	b, err := setup(ctx, o)
-	defer b.close(o.keep)
+	defer func() { b.Close(o.Keep, "benchrun") }() // setup returns a bench to close even when it fails
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchrun: setup:", interrupted(ctx, err))
+		fmt.Fprintln(os.Stderr, "benchrun: setup:", benchcli.Interrupted(ctx, err))
 		return exitSetup
 	}
 
-	runs := len(o.scenarios) * len(o.concurrency) * len(b.targets) * o.rounds
+	runs := len(o.scenarios) * len(o.concurrency) * len(b.targets) * o.Rounds
 	fmt.Fprintf(os.Stderr, "benchrun: %d runs of %s after %s of warm-up: about %s\n",
 		runs, o.duration, o.warmup, (time.Duration(runs) * (o.duration + o.warmup + time.Second/2)).Round(time.Second))
 	var doc bytes.Buffer
@@ -119,21 +118,21 @@ func run() int {
 	for _, sc := range o.scenarios {
 		for _, c := range o.concurrency {
 			spec := runSpec{scenario: sc, concurrency: c, warmup: o.warmup, duration: o.duration}
-			cl, err := runCell(ctx, b, spec, o.rounds)
+			cl, err := runCell(ctx, b, spec, o.Rounds)
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "benchrun:", interrupted(ctx, err))
+				fmt.Fprintln(os.Stderr, "benchrun:", benchcli.Interrupted(ctx, err))
 				return exitSetup
 			}
-			writeTable(w, cl, o.rounds)
+			writeTable(w, cl, o.Rounds)
 			if cl.tooManyErrors() {
 				code = exitErrors
 			}
 			cells = append(cells, cl)
 		}
 	}
-	writeVerdicts(w, cells, o.rounds)
-	if o.out != "" {
-		if err := os.WriteFile(o.out, doc.Bytes(), 0o644); err != nil {
+	writeVerdicts(w, cells, o.Rounds)
+	if o.Out != "" {
+		if err := os.WriteFile(o.Out, doc.Bytes(), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "benchrun:", err)
 			return exitSetup
 		}
@@ -145,27 +144,16 @@ func run() int {
 }
 
 // interrupted replaces err by a plain statement when Ctrl-C caused it.
-func interrupted(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return errors.New("interrupted")
-	}
-	return err
-}
-
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	var o options
-	fs.StringVar(&o.gatehouse, "gatehouse", "", "gatehouse binary (without it, only direct and plainproxy run)")
-	fs.StringVar(&o.mockllm, "mockllm", "", "mockllm binary (required)")
+	o.Register(fs, "without it, only direct and plainproxy run", 3, "run all targets this many times per cell, back to back, and report medians")
 	fs.StringVar(&o.plainproxy, "plainproxy", "", "plainproxy binary (default: built from ./cmd/plainproxy into the temp dir)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "timed load per target, per scenario and concurrency")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded load before each timed run")
 	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
 	scen := fs.String("scenarios", "nonstream,stream,stream-usage", "comma-separated: nonstream, stream (the client does not ask for usage; gatehouse does), stream-usage (the client asks for usage)")
 	tgts := fs.String("targets", "direct,plainproxy,bare,full", "comma-separated: direct, plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss)")
-	fs.IntVar(&o.rounds, "rounds", 3, "run all targets this many times per cell, back to back, and report medians")
-	fs.StringVar(&o.out, "out", "", "also write the report, as markdown, to this file")
-	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs and process logs) for inspection")
 	quick := fs.Bool("quick", false, "smoke test: -duration 1s -warmup 200ms -rounds 1 unless set explicitly")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -183,14 +171,14 @@ func parseFlags(args []string) (options, error) {
 			o.warmup = 200 * time.Millisecond
 		}
 		if !set["rounds"] {
-			o.rounds = 1
+			o.Rounds = 1
 		}
 	}
 
-	if o.mockllm == "" {
+	if o.Mockllm == "" {
 		return o, errors.New("-mockllm is required")
 	}
-	if o.duration <= 0 || o.warmup < 0 || o.rounds < 1 {
+	if o.duration <= 0 || o.warmup < 0 || o.Rounds < 1 {
 		return o, errors.New("-duration must be > 0, -warmup ≥ 0 and -rounds ≥ 1")
 	}
 	for f := range strings.SplitSeq(*conc, ",") {
@@ -216,58 +204,33 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.targets[name] = true
 	}
-	if o.gatehouse == "" && (o.targets[bare] || o.targets[full] || o.targets[noLimits] || o.targets[quiet] || o.targets[cacheHits] || o.targets[cacheMisses]) {
+	if o.Gatehouse == "" && (o.targets[bare] || o.targets[full] || o.targets[noLimits] || o.targets[quiet] || o.targets[cacheHits] || o.targets[cacheMisses]) {
 		fmt.Fprintln(os.Stderr, "benchrun: no -gatehouse binary: measuring direct and plainproxy only")
 		for _, t := range []string{bare, full, noLimits, quiet, cacheHits, cacheMisses} {
 			delete(o.targets, t)
 		}
 	}
-	for _, p := range []*string{&o.gatehouse, &o.mockllm, &o.plainproxy, &o.out} {
-		if *p != "" {
-			abs, err := filepath.Abs(*p)
-			if err != nil {
-				return o, err
-			}
-			*p = abs
-		}
-	}
-	return o, nil
+	return o, o.Absolute(&o.plainproxy)
 }
 
 // bench is the set of running processes and the targets they make up.
 type bench struct {
-	dir     string
-	procs   []*proc.Proc // in start order
-	targets []target
-}
-
-// close stops every process, last started first, and removes the temp dir.
-// It is safe on a bench whose setup failed half way.
-func (b *bench) close(keep bool) {
-	for i := len(b.procs) - 1; i >= 0; i-- {
-		b.procs[i].Stop()
-	}
-	if b.dir == "" {
-		return
-	}
-	if keep {
-		fmt.Fprintln(os.Stderr, "benchrun: kept", b.dir)
-		return
-	}
-	_ = os.RemoveAll(b.dir)
+	*proc.Group // the processes, in start order, and their temp dir
+	targets     []target
 }
 
 // setup starts mockllm and every proxy in o.targets and checks that each
 // target answers both kinds of request. The returned bench is never nil.
 func setup(ctx context.Context, o options) (*bench, error) {
 	b := &bench{}
-	dir, err := os.MkdirTemp("", "gatehouse-bench-")
+	g, err := proc.NewGroup("gatehouse-bench-")
 	if err != nil {
 		return b, err
 	}
-	b.dir = dir
+	b.Group = g
+	dir := g.Dir
 
-	mock, err := b.start(dir, "mockllm", o.mockllm, "-listen", "127.0.0.1:0")
+	mock, err := b.Start("mockllm", o.Mockllm, "-listen", "127.0.0.1:0")
 	if err != nil {
 		return b, err
 	}
@@ -286,7 +249,7 @@ func setup(ctx context.Context, o options) (*bench, error) {
 				return b, err
 			}
 		}
-		p, err := b.start(dir, "plainproxy", bin, "-listen", "127.0.0.1:0", "-upstream", "http://"+mockAddr)
+		p, err := b.Start("plainproxy", bin, "-listen", "127.0.0.1:0", "-upstream", "http://"+mockAddr)
 		if err != nil {
 			return b, err
 		}
@@ -317,7 +280,7 @@ func setup(ctx context.Context, o options) (*bench, error) {
 		if name == bare {
 			args = append(args, "--bare")
 		}
-		p, err := b.start(dir, file, o.gatehouse, args...)
+		p, err := b.Start(file, o.Gatehouse, args...)
 		if err != nil {
 			return b, err
 		}
@@ -342,15 +305,6 @@ func setup(ctx context.Context, o options) (*bench, error) {
 		}
 	}
 	return b, nil
-}
-
-func (b *bench) start(dir, name, bin string, args ...string) (*proc.Proc, error) {
-	p, err := proc.Start(dir, name, bin, args...)
-	if err != nil {
-		return nil, err
-	}
-	b.procs = append(b.procs, p)
-	return p, nil
 }
 
 func chatURL(addr string) string { return "http://" + addr + "/v1/chat/completions" }
@@ -435,7 +389,7 @@ func probe(tg target, stream bool) error {
 func runCell(ctx context.Context, b *bench, spec runSpec, rounds int) (cell, error) {
 	targets := b.targets
 	m := meter{pids: []int{os.Getpid()}}
-	for _, p := range b.procs {
+	for _, p := range b.Procs() {
 		m.pids = append(m.pids, p.Pid())
 	}
 	byName := map[string][]sample{}

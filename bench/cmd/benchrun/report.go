@@ -65,8 +65,8 @@ func writeHeader(w io.Writer, o options, targets []target) {
 		time.Now().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
 		runtime.Version(), strings.Join(names, ", "))
 	rounds := "1 round"
-	if o.rounds > 1 {
-		rounds = fmt.Sprintf("median of %d rounds", o.rounds)
+	if o.Rounds > 1 {
+		rounds = fmt.Sprintf("median of %d rounds", o.Rounds)
 	}
 	fmt.Fprintf(w, "Closed loop: each client sends its next request as soon as the last is answered; "+
 		"%s per run after %s of warm-up, %s. The load generator shares the machine with what it "+

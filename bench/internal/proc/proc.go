@@ -182,3 +182,49 @@ func FreePorts(n int) ([]string, error) {
 	}
 	return addrs, nil
 }
+
+// Group is the processes of one benchmark run and the temp dir they work
+// in (configs, databases, logs). Close stops them, newest first, and
+// removes the dir unless asked to keep it.
+type Group struct {
+	Dir   string
+	procs []*Proc
+}
+
+// NewGroup makes the run's temp dir, named after prefix.
+func NewGroup(prefix string) (*Group, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &Group{Dir: dir}, nil
+}
+
+// Start starts a process in the group's dir; Close stops it.
+func (g *Group) Start(name, bin string, args ...string) (*Proc, error) {
+	p, err := Start(g.Dir, name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	g.procs = append(g.procs, p)
+	return p, nil
+}
+
+// Procs returns the started processes in start order.
+func (g *Group) Procs() []*Proc { return g.procs }
+
+// Close stops the processes and removes the dir, or says where it was
+// kept. It is safe on a nil Group and after a half-done setup.
+func (g *Group) Close(keep bool, command string) {
+	if g == nil {
+		return
+	}
+	for i := len(g.procs) - 1; i >= 0; i-- {
+		g.procs[i].Stop()
+	}
+	if keep {
+		fmt.Fprintln(os.Stderr, command+": kept", g.Dir)
+		return
+	}
+	_ = os.RemoveAll(g.Dir)
+}
