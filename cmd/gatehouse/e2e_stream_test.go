@@ -32,7 +32,13 @@ func streamBackends() []streamBackend {
 		}
 	}
 	return []streamBackend{
-		{name: "openai", model: "chat", start: withConfig(func(up *upstream) string { return baseConfig(up, "") })},
+		{name: "openai", model: "chat", start: withConfig(func(up *upstream) string { return baseConfig(up, "") }),
+			streamed: func(t *testing.T, up *upstream) {
+				// The gateway asks upstream for usage whether the client did or not.
+				if rec := lastUpstream(t, up); !strings.Contains(string(rec.Body), `"include_usage":true`) {
+					t.Fatalf("upstream was not asked for usage: %s", rec.Body)
+				}
+			}},
 		{name: "anthropic", model: "chat", start: withConfig(anthropicConfig)},
 		{name: "azure", model: "chat", start: withConfig(azureConfig)},
 		{name: "bedrock", model: "chat", start: func(t *testing.T, o mockllm.Options) (*upstream, *testGateway) {
@@ -119,8 +125,8 @@ func TestSDKStreamOnEveryProvider(t *testing.T) {
 				}
 				// Hidden from the client or not, the gateway knows the real usage.
 				line := gw.logLine(t, resp.Header.Get("X-Gatehouse-Request-Id"))
-				if !strings.Contains(line, `"total_tokens":`+strconv.Itoa(int(whole.Usage.TotalTokens))) {
-					t.Fatalf("include_usage=%v: log line lacks usage %d: %s", includeUsage, whole.Usage.TotalTokens, line)
+				if !strings.Contains(line, `"total_tokens":`+strconv.Itoa(int(whole.Usage.TotalTokens))) || !strings.Contains(line, `"ttft_ms":`) {
+					t.Fatalf("include_usage=%v: log line lacks usage %d or ttft: %s", includeUsage, whole.Usage.TotalTokens, line)
 				}
 				if b.streamed != nil {
 					b.streamed(t, up)
