@@ -20,9 +20,10 @@ package tokens
 // of Counter on a mixed corpus.
 
 import (
-	"bytes"
 	"unicode"
 	"unicode/utf8"
+
+	"gatehouse/internal/llm"
 )
 
 // EstimateBound is the relative error TestEstimateAgainstCounter allows
@@ -454,16 +455,7 @@ func rawTokens(raw []byte) int {
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		if c == '"' {
-			j := i + 1
-			for j < len(raw) && raw[j] != '"' {
-				if raw[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			if j >= len(raw) {
-				j = len(raw) - 1
-			}
+			j := llm.StringEnd(raw, i) - 1 // the closing quote, or the last byte of a string cut short
 			e.feed(clsPunct, 0)
 			e.jsonString(raw[i : j+1])
 			e.feed(clsPunct, 0)
@@ -484,26 +476,26 @@ func rawTokens(raw []byte) int {
 // a body the scanner validated; on anything else it still terminates.
 func EstimateChat(messages, tools []byte) int {
 	n := ReplyPriming
-	ms := walk(messages, '[')
-	for _, m, ok := ms.next(); ok; _, m, ok = ms.next() {
+	ms := llm.Walk(messages, '[')
+	for _, m, ok := ms.Next(); ok; _, m, ok = ms.Next() {
 		n += MessageOverhead
-		fs := walk(m, '{')
-		for k, v, ok := fs.next(); ok; k, v, ok = fs.next() {
+		fs := llm.Walk(m, '{')
+		for k, v, ok := fs.Next(); ok; k, v, ok = fs.Next() {
 			switch string(k) {
 			case `"role"`, `"name"`, `"reasoning_content"`, `"refusal"`:
 				n += stringTokens(v)
 			case `"content"`:
 				n += contentTokens(v)
 			case `"tool_calls"`:
-				calls := walk(v, '[')
-				for _, tc, ok := calls.next(); ok; _, tc, ok = calls.next() {
+				calls := llm.Walk(v, '[')
+				for _, tc, ok := calls.Next(); ok; _, tc, ok = calls.Next() {
 					n += MessageOverhead + fieldTokens(member(tc, `"function"`), `"name"`, `"arguments"`)
 				}
 			}
 		}
 	}
-	ts := walk(tools, '[')
-	for _, t, ok := ts.next(); ok; _, t, ok = ts.next() {
+	ts := llm.Walk(tools, '[')
+	for _, t, ok := ts.Next(); ok; _, t, ok = ts.Next() {
 		fn := member(t, `"function"`)
 		n += ToolOverhead + fieldTokens(fn, `"name"`, `"description"`) + rawTokens(member(fn, `"parameters"`))
 	}
@@ -513,8 +505,8 @@ func EstimateChat(messages, tools []byte) int {
 // fieldTokens estimates the string members a and b of object obj.
 func fieldTokens(obj []byte, a, b string) int {
 	n := 0
-	fs := walk(obj, '{')
-	for k, v, ok := fs.next(); ok; k, v, ok = fs.next() {
+	fs := llm.Walk(obj, '{')
+	for k, v, ok := fs.Next(); ok; k, v, ok = fs.Next() {
 		if string(k) == a || string(k) == b {
 			n += stringTokens(v)
 		}
@@ -524,8 +516,8 @@ func fieldTokens(obj []byte, a, b string) int {
 
 // member returns the raw value of key (quoted) in obj, or nil.
 func member(obj []byte, key string) []byte {
-	fs := walk(obj, '{')
-	for k, v, ok := fs.next(); ok; k, v, ok = fs.next() {
+	fs := llm.Walk(obj, '{')
+	for k, v, ok := fs.Next(); ok; k, v, ok = fs.Next() {
 		if string(k) == key {
 			return v
 		}
@@ -540,8 +532,8 @@ func contentTokens(v []byte) int {
 		return stringTokens(v)
 	}
 	n := 0
-	parts := walk(v, '[')
-	for _, part, ok := parts.next(); ok; _, part, ok = parts.next() {
+	parts := llm.Walk(v, '[')
+	for _, part, ok := parts.Next(); ok; _, part, ok = parts.Next() {
 		typ, text := member(part, `"type"`), member(part, `"text"`)
 		switch {
 		case string(typ) == `"image_url"` || string(typ) == `"input_image"`:
@@ -563,15 +555,15 @@ func EstimateInput(input []byte) int {
 		return stringTokens(input)
 	}
 	n := 0
-	items := walk(input, '[')
-	for _, v, ok := items.next(); ok; _, v, ok = items.next() {
+	items := llm.Walk(input, '[')
+	for _, v, ok := items.Next(); ok; _, v, ok = items.Next() {
 		switch {
 		case len(v) == 0:
 		case v[0] == '"':
 			n += stringTokens(v)
 		case v[0] == '[':
-			ids := walk(v, '[')
-			for _, _, ok := ids.next(); ok; _, _, ok = ids.next() {
+			ids := llm.Walk(v, '[')
+			for _, _, ok := ids.Next(); ok; _, _, ok = ids.Next() {
 				n++
 			}
 		default:
@@ -579,113 +571,4 @@ func EstimateInput(input []byte) int {
 		}
 	}
 	return n
-}
-
-// walker iterates the elements of a raw JSON array or the members of an
-// object without callbacks (closures handed to a scanner would escape to
-// the heap) and without validating: the request parser did that.
-type walker struct {
-	b   []byte
-	i   int
-	obj bool
-}
-
-// walk starts iterating v when it opens with open ('[' or '{'); any
-// other value iterates nothing.
-func walk(v []byte, open byte) walker {
-	i := skipSpace(v, 0)
-	if i >= len(v) || v[i] != open {
-		return walker{}
-	}
-	return walker{b: v, i: i + 1, obj: open == '{'}
-}
-
-// next returns the next member's raw key (quoted; nil in arrays) and
-// value.
-func (w *walker) next() (key, val []byte, ok bool) {
-	b := w.b
-	i := skipSpace(b, w.i)
-	if i < len(b) && b[i] == ',' {
-		i = skipSpace(b, i+1)
-	}
-	if i >= len(b) || b[i] == ']' || b[i] == '}' {
-		w.b = nil
-		return nil, nil, false
-	}
-	if w.obj {
-		e := valueEnd(b, i)
-		key = b[i:e]
-		i = skipSpace(b, e)
-		if i < len(b) && b[i] == ':' {
-			i = skipSpace(b, i+1)
-		}
-	}
-	e := valueEnd(b, i)
-	if e <= i { // no progress: not JSON
-		w.b = nil
-		return nil, nil, false
-	}
-	w.i = e
-	return key, b[i:e], true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd is the end of the value starting at b[i].
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return len(b)
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' && b[j] != ':' {
-		j++
-	}
-	return j
-}
-
-// stringEnd is the index after the string starting at b[i]: the next
-// quote not escaped (preceded by an even number of backslashes), found
-// with IndexByte, since prompts are long strings and this runs on every
-// one of them.
-func stringEnd(b []byte, i int) int {
-	j := i + 1
-	for {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		j += k
-		escapes := 0
-		for p := j - 1; p > i && b[p] == '\\'; p-- {
-			escapes++
-		}
-		if escapes%2 == 0 {
-			return j + 1
-		}
-		j++
-	}
 }
