@@ -24,10 +24,12 @@ run: build
 
 test: prereqs deps vet lint unit
 
-# prereqs lists everything missing (Go version, gcc, git, python3 …) before
-# anything slow starts.
+# prereqs lists, before anything slow starts, everything make test needs and
+# this machine lacks (Go of go.mod's version, a C compiler for -race, git,
+# python3 with venv and pip, PostgreSQL and Redis when they cannot be
+# installed), each with how to get it.
 prereqs:
-	@$(CURDIR)/scripts/test-services check
+	@GO='$(GO)' $(CURDIR)/scripts/test-services check
 
 deps:
 	$(GO) mod download
@@ -47,19 +49,29 @@ lint:
 # started first and stopped on the way out, whether the tests pass or not. A
 # failed start fails here, with the servers' own error: the script's output is
 # captured before it is evaluated (eval "$$(…)" would ignore its status).
-unit:
-	@set -e; services=$$($(CURDIR)/scripts/test-services start) || { echo "make: the test services did not start (see above)" >&2; exit 1; }; \
+unit: prereqs
+	@set -e; services=$$(GO='$(GO)' $(CURDIR)/scripts/test-services start) || \
+		{ echo "make: the test services did not start: scripts/test-services said why above" >&2; exit 1; }; \
 	eval "$$services"; \
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
 	cd bench && $(GO) test -count=1 ./...
 
-# test-docker runs make test inside a container (contrib/test/Dockerfile), for
-# a machine without the services; it needs a running container engine.
+# test-docker runs make test inside a container (contrib/test/Dockerfile) on
+# this checkout, for a machine that should not run the services itself; it
+# needs a running container engine (DOCKER=podman works too). Go's module and
+# build caches and the embedder's venv live in two named volumes, so only the
+# first run downloads them.
+DOCKER ?= docker
 test-docker:
-	@docker info >/dev/null 2>&1 || { echo "make test-docker: no container engine answers (docker info failed); use make test, which installs and starts the services itself" >&2; exit 1; }
-	docker build -t gatehouse-test -f contrib/test/Dockerfile contrib/test
-	docker run --rm -v "$(CURDIR)":/src -w /src gatehouse-test make test
+	@err=$$($(DOCKER) info 2>&1 >/dev/null) || { \
+		echo "make test-docker: no container engine answers ('$(DOCKER) info' failed: $$(echo "$$err" | tail -1))." >&2; \
+		echo "Start one (Docker or Podman: DOCKER=podman), or run make test here, which installs and starts the services itself." >&2; \
+		exit 1; }
+	$(DOCKER) build -t gatehouse-test -f contrib/test/Dockerfile contrib/test
+	$(DOCKER) run --rm --shm-size=256m -v "$(CURDIR)":/src -w /src \
+		-v gatehouse-test-gomod:/go/pkg/mod -v gatehouse-test-cache:/root/.cache \
+		gatehouse-test make test
 
 # test-real runs the realinference suite (cmd/gatehouse/real*_test.go)
 # against llama-server processes; scripts/llama-server builds the server
