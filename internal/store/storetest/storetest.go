@@ -65,6 +65,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		{"KeyChangesEnd", testKeyChangesEnd},
 		{"ContextCancelled", testContextCancelled},
 		{"Prices", testPrices},
+		{"Sessions", testSessions},
 		{"UsageWrites", testUsageWrites},
 		{"UsageReads", testUsageReads},
 		{"UsageRoundTrip", testUsageRoundTrip},
