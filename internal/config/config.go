@@ -65,6 +65,7 @@ type Config struct {
 	Breaker   Breaker    `yaml:"breaker"`   // circuit breaker of every deployment
 	Usage     Usage      `yaml:"usage"`     // usage records; see usage.go
 	Telemetry Telemetry  `yaml:"telemetry"` // traces; see telemetry.go
+	UI        UI         `yaml:"ui"`        // the dashboard; see ui.go
 
 	models    map[string]int // name → index in Models
 	providers map[string]int // name → index in Providers

@@ -29,6 +29,7 @@ func defaultsOnly() *Config {
 		Limits:   defaultLimits(),
 		Pricing:  Pricing{DefaultMaxOutput: DefaultMaxOutputTokens, Unknown: "refuse"},
 		Usage:    defaultUsage("data/usage-spill"),
+		UI:       UI{SessionTTL: Duration(DefaultSessionTTL)},
 	}
 }
 
@@ -131,6 +132,7 @@ func TestLoadEveryField(t *testing.T) {
 		Breaker: defaultBreaker(),
 		Limits:  defaultLimits(),
 		Pricing: Pricing{DefaultMaxOutput: DefaultMaxOutputTokens, Unknown: "refuse"},
+		UI:      UI{Enabled: ptr(false), SessionTTL: Duration(8 * time.Hour)},
 	}
 	got, err := Load("testdata/full.yaml", testTypes())
 	if err != nil {

@@ -131,6 +131,7 @@ func (c *checker) config(cfg *Config) {
 	c.cache(cfg.Cache, providers)
 	c.usage(cfg.Usage)
 	c.telemetry(cfg.Telemetry)
+	c.ui(cfg.UI)
 	c.limits(cfg.Limits)
 	c.pricing(cfg.Pricing)
 }
@@ -376,6 +377,7 @@ func applyDefaults(cfg *Config, d *decoder) {
 	limitsDefaults(cfg)
 	usageDefaults(cfg, d)
 	telemetryDefaults(cfg)
+	uiDefaults(cfg)
 	if cfg.Cache.Exact.TTL == 0 {
 		cfg.Cache.Exact.TTL = DefaultExactCacheTTL
 	}

@@ -148,6 +148,8 @@ func TestValidation(t *testing.T) {
 		{"usage redaction pattern missing", "usage:\n  bodies:\n    redact: [{replace: x}]\n", []problem{{3, 14, "usage.bodies.redact[0].pattern", "is required"}}},
 		{"traces endpoint not a URL", "telemetry:\n  traces: {endpoint: 'localhost:4318'}\n", []problem{{2, 22, "telemetry.traces.endpoint", "absolute http"}}},
 		{"traces ratio above one", "telemetry:\n  traces: {sample_ratio: 1.5}\n", []problem{{2, 26, "telemetry.traces.sample_ratio", "from 0 to 1"}}},
+		{"session ttl too short", "ui:\n  session_ttl: 30s\n", []problem{{2, 16, "ui.session_ttl", "from 1m to 720h"}}},
+		{"session ttl too long", "ui: {session_ttl: 1000h}\n", []problem{{1, 19, "ui.session_ttl", "from 1m to 720h"}}},
 		{"usage queue negative", "usage:\n  queue: -1\n", []problem{{2, 10, "usage.queue", ""}}},
 		{"embedder provider unknown", "cache:\n  semantic:\n    embedder: {provider: nope, model: e}\n", []problem{{3, 26, "cache.semantic.embedder.provider", `unknown provider "nope"`}}},
 	}
