@@ -68,7 +68,8 @@ type Filter struct {
 	Customer string
 	Model    string // as the client sent it
 	Provider string
-	Status   int // exact HTTP status; 0: any
+	Status   int    // exact HTTP status; 0: any
+	Cache    string // the record's cache outcome (hit, semantic, miss, bypass); "": any
 }
 
 // UsageQuery is GET /admin/usage.
@@ -154,7 +155,8 @@ func FilterColumns(f Filter) []FilterColumn {
 	var out []FilterColumn
 	for _, c := range [...]struct {
 		col, v string
-	}{{"key_id", f.Key}, {"project", f.Project}, {"customer", f.Customer}, {"model", f.Model}, {"provider", f.Provider}} {
+	}{{"key_id", f.Key}, {"project", f.Project}, {"customer", f.Customer}, {"model", f.Model}, {"provider", f.Provider},
+		{"cache", f.Cache}} {
 		if c.v != "" {
 			out = append(out, FilterColumn{c.col, c.v})
 		}
@@ -205,9 +207,10 @@ func Paginate(rs []Record, limit int) LogPage {
 // parts, the same way for every store.
 
 // RollupAnswers reports whether the rollup holds what q asks: it has no
-// customer and no status, so a question about those reads the records.
+// customer, status or cache outcome, so a question about those reads the
+// records.
 func RollupAnswers(q UsageQuery) bool {
-	return q.Customer == "" && q.Status == 0 && q.GroupBy != GroupCustomer
+	return q.Customer == "" && q.Status == 0 && q.Cache == "" && q.GroupBy != GroupCustomer
 }
 
 // SplitHours cuts q's window into the partial hour at its start (head),

@@ -31,6 +31,14 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (*auth.Principal, error)
 }
 
+// SessionAuthorizer recognises the dashboard's session (ui.Handler):
+// (true, nil) for a live session allowed this request, (false, nil) when
+// the request has no session at all, an error when its session is over or
+// a change lacks its CSRF token or comes from another site.
+type SessionAuthorizer interface {
+	AuthorizeSession(r *http.Request) (bool, *llm.Error)
+}
+
 // Options build a Handler. Store is required; the rest have safe zero values.
 type Options struct {
 	Store auth.Store
@@ -52,6 +60,10 @@ type Options struct {
 	PricesChanged func(context.Context) error
 	// Clients, when set, tells a client key apart from a wrong one.
 	Clients Authenticator
+	// Sessions, when set, lets the dashboard's session cookie stand in
+	// for the admin key on a request that carries no key; nil accepts
+	// the key only.
+	Sessions SessionAuthorizer
 	// Served, when set, says whether the gateway serves a model name
 	// (configured or discovered). A key's or project's models and a key's
 	// model_limits naming a model it does not serve are refused, as the
@@ -191,6 +203,11 @@ var (
 func (h *Handler) authorize(r *http.Request) *llm.Error {
 	secret := bearer(r)
 	if secret == "" {
+		if h.o.Sessions != nil {
+			if ok, err := h.o.Sessions.AuthorizeSession(r); ok || err != nil {
+				return err
+			}
+		}
 		return errNoAdminKey
 	}
 	got := auth.HashKey(secret)

@@ -13,12 +13,16 @@ import (
 	"gatehouse/internal/llm"
 )
 
+// cacheOutcomes are the values of a record's cache field (the
+// x-gatehouse-cache header's).
+var cacheOutcomes = []string{"hit", "semantic", "miss", "bypass"}
+
 // defaultWindow is the usage API's window when from is not given.
 const defaultWindow = 24 * time.Hour
 
 // The query parameters of the usage and log endpoints.
 var (
-	filterParams = []string{"from", "to", "key", "project", "customer", "model", "provider", "status"}
+	filterParams = []string{"from", "to", "key", "project", "customer", "model", "provider", "status", "cache"}
 	usageParams  = append(slices.Clone(filterParams), "group_by", "interval")
 	logParams    = append(slices.Clone(filterParams), "limit", "cursor")
 )
@@ -91,6 +95,12 @@ func (h *Handler) filter(r *http.Request, allowed []string, window bool) (accoun
 			return f, llm.BadRequest("status", "invalid_status", "status: want an HTTP status code, not %q.", s)
 		}
 		f.Status = n
+	}
+	if s := q.Get("cache"); s != "" {
+		if !slices.Contains(cacheOutcomes, s) {
+			return f, llm.BadRequest("cache", "invalid_cache", "cache: one of %s, not %q.", strings.Join(cacheOutcomes, ", "), s)
+		}
+		f.Cache = s
 	}
 	return f, nil
 }

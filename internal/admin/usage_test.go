@@ -33,6 +33,9 @@ func usageEnv(t *testing.T) (*env, time.Time) {
 		if i == 4 {
 			r.Labels = map[string]string{"team": "blue", "env": "prod"}
 		}
+		if i == 5 {
+			r.Cache = account.CacheHit
+		}
 		recs = append(recs, r)
 	}
 	if err := st.(account.RecordStore).WriteRecords(context.Background(), recs); err != nil {
@@ -115,6 +118,12 @@ func TestUsageEndpoints(t *testing.T) {
 				t.Errorf("filtered: %v", b)
 			}
 		}},
+		{name: "logs by cache outcome", method: "GET", path: "/admin/logs?cache=hit", status: 200, check: func(t *testing.T, b map[string]any) {
+			if r := rows(b); len(r) != 1 || r[0]["request_id"] != "gh-u5" || r[0]["cache"] != "hit" {
+				t.Errorf("cache=hit: %v", b)
+			}
+		}},
+		{name: "bad cache outcome", method: "GET", path: "/admin/logs?cache=warm", status: 400, param: "cache", code: "invalid_cache"},
 		{name: "bad cursor", method: "GET", path: "/admin/logs?cursor=xyz", status: 400, param: "cursor", code: "invalid_cursor"},
 		{name: "limit too big", method: "GET", path: "/admin/logs?limit=501", status: 400, param: "limit"},
 		{name: "one record", method: "GET", path: "/admin/logs/gh-u2", status: 200, check: func(t *testing.T, b map[string]any) {

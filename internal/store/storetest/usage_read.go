@@ -161,6 +161,7 @@ func testUsageReads(t *testing.T, s auth.Store) {
 		{From: day.Add(5 * time.Minute), To: day.Add(35 * time.Minute)},
 		{From: day.Add(5 * time.Minute), To: day.Add(40 * time.Hour), Project: "proj_1", Model: "chat"},
 		{From: day.Add(5 * time.Minute), To: day.Add(40 * time.Hour), Status: 429},
+		{From: day.Add(5 * time.Minute), To: day.Add(40 * time.Hour), Cache: account.CacheHit},
 	} {
 		for g, get := range field {
 			for _, iv := range []account.Interval{account.IntervalNone, account.IntervalHour, account.IntervalDay} {
@@ -207,7 +208,8 @@ func testUsageReads(t *testing.T, s auth.Store) {
 	}
 
 	// Pages of 7, newest first, each record once, for several filters.
-	for _, f := range []account.Filter{{}, {Key: "key_b"}, {Project: "alpha"}, {Status: 429}, {Model: "embed", From: day.Add(3 * time.Hour)}} {
+	for _, f := range []account.Filter{{}, {Key: "key_b"}, {Project: "alpha"}, {Status: 429}, {Model: "embed", From: day.Add(3 * time.Hour)},
+		{Cache: account.CacheHit}} {
 		var seen []account.Record
 		cursor := ""
 		for range 20 {
@@ -260,5 +262,6 @@ func matches(r account.Record, f account.Filter) bool {
 	return (f.From.IsZero() || !r.Time.Before(f.From)) && (f.To.IsZero() || r.Time.Before(f.To)) &&
 		(f.Key == "" || r.KeyID == f.Key) && (f.Project == "" || r.Project == f.Project || r.ProjectID == f.Project) &&
 		(f.Model == "" || r.Model == f.Model) && (f.Status == 0 || r.Status == f.Status) &&
-		(f.Customer == "" || r.Customer == f.Customer) && (f.Provider == "" || r.Provider == f.Provider)
+		(f.Customer == "" || r.Customer == f.Customer) && (f.Provider == "" || r.Provider == f.Provider) &&
+		(f.Cache == "" || r.Cache == f.Cache)
 }
