@@ -259,7 +259,8 @@ func (a clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
 
 // adminHandler builds the admin API for one config generation; nil when
 // the config has no admin_key (the server answers 404 then).
-func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, served func(string) bool, log *slog.Logger) (http.Handler, error) {
+func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, served func(string) bool,
+	sessions admin.SessionAuthorizer, log *slog.Logger) (http.Handler, error) {
 	if cfg.AdminKey == "" || s.store == nil {
 		return nil, nil
 	}
@@ -308,6 +309,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 		AdminKey:      auth.HashKey(cfg.AdminKey),
 		Static:        static,
 		Clients:       clients,
+		Sessions:      sessions,
 		Served:        served,
 		Log:           log,
 	}), nil

@@ -7,6 +7,7 @@ import (
 	"regexp"
 
 	"gatehouse/internal/account"
+	"gatehouse/internal/admin"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/config"
 	"gatehouse/internal/provider"
@@ -70,11 +71,21 @@ func build(cfg *config.Config, types *provider.Registry, bare bool, st *stores, 
 		}
 		rt.LogRequests = cfg.Log.Requests == nil || *cfg.Log.Requests
 		served := func(model string) bool { _, ok := table.Lookup(model); return ok }
-		admin, err := st.adminHandler(cfg, rt.Auth, served, log)
+		dashboard, err := st.dashboard(cfg, log)
 		if err != nil {
 			return nil, err
 		}
-		rt.Admin = admin
+		var sessions admin.SessionAuthorizer
+		if dashboard != nil {
+			rt.UI, sessions = dashboard, dashboard
+		} else {
+			rt.UIOff = dashboardOff(cfg, st)
+		}
+		adminAPI, err := st.adminHandler(cfg, rt.Auth, served, sessions, log)
+		if err != nil {
+			return nil, err
+		}
+		rt.Admin = adminAPI
 		if st.cache != nil {
 			x := cfg.Cache.Exact
 			rt.Caching = &server.Caching{Cache: st.cache, Enabled: x.Enabled, TTL: x.TTL.D(),

@@ -13,10 +13,6 @@ import (
 	"gatehouse/internal/llm"
 )
 
-// cacheOutcomes are the values of a record's cache field (the
-// x-gatehouse-cache header's).
-var cacheOutcomes = []string{"hit", "semantic", "miss", "bypass"}
-
 // defaultWindow is the usage API's window when from is not given.
 const defaultWindow = 24 * time.Hour
 
@@ -97,8 +93,10 @@ func (h *Handler) filter(r *http.Request, allowed []string, window bool) (accoun
 		f.Status = n
 	}
 	if s := q.Get("cache"); s != "" {
-		if !slices.Contains(cacheOutcomes, s) {
-			return f, llm.BadRequest("cache", "invalid_cache", "cache: one of %s, not %q.", strings.Join(cacheOutcomes, ", "), s)
+		switch s {
+		case account.CacheHit, account.CacheSemantic, account.CacheMiss, account.CacheBypass:
+		default:
+			return f, llm.BadRequest("cache", "invalid_cache", "cache: one of hit, semantic, miss or bypass, not %q.", s)
 		}
 		f.Cache = s
 	}

@@ -43,6 +43,10 @@ type Runtime struct {
 	// Admin serves /admin/ (it checks the admin key itself); nil answers
 	// 404, as when the config sets no admin_key.
 	Admin http.Handler
+	// UI serves the dashboard under /ui/ (it checks its session itself);
+	// nil answers 404 with UIOff as the reason.
+	UI    http.Handler
+	UIOff string
 	// Limits is admission control (rate limits, budgets, cost); nil
 	// admits everything and sends no limit or cost headers (bare mode).
 	Limits *Limits
@@ -123,6 +127,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/models", s.only(http.MethodGet, s.models))
 	mux.HandleFunc("/v1/models/{id...}", s.only(http.MethodGet, s.model))
 	mux.HandleFunc("/admin/", s.admin)
+	mux.HandleFunc("/ui", s.ui)
+	mux.HandleFunc("/ui/", s.ui)
 	mux.HandleFunc("/metrics", s.only(http.MethodGet, s.metrics))
 	mux.HandleFunc("/healthz", s.only(http.MethodGet, s.healthz))
 	mux.HandleFunc("/readyz", s.only(http.MethodGet, s.readyz))
@@ -165,6 +171,22 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 	s.stamp(w, s.now())
 	(&llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotFound, Type: "invalid_request_error", Code: "admin_disabled",
 		Message: "The admin API is disabled: set admin_key in the config to enable it."}).WriteOpenAI(w)
+}
+
+// ui hands /ui/ to the runtime's dashboard, if it has one.
+func (s *Server) ui(w http.ResponseWriter, r *http.Request) {
+	rt := s.rt.Load()
+	if rt.UI != nil {
+		rt.UI.ServeHTTP(w, r)
+		return
+	}
+	why := rt.UIOff
+	if why == "" {
+		why = "The dashboard is off."
+	}
+	s.stamp(w, s.now())
+	(&llm.Error{Kind: llm.KindNotFound, Status: http.StatusNotFound, Type: "invalid_request_error", Code: "ui_disabled",
+		Message: why}).WriteOpenAI(w)
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -104,7 +105,11 @@ func New(o Options) (*Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ui: docs/openapi.yaml: %w", err)
 		}
-		h.openapi = newAsset(j, "application/json")
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, j); err != nil {
+			return nil, fmt.Errorf("ui: docs/openapi.yaml as JSON: %w", err)
+		}
+		h.openapi = newAsset(compact.Bytes(), "application/json")
 	}
 	return h, nil
 }

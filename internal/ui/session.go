@@ -33,8 +33,9 @@ const DefaultTTL = 12 * time.Hour
 // needs the CSRF token (it cannot read the HttpOnly cookie) and when the
 // session ends.
 type sessionInfo struct {
-	CSRFToken string    `json:"csrf_token"`
-	ExpiresAt time.Time `json:"expires_at"`
+	LoggedIn  bool       `json:"logged_in"`
+	CSRFToken string     `json:"csrf_token,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // newSecret returns a session secret: 32 random bytes, URL-safe.
@@ -72,7 +73,8 @@ var (
 		Code: "invalid_csrf_token", Message: "A change made with the dashboard's session needs its CSRF token in the " + CSRFHeader + " header."}
 	errCrossSite = &llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "permission_error",
 		Code: "cross_site_request", Message: "Cross-site requests may not use the dashboard's session."}
-	errMissingKey = llm.BadRequest("admin_key", "missing_admin_key", "Send the admin key as {\"admin_key\": \"…\"}.")
+	errMissingKey = &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+		Param: "admin_key", Code: "missing_admin_key", Message: `Send the admin key as {"admin_key": "…"}.`}
 )
 
 // sessionOf returns the live session r's cookie names, with the cookie's
@@ -178,7 +180,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, h.cookie(r, secret, se.ExpiresAt))
-	writeJSON(w, http.StatusOK, sessionInfo{CSRFToken: csrfToken(secret), ExpiresAt: se.ExpiresAt})
+	writeJSON(w, http.StatusOK, sessionInfo{LoggedIn: true, CSRFToken: csrfToken(secret), ExpiresAt: &se.ExpiresAt})
 }
 
 // logout serves POST /ui/api/logout: the session ends on every replica.
@@ -206,17 +208,22 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 // session serves GET /ui/api/session: the page asks on load whether it
-// is logged in, and gets its CSRF token back after a reload.
+// is logged in, and gets its CSRF token back after a reload. Not being
+// logged in is an answer here, not an error (a 401 would put an error in
+// the browser's console on every visit to the login page).
 func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	se, secret, e := h.sessionOf(r)
-	if se == nil {
-		if e == nil {
-			e = errNoSession
+	switch {
+	case se != nil:
+		writeJSON(w, http.StatusOK, sessionInfo{LoggedIn: true, CSRFToken: csrfToken(secret), ExpiresAt: &se.ExpiresAt})
+	case e == nil || e == errSessionEnded:
+		if e != nil { // the cookie is useless: let the browser drop it
+			http.SetCookie(w, h.cookie(r, "", time.Time{}))
 		}
+		writeJSON(w, http.StatusOK, sessionInfo{})
+	default:
 		e.WriteOpenAI(w)
-		return
 	}
-	writeJSON(w, http.StatusOK, sessionInfo{CSRFToken: csrfToken(secret), ExpiresAt: se.ExpiresAt})
 }
 
 // cookie builds the session cookie; an empty secret deletes it. It is
