@@ -2,7 +2,7 @@ export function usd(v: string | number | undefined | null, digits = 4): string {
   if (v === undefined || v === null || v === '') return '—';
   const n = typeof v === 'string' ? Number(v) : v;
   if (!Number.isFinite(n)) return '—';
-  if (n !== 0 && Math.abs(n) < 0.0001) return '$' + n.toExponential(1);
+  if (n !== 0 && Math.abs(n) < 10 ** -digits) return '$' + n.toExponential(1);
   return '$' + n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: digits });
 }
 

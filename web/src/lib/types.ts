@@ -40,7 +40,7 @@ export interface Key {
   created_at: string;
   read_only: boolean;
   status: 'active' | 'revoked' | 'expired';
-  secret?: string;
+  key?: string; // the secret, in the answer to create and rotate only
 }
 
 export interface Customer {
