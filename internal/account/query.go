@@ -55,10 +55,15 @@ const (
 type Interval string
 
 const (
-	IntervalNone Interval = ""
-	IntervalHour Interval = "hour"
-	IntervalDay  Interval = "day" // UTC days
+	IntervalNone   Interval = ""
+	IntervalMinute Interval = "minute" // from the records only: the rollup is hourly
+	IntervalHour   Interval = "hour"
+	IntervalDay    Interval = "day" // UTC days
 )
+
+// MaxMinuteWindow bounds a window bucketed by minute: 1,440 buckets,
+// read from the records themselves.
+const MaxMinuteWindow = 24 * time.Hour
 
 // Filter narrows records; empty fields match everything.
 type Filter struct {
@@ -135,7 +140,7 @@ func ParseGroupBy(s string) (GroupBy, bool) {
 // ParseInterval reads the interval parameter ("" for none).
 func ParseInterval(s string) (Interval, bool) {
 	switch i := Interval(s); i {
-	case IntervalNone, IntervalHour, IntervalDay:
+	case IntervalNone, IntervalMinute, IntervalHour, IntervalDay:
 		return i, true
 	}
 	return "", false
@@ -207,10 +212,10 @@ func Paginate(rs []Record, limit int) LogPage {
 // parts, the same way for every store.
 
 // RollupAnswers reports whether the rollup holds what q asks: it has no
-// customer, status or cache outcome, so a question about those reads the
-// records.
+// customer, status or cache outcome, and nothing finer than an hour, so a
+// question about those reads the records.
 func RollupAnswers(q UsageQuery) bool {
-	return q.Customer == "" && q.Status == 0 && q.Cache == "" && q.GroupBy != GroupCustomer
+	return q.Customer == "" && q.Status == 0 && q.Cache == "" && q.GroupBy != GroupCustomer && q.Interval != IntervalMinute
 }
 
 // SplitHours cuts q's window into the partial hour at its start (head),

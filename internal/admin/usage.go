@@ -119,7 +119,10 @@ func (h *Handler) getUsage(r *http.Request) (int, any, error) {
 		return 0, nil, llm.BadRequest("group_by", "invalid_group_by", "group_by: one of key, project, customer, model or provider.")
 	}
 	if q.Interval, ok = account.ParseInterval(r.URL.Query().Get("interval")); !ok {
-		return 0, nil, llm.BadRequest("interval", "invalid_interval", "interval: hour or day.")
+		return 0, nil, llm.BadRequest("interval", "invalid_interval", "interval: minute, hour or day.")
+	}
+	if q.Interval == account.IntervalMinute && f.To.Sub(f.From) > account.MaxMinuteWindow {
+		return 0, nil, llm.BadRequest("interval", "window_too_long", "interval=minute takes a window of at most 24 hours; use hour or day for longer ones.")
 	}
 	rows, err := st.Usage(r.Context(), q)
 	if err != nil {

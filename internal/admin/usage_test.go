@@ -93,6 +93,18 @@ func TestUsageEndpoints(t *testing.T) {
 			}},
 		{name: "bad group_by", method: "GET", path: "/admin/usage?group_by=team", status: 400, param: "group_by", code: "invalid_group_by"},
 		{name: "bad interval", method: "GET", path: "/admin/usage?interval=week", status: 400, param: "interval", code: "invalid_interval"},
+		{name: "minutes over two days", method: "GET", path: "/admin/usage?interval=minute&from=" + now.Add(-48*time.Hour).Format(time.RFC3339), status: 400, param: "interval", code: "window_too_long"},
+		{name: "minutes", method: "GET", path: "/admin/usage?interval=minute", status: 200, check: func(t *testing.T, b map[string]any) {
+			r := rows(b)
+			if len(r) != 7 { // one record every 30 minutes: each its own minute
+				t.Fatalf("minute buckets: %v", b)
+			}
+			for _, row := range r {
+				if bt, err := time.Parse(time.RFC3339, row["bucket"].(string)); err != nil || bt.Second() != 0 {
+					t.Errorf("bucket %v is not the start of a minute", row["bucket"])
+				}
+			}
+		}},
 		{name: "bad time", method: "GET", path: "/admin/usage?from=yesterday", status: 400, param: "from", code: "invalid_time"},
 		{name: "empty window", method: "GET", path: "/admin/usage?from=" + to + "&to=" + from, status: 400, param: "from", code: "invalid_window"},
 		{name: "bad status", method: "GET", path: "/admin/logs?status=abc", status: 400, param: "status", code: "invalid_status"},

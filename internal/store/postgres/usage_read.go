@@ -17,8 +17,9 @@ import (
 // bucketWidths are date_bin strides: they bin timestamptz values on UTC
 // boundaries whatever the session's time zone.
 var bucketWidths = map[account.Interval]string{
-	account.IntervalHour: "1 hour",
-	account.IntervalDay:  "1 day",
+	account.IntervalMinute: "1 minute",
+	account.IntervalHour:   "1 hour",
+	account.IntervalDay:    "1 day",
 }
 
 // filterSQL appends the WHERE clause of f to b and its arguments to args

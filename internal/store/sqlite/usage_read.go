@@ -15,8 +15,9 @@ import (
 // Bucket widths in Unix microseconds: times are stored as such, so a
 // bucket is integer arithmetic the time index can feed.
 var bucketMicros = map[account.Interval]int64{
-	account.IntervalHour: int64(time.Hour / time.Microsecond),
-	account.IntervalDay:  int64(24 * time.Hour / time.Microsecond),
+	account.IntervalMinute: int64(time.Minute / time.Microsecond),
+	account.IntervalHour:   int64(time.Hour / time.Microsecond),
+	account.IntervalDay:    int64(24 * time.Hour / time.Microsecond),
 }
 
 // filterSQL appends the WHERE clause of f to b and its arguments to args.

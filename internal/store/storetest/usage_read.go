@@ -164,7 +164,7 @@ func testUsageReads(t *testing.T, s auth.Store) {
 		{From: day.Add(5 * time.Minute), To: day.Add(40 * time.Hour), Cache: account.CacheHit},
 	} {
 		for g, get := range field {
-			for _, iv := range []account.Interval{account.IntervalNone, account.IntervalHour, account.IntervalDay} {
+			for _, iv := range []account.Interval{account.IntervalNone, account.IntervalMinute, account.IntervalHour, account.IntervalDay} {
 				rows, err := q.Usage(ctx, account.UsageQuery{Filter: win, GroupBy: g, Interval: iv})
 				if err != nil {
 					t.Fatal(err)
@@ -180,6 +180,8 @@ func testUsageReads(t *testing.T, s auth.Store) {
 					}
 					k := gk{group: get(r)}
 					switch iv {
+					case account.IntervalMinute:
+						k.bucket = r.Time.Truncate(time.Minute)
 					case account.IntervalHour:
 						k.bucket = r.Time.Truncate(time.Hour)
 					case account.IntervalDay:
