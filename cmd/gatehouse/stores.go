@@ -16,6 +16,7 @@ import (
 	"gatehouse/internal/cache"
 	"gatehouse/internal/config"
 	"gatehouse/internal/limit"
+	"gatehouse/internal/route"
 	"gatehouse/internal/store/postgres"
 	"gatehouse/internal/store/redis"
 	"gatehouse/internal/store/sqlite"
@@ -260,7 +261,7 @@ func (a clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
 // adminHandler builds the admin API for one config generation; nil when
 // the config has no admin_key (the server answers 404 then).
 func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, served func(string) bool,
-	sessions admin.SessionAuthorizer, log *slog.Logger) (http.Handler, error) {
+	sessions admin.SessionAuthorizer, routes func() []route.ModelState, log *slog.Logger) (http.Handler, error) {
 	if cfg.AdminKey == "" || s.store == nil {
 		return nil, nil
 	}
@@ -310,6 +311,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 		Static:        static,
 		Clients:       clients,
 		Sessions:      sessions,
+		Routes:        routes,
 		Served:        served,
 		Log:           log,
 	}), nil

@@ -21,6 +21,7 @@ import (
 	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
+	routing "gatehouse/internal/route"
 	"gatehouse/internal/tokens"
 )
 
@@ -76,6 +77,10 @@ type Options struct {
 	// Cache is the response cache DELETE /admin/cache empties; nil
 	// answers 501 there.
 	Cache CachePurger
+	// Routes, when set, copies the live routing state of every model for
+	// GET /admin/models (route.Table.Snapshot of the current config);
+	// nil answers 501 there.
+	Routes func() []routing.ModelState
 	// Semantic says the gateway runs a semantic cache (an embedder is
 	// configured), so a project may turn it on.
 	Semantic bool
@@ -169,6 +174,8 @@ func (h *Handler) routes() []route {
 		{"GET", "/admin/usage/export", nil, h.exportUsage}, // CSV, streamed
 
 		{"DELETE", "/admin/cache", h.purgeCache, nil},
+
+		{"GET", "/admin/models", h.getModels, nil},
 	}
 }
 

@@ -49,7 +49,8 @@ func openSQLite(t *testing.T) auth.Store {
 	return st
 }
 
-func newEnv(t *testing.T, st auth.Store) *env {
+// newEnv serves the admin API over st; opts change its Options.
+func newEnv(t *testing.T, st auth.Store, opts ...func(*Options)) *env {
 	t.Helper()
 	ids, err := EnsureProjects(context.Background(), st, []string{"config-proj", "config-proj", ""})
 	if err != nil {
@@ -61,7 +62,7 @@ func newEnv(t *testing.T, st auth.Store) *env {
 	e := &env{t: t, st: st, vars: map[string]string{"cfgproj": ids["config-proj"]}, logs: logs, spec: loadSpec(t)}
 	ps, _ := st.(tokens.PriceStore)
 	usage, _ := st.(account.Querier)
-	h := New(Options{
+	o := Options{
 		Usage: usage,
 		Store: st, AdminKey: auth.HashKey(adminKey), Static: static, Clients: clients,
 		Log:    slog.New(slog.NewTextHandler(logs, nil)),
@@ -72,8 +73,11 @@ func newEnv(t *testing.T, st auth.Store) *env {
 		},
 		PricesChanged: func(context.Context) error { e.priceChanges.Add(1); return nil },
 		Served:        func(m string) bool { return m == "chat" || m == "embed" || m == "gpt-4o" },
-	})
-	e.srv = httptest.NewServer(h)
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e.srv = httptest.NewServer(New(o))
 	t.Cleanup(e.srv.Close)
 	return e
 }
