@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -91,8 +92,7 @@ func (h *Handler) fillSpend(r *http.Request, slots []spendSlot) {
 	now := h.o.Now()
 	got, err := h.o.Budgets.Spent(r.Context(), refs, now)
 	if err == nil && len(got) != len(refs) {
-		h.o.Log.Error("admin: budget spend lookup answered the wrong number of figures", "want", len(refs), "got", len(got))
-		return
+		err = fmt.Errorf("%d figures for %d budgets", len(got), len(refs))
 	}
 	if err != nil {
 		h.o.Log.Warn("admin: budget spend unavailable; answering without it", "method", r.Method, "path", r.URL.Path, "error", err.Error())
