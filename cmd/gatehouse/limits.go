@@ -24,6 +24,8 @@ type admitter struct {
 	// redis is the cluster's Redis client (nil in embedded mode), which
 	// the response cache's Redis tier shares; closed by closers.
 	redis rueidis.Client
+	// spend reads the budget counters for the admin API.
+	spend *budgetSpend
 }
 
 // openAdmitter builds the admitter the storage mode calls for.
@@ -40,7 +42,7 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 		if err != nil {
 			return nil, err
 		}
-		return &admitter{admitter: e, closers: []func(context.Context) error{e.Close}}, nil
+		return &admitter{admitter: e, closers: []func(context.Context) error{e.Close}, spend: &budgetSpend{embedded: e}}, nil
 	}
 	client, err := redis.NewClient(cfg.Storage.Redis)
 	if err != nil {
@@ -57,7 +59,7 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 	} else if n > 0 {
 		log.Info("restored budget counters Redis had lost", "counters", n)
 	}
-	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}, redis: client}
+	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}, redis: client, spend: &budgetSpend{redis: rl}}
 	fb := &limit.Fallback{Primary: rl, Policy: limit.FailurePolicy(l.FailurePolicy), Replicas: l.Replicas, Cooldown: l.Cooldown.D(),
 		OnDegraded: func(err error) {
 			log.Warn("rate limits: Redis unavailable", "policy", l.FailurePolicy, "error", err.Error())

@@ -299,7 +299,12 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 		configPrices[model] = tokens.StoredPrice{Model: model, Input: p.Input, CachedInput: p.CachedInput, Output: p.Output}
 	}
 	usage, _ := s.store.(account.Querier)
+	var budgets admin.Budgets
+	if s.limiter != nil {
+		budgets = s.limiter.spend.withKeys(cfg.Keys)
+	}
 	return admin.New(admin.Options{
+		Budgets:       budgets,
 		Usage:         usage,
 		Cache:         s.cache,
 		Semantic:      cfg.Cache.Semantic.Embedder.Provider != "",

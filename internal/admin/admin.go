@@ -71,6 +71,10 @@ type Options struct {
 	// config check refuses them: a limit on a misspelt model would
 	// silently limit nothing.
 	Served func(model string) bool
+	// Budgets reads how much of their budgets projects, keys and
+	// customers have spent, shown as their read-only spend fields; nil
+	// leaves those fields out.
+	Budgets Budgets
 	// Usage answers the usage and request-log endpoints; nil answers
 	// 501 there.
 	Usage account.Querier

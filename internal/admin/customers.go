@@ -86,7 +86,7 @@ func (h *Handler) createCustomer(r *http.Request) (int, any, error) {
 		}
 		return 0, nil, err
 	}
-	return http.StatusCreated, &c, nil
+	return http.StatusCreated, h.customerView(r, &c), nil
 }
 
 func (h *Handler) listCustomers(r *http.Request) (int, any, error) {
@@ -98,7 +98,8 @@ func (h *Handler) listCustomers(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, newList(cs, limit, func(c *auth.Customer) string { return c.ID }), nil
+	l := newList(cs, limit, func(c *auth.Customer) string { return c.ID })
+	return http.StatusOK, viewList(l, func(cs []auth.Customer) []customerView { return h.customerViews(r, cs) }), nil
 }
 
 func (h *Handler) customer(r *http.Request) (*auth.Customer, error) {
@@ -115,7 +116,7 @@ func (h *Handler) getCustomer(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, c, nil
+	return http.StatusOK, h.customerView(r, c), nil
 }
 
 func (h *Handler) updateCustomer(r *http.Request) (int, any, error) {
@@ -145,7 +146,7 @@ func (h *Handler) updateCustomer(r *http.Request) (int, any, error) {
 		}
 		return 0, nil, err
 	}
-	return http.StatusOK, c, nil
+	return http.StatusOK, h.customerView(r, c), nil
 }
 
 func (h *Handler) deleteCustomer(r *http.Request) (int, any, error) {

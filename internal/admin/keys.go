@@ -50,6 +50,7 @@ type keyView struct {
 	auth.Key
 	Status string `json:"status"` // active | revoked | expired
 	Secret string `json:"key,omitempty"`
+	Spend  *Spend `json:"spend,omitempty"` // of Budget, when the handler has Budgets
 }
 
 func (h *Handler) view(k *auth.Key) keyView {
@@ -125,7 +126,7 @@ func (h *Handler) createKey(r *http.Request) (int, any, error) {
 		}
 		return 0, nil, err
 	}
-	v := h.view(&k)
+	v := h.keyView(r, &k)
 	v.Secret = secret
 	return http.StatusCreated, v, nil
 }
@@ -155,7 +156,9 @@ func (h *Handler) listKeys(r *http.Request) (int, any, error) {
 	for i := range keys {
 		views[i] = h.view(&keys[i])
 	}
-	return http.StatusOK, newList(views, limit, func(v *keyView) string { return v.ID }), nil
+	l := newList(views, limit, func(v *keyView) string { return v.ID })
+	h.keysSpend(r, l.Data)
+	return http.StatusOK, l, nil
 }
 
 // key loads the key the path names, from the config or the store.
@@ -189,7 +192,7 @@ func (h *Handler) getKey(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, h.view(k), nil
+	return http.StatusOK, h.keyView(r, k), nil
 }
 
 func (h *Handler) updateKey(r *http.Request) (int, any, error) {
@@ -216,7 +219,7 @@ func (h *Handler) updateKey(r *http.Request) (int, any, error) {
 		}
 		return 0, nil, err
 	}
-	return http.StatusOK, h.view(k), nil
+	return http.StatusOK, h.keyView(r, k), nil
 }
 
 // revokeKey is DELETE: the key stops working at once and stays listed,
@@ -236,7 +239,7 @@ func (h *Handler) revokeKey(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, h.view(k), nil
+	return http.StatusOK, h.keyView(r, k), nil
 }
 
 // rotateKey gives a key a new secret; its ID, settings and counters stay,
@@ -260,7 +263,7 @@ func (h *Handler) rotateKey(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	v := h.view(k)
+	v := h.keyView(r, k)
 	v.Secret = secret
 	return http.StatusOK, v, nil
 }

@@ -78,7 +78,7 @@ func (h *Handler) createProject(r *http.Request) (int, any, error) {
 		}
 		return 0, nil, err
 	}
-	return http.StatusCreated, &p, nil
+	return http.StatusCreated, h.projectView(r, &p), nil
 }
 
 func (h *Handler) listProjects(r *http.Request) (int, any, error) {
@@ -92,7 +92,8 @@ func (h *Handler) listProjects(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, newList(ps, limit, func(p *auth.Project) string { return p.ID }), nil
+	l := newList(ps, limit, func(p *auth.Project) string { return p.ID })
+	return http.StatusOK, viewList(l, func(ps []auth.Project) []projectView { return h.projectViews(r, ps) }), nil
 }
 
 // project finds the project a path or filter names, by ID or by name.
@@ -120,7 +121,7 @@ func (h *Handler) getProject(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, p, nil
+	return http.StatusOK, h.projectView(r, p), nil
 }
 
 func (h *Handler) updateProject(r *http.Request) (int, any, error) {
@@ -155,7 +156,7 @@ func (h *Handler) updateProject(r *http.Request) (int, any, error) {
 		}
 		return 0, nil, err
 	}
-	return http.StatusOK, p, nil
+	return http.StatusOK, h.projectView(r, p), nil
 }
 
 func (h *Handler) deleteProject(r *http.Request) (int, any, error) {

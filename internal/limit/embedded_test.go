@@ -545,3 +545,38 @@ func TestBudgetLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestSpentMakesNoCounter: reading a budget no request has touched since
+// start answers the persisted spend and leaves no counter behind (the
+// admin API reads whole pages of idle records); once admissions make the
+// counter, reads follow it.
+func TestSpentMakesNoCounter(t *testing.T) {
+	st := &memSpend{m: map[BudgetKey]int64{{Tag: "p", Scope: ScopeKey, ID: "k", Period: Month, Start: "2025-03-01"}: 400_000}}
+	e := newEmbedded(t, Options{Now: newClock(t0).Now, Spend: st, FlushEvery: time.Hour})
+	counters := func() int {
+		n := 0
+		for i := range e.shards {
+			e.shards[i].mu.RLock()
+			n += len(e.shards[i].m)
+			e.shards[i].mu.RUnlock()
+		}
+		return n
+	}
+	if got := e.Spent(ScopeKey, "k", Month, t0); got != USD(0.4) {
+		t.Fatalf("persisted spend read as %v, want 0.400000", got)
+	}
+	if got := e.Spent(ScopeCustomer, "idle", Day, t0); got != 0 {
+		t.Fatalf("untouched budget read as %v", got)
+	}
+	if n := counters(); n != 0 {
+		t.Fatalf("reads made %d counters", n)
+	}
+	ctx := context.Background()
+	d, _ := e.Admit(ctx, Admission{Tag: "p", Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Month}}, Cost: USD(0.2)})
+	if !d.Allowed {
+		t.Fatalf("%+v", d)
+	}
+	if got := e.Spent(ScopeKey, "k", Month, t0); got != USD(0.6) {
+		t.Fatalf("spent with a reservation in flight %v, want 0.600000", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"gatehouse/internal/store/redis/redistest"
 	"io"
 	"math/big"
@@ -610,5 +611,71 @@ func TestBudgetLeft(t *testing.T) {
 		if d.Allowed != want.allowed || d.BudgetLeft != want.left || d.Budgeted != (want.budgets != nil) {
 			t.Fatalf("admission %d: allowed %v budgeted %v left %v; want %v %v", i, d.Allowed, d.Budgeted, d.BudgetLeft, want.allowed, want.left)
 		}
+	}
+}
+
+// TestSpentMany: one call reads the counters of several tags, scopes and
+// periods, in order, each as Admit left it (reservations in flight
+// included) and Settle corrected it; a counter never touched, or of
+// another period, reads 0; braces in a tag are mapped as Admit maps them.
+func TestSpentMany(t *testing.T) {
+	c := testClient(t)
+	clk := newClock(time.Date(2031, 3, 10, 12, 0, 0, 0, time.UTC))
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c), Now: clk.Now})
+	ctx := context.Background()
+	key := limit.Budget{Scope: limit.ScopeKey, ID: "key_1", Limit: limit.USD(5), Period: limit.Month}
+	proj := limit.Budget{Scope: limit.ScopeProject, ID: "proj_1", Limit: limit.USD(50), Period: limit.Total}
+	cus := limit.Budget{Scope: limit.ScopeCustomer, ID: "cus_1", Limit: limit.USD(1), Period: limit.Day}
+	odd := limit.Budget{Scope: limit.ScopeKey, ID: "static:k", Limit: limit.USD(5), Period: limit.Week}
+
+	d, err := l.Admit(ctx, limit.Admission{Tag: "proj_1", Budgets: []limit.Budget{key, proj, cus}, Cost: limit.USD(0.25)})
+	if err != nil || !d.Allowed {
+		t.Fatalf("admit: %+v %v", d, err)
+	}
+	if err := l.Settle(ctx, d.Reservation, limit.Actual{Cost: limit.USD(0.1)}); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, l, "proj_1", key, clk.Now(), limit.USD(0.1))
+	// In flight: reserved, not settled.
+	if d, err := l.Admit(ctx, limit.Admission{Tag: "proj_1", Budgets: []limit.Budget{key}, Cost: limit.USD(0.5)}); err != nil || !d.Allowed {
+		t.Fatalf("admit: %+v %v", d, err)
+	}
+	if d, err := l.Admit(ctx, limit.Admission{Tag: "static:{x}", Budgets: []limit.Budget{odd}, Cost: limit.USD(0.03)}); err != nil || !d.Allowed {
+		t.Fatalf("admit: %+v %v", d, err)
+	}
+
+	now := clk.Now()
+	k := func(tag string, b limit.Budget, at time.Time) limit.BudgetKey {
+		return limit.BudgetKey{Tag: tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: mustStart(b.Period, at)}
+	}
+	got, err := l.SpentMany(ctx, []limit.BudgetKey{
+		k("proj_1", key, now),
+		k("proj_1", proj, now),
+		k("proj_1", cus, now),
+		k("static:{x}", odd, now),
+		k("proj_1", cus, now.AddDate(0, 0, -1)), // yesterday: nothing spent
+		k("proj_2", key, now),                   // another tag: another counter
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []limit.Micros{limit.USD(0.6), limit.USD(0.1), limit.USD(0.1), limit.USD(0.03), 0, 0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("SpentMany = %v, want %v", got, want)
+	}
+	if got, err := l.SpentMany(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("SpentMany(nil) = %v %v", got, err)
+	}
+}
+
+// TestSpentManyFailure: a read that fails (here its context is gone) is
+// an error, never a spend of zero.
+func TestSpentManyFailure(t *testing.T) {
+	c := testClient(t)
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, c)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.SpentMany(ctx, []limit.BudgetKey{{Tag: "p", Scope: limit.ScopeKey, ID: "k", Period: limit.Total}}); err == nil {
+		t.Fatal("SpentMany on a canceled context: no error")
 	}
 }
