@@ -51,7 +51,8 @@ export interface Customer {
   daily_usd?: number;
   monthly_usd?: number;
   on_exceed: string;
-  spend?: Spend;
+  daily_spend?: Spend;
+  monthly_spend?: Spend;
 }
 
 export interface UsageRow {
