@@ -4,6 +4,7 @@
 #   make test   check prerequisites, download modules, vet, lint, and run every test with the race detector
 #   make test-docker  the same inside a container (needs a container engine)
 #   make test-real  end-to-end tests against real llama-server inference (builds it once; not in CI)
+#   make ui     rebuild the dashboard (web/dist, committed) from web/src with npm ci
 #   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
 #   make bench-balance  balancing benchmark: round-robin vs least-requests vs least-tokens
 #   make prices  regenerate the embedded price catalog from LiteLLM's dataset (pinned; needs PyPI)
@@ -13,7 +14,7 @@ BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 
-.PHONY: run build test test-docker prereqs deps test-real vet lint unit bench bench-balance fuzz prices clean
+.PHONY: run build test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance fuzz prices clean
 
 build:
 	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -22,7 +23,28 @@ build:
 run: build
 	$(BIN)/gatehouse serve --config examples/demo.yaml
 
-test: prereqs deps vet lint unit
+test: prereqs deps ui-check vet lint unit
+
+# The dashboard: web/src (Svelte, TypeScript, uPlot) built by Vite into
+# web/dist, which is committed and embedded in the binary, so building
+# gatehouse needs no Node.js. make ui rebuilds it; make test fails when the
+# committed build is not what the sources build (ui-check), and its browser
+# test (cmd/gatehouse, TestDashboardInBrowser) drives the real thing with
+# playwright-core from web/node_modules.
+ui-deps:
+	cd web && npm ci --no-audit --no-fund
+
+ui: ui-deps
+	cd web && npm run check && npm run build
+
+ui-check: ui-deps
+	@cd web && npm run --silent check && \
+	out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
+	npx vite build --logLevel error --outDir "$$out/dist" --emptyOutDir && \
+	if ! diff -r "$$out/dist" dist >/dev/null; then \
+		echo "make: web/dist is stale: it is not what web/src builds. Run make ui and commit web/dist." >&2; \
+		diff -r "$$out/dist" dist | head -20 >&2; exit 1; \
+	fi; echo "web/dist matches web/src"
 
 # prereqs lists, before anything slow starts, everything make test needs and
 # this machine lacks (Go of go.mod's version, a C compiler for -race, git,
