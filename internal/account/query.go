@@ -55,10 +55,15 @@ const (
 type Interval string
 
 const (
-	IntervalNone Interval = ""
-	IntervalHour Interval = "hour"
-	IntervalDay  Interval = "day" // UTC days
+	IntervalNone   Interval = ""
+	IntervalMinute Interval = "minute" // answered from the records alone: the rollup is hourly
+	IntervalHour   Interval = "hour"
+	IntervalDay    Interval = "day" // UTC days
 )
+
+// MaxMinuteWindow is the longest window the usage API buckets by
+// minute: 1,440 buckets a group, each read from the records.
+const MaxMinuteWindow = 24 * time.Hour
 
 // Filter narrows records; empty fields match everything.
 type Filter struct {
@@ -80,7 +85,9 @@ type UsageQuery struct {
 
 // UsageRow is one group (and bucket) of a usage answer. Requests counts
 // every request, refusals included; Errors those with status >= 400;
-// CacheHits those served from a cache (hit or semantic).
+// CacheHits those served from a cache (hit or semantic). Latency counts
+// the latency_ms of every request, TTFT the ttft_ms of streamed requests
+// that have one (above 0): histograms, so that rows merge.
 type UsageRow struct {
 	Group            string       // the value of the GroupBy field; "" without grouping
 	Bucket           time.Time    // bucket start, when an Interval is given
@@ -91,6 +98,8 @@ type UsageRow struct {
 	CachedTokens     int64        //
 	Cost             limit.Micros // exact sum of the records' costs
 	CacheHits        int64        //
+	Latency          Histogram    //
+	TTFT             Histogram    //
 }
 
 // LogQuery is GET /admin/logs.
@@ -134,7 +143,7 @@ func ParseGroupBy(s string) (GroupBy, bool) {
 // ParseInterval reads the interval parameter ("" for none).
 func ParseInterval(s string) (Interval, bool) {
 	switch i := Interval(s); i {
-	case IntervalNone, IntervalHour, IntervalDay:
+	case IntervalNone, IntervalMinute, IntervalHour, IntervalDay:
 		return i, true
 	}
 	return "", false
@@ -205,9 +214,10 @@ func Paginate(rs []Record, limit int) LogPage {
 // parts, the same way for every store.
 
 // RollupAnswers reports whether the rollup holds what q asks: it has no
-// customer and no status, so a question about those reads the records.
+// customer and no status, so a question about those reads the records,
+// and it is hourly, so minute buckets do too.
 func RollupAnswers(q UsageQuery) bool {
-	return q.Customer == "" && q.Status == 0 && q.GroupBy != GroupCustomer
+	return q.Customer == "" && q.Status == 0 && q.GroupBy != GroupCustomer && q.Interval != IntervalMinute
 }
 
 // SplitHours cuts q's window into the partial hour at its start (head),
@@ -263,8 +273,9 @@ func AnswerUsage(ctx context.Context, q UsageQuery, records, rollup func(context
 }
 
 // MergeUsage adds up rows of the same group and bucket from the parts of
-// a split question, ordered by bucket then group as a single query
-// orders them.
+// a split question (or the partial rows one query returns), histograms
+// included, ordered by bucket then group. The parts are consumed: a
+// result row may share a histogram with the part row it started from.
 func MergeUsage(parts ...[]UsageRow) []UsageRow {
 	type key struct {
 		group  string
@@ -289,6 +300,8 @@ func MergeUsage(parts ...[]UsageRow) []UsageRow {
 			m.CachedTokens += r.CachedTokens
 			m.Cost += r.Cost
 			m.CacheHits += r.CacheHits
+			m.Latency.Merge(r.Latency)
+			m.TTFT.Merge(r.TTFT)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
