@@ -54,9 +54,16 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 	cached_tokens = cached_tokens + excluded.cached_tokens,
 	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits`
 
+// latencySQL adds one combination's count in one latency bucket to its
+// hour of usage_latency_hourly (migration 0011 says why a table of its
+// own).
+const latencySQL = `INSERT INTO usage_latency_hourly (hour, key_id, project, model, provider, project_id, metric, bucket,
+	count) VALUES (?,?,?,?,?,?,?,?,?)
+	ON CONFLICT (hour, key_id, project, model, provider, metric, bucket) DO UPDATE SET count = count + excluded.count`
+
 // insertStmts returns the prepared INSERTs, one per insertSizes entry,
-// followed by the rollup's upsert, preparing them on the writer the
-// first time. The writer pool has one connection, so they stay prepared
+// followed by the rollup's upserts (sums, then latency buckets),
+// preparing them on the writer the first time. The writer pool has one connection, so they stay prepared
 // on it.
 func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 	s.insertMu.Lock()
@@ -64,8 +71,8 @@ func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 	if s.inserts != nil {
 		return s.inserts, nil
 	}
-	stmts := make([]*sql.Stmt, 0, len(insertSizes)+1)
-	for _, q := range append(insertQueries(), rollupSQL) {
+	stmts := make([]*sql.Stmt, 0, len(insertSizes)+2)
+	for _, q := range append(insertQueries(), rollupSQL, latencySQL) {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			for _, p := range stmts {
@@ -145,7 +152,12 @@ func writeBatch(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []account
 		}
 		rest = rest[n:]
 	}
-	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, nil)
+	return addRollup(ctx, rollupStmts(ctx, tx, stmts), rs, nil)
+}
+
+// rollupStmts are the rollup's two upserts of stmts, in tx.
+func rollupStmts(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt) [2]*sql.Stmt {
+	return [2]*sql.Stmt{tx.StmtContext(ctx, stmts[len(insertSizes)]), tx.StmtContext(ctx, stmts[len(insertSizes)+1])}
 }
 
 // writeOneByOne inserts rs a record at a time and adds to the rollup
@@ -169,7 +181,7 @@ func writeOneByOne(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []acco
 		}
 		inserted[i] = added == 1
 	}
-	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, inserted)
+	return addRollup(ctx, rollupStmts(ctx, tx, stmts), rs, inserted)
 }
 
 // hourCombo is a row of usage_hourly's key.
@@ -178,17 +190,20 @@ type hourCombo struct {
 	keyID, project, model, provider string
 }
 
-// hourSums are the sums a batch adds to one row of usage_hourly.
+// hourSums are the sums a batch adds to one row of usage_hourly, and the
+// latency samples it adds to that row's histograms.
 type hourSums struct {
 	projectID                                                string
 	requests, errors, prompt, completion, cached, cost, hits int64
+	latency, ttft                                            account.Histogram
 }
 
 // addRollup adds the records of rs (those marked in inserted, when it is
-// not nil) to the hourly rollup, one upsert per hour and combination.
-// The combinations go in first-seen order, so replicas' batches touch
-// rows in the same order and a run is reproducible.
-func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inserted []bool) error {
+// not nil) to the hourly rollup, one upsert per hour and combination
+// (upserts[0]) and one per latency bucket it fills (upserts[1]). The
+// combinations go in first-seen order, so replicas' batches touch rows
+// in the same order and a run is reproducible.
+func addRollup(ctx context.Context, upserts [2]*sql.Stmt, rs []account.Record, inserted []bool) error {
 	const hour = int64(time.Hour / time.Microsecond)
 	sums := make(map[hourCombo]*hourSums, 4)
 	var order []hourCombo
@@ -217,12 +232,27 @@ func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inser
 		if r.Cache == "hit" || r.Cache == "semantic" {
 			h.hits++
 		}
+		h.latency.Add(r.LatencyMS)
+		if r.Stream && r.TTFTMS > 0 {
+			h.ttft.Add(r.TTFTMS)
+		}
 	}
 	for _, c := range order {
 		h := sums[c]
-		if _, err := upsert.ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
+		if _, err := upserts[0].ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
 			h.requests, h.errors, h.prompt, h.completion, h.cached, h.cost, h.hits); err != nil {
 			return err
+		}
+		for _, m := range [...]struct {
+			name string
+			h    *account.Histogram
+		}{{account.MetricLatency, &h.latency}, {account.MetricTTFT, &h.ttft}} {
+			for b, n := range m.h.Buckets() {
+				if _, err := upserts[1].ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
+					m.name, b, n); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
@@ -254,8 +284,10 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 	}
 	// The rollup's hours that lie wholly before the cut go too.
 	hour := int64(time.Hour / time.Microsecond)
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM usage_hourly WHERE hour < ?`, unixMicros(before)-unixMicros(before)%hour); err != nil {
-		return 0, fmt.Errorf("sqlite: prune usage rollup: %w", err)
+	for _, table := range [...]string{"usage_hourly", "usage_latency_hourly"} {
+		if _, err := s.w.ExecContext(ctx, `DELETE FROM `+table+` WHERE hour < ?`, unixMicros(before)-unixMicros(before)%hour); err != nil {
+			return 0, fmt.Errorf("sqlite: prune usage rollup: %w", err)
+		}
 	}
 	return int(n), nil
 }
