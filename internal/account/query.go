@@ -86,7 +86,9 @@ type UsageQuery struct {
 
 // UsageRow is one group (and bucket) of a usage answer. Requests counts
 // every request, refusals included; Errors those with status >= 400;
-// CacheHits those served from a cache (hit or semantic).
+// CacheHits those served from a cache (hit or semantic). Latency counts
+// the latency_ms of every request, TTFT the ttft_ms of streamed requests
+// that have one (above 0): histograms, so that rows merge.
 type UsageRow struct {
 	Group            string       // the value of the GroupBy field; "" without grouping
 	Bucket           time.Time    // bucket start, when an Interval is given
@@ -97,6 +99,8 @@ type UsageRow struct {
 	CachedTokens     int64        //
 	Cost             limit.Micros // exact sum of the records' costs
 	CacheHits        int64        //
+	Latency          Histogram    //
+	TTFT             Histogram    //
 }
 
 // LogQuery is GET /admin/logs.
@@ -212,8 +216,8 @@ func Paginate(rs []Record, limit int) LogPage {
 // parts, the same way for every store.
 
 // RollupAnswers reports whether the rollup holds what q asks: it has no
-// customer, status or cache outcome, and nothing finer than an hour, so a
-// question about those reads the records.
+// customer, status or cache outcome, so a question about those reads the
+// records, and it is hourly, so minute buckets do too.
 func RollupAnswers(q UsageQuery) bool {
 	return q.Customer == "" && q.Status == 0 && q.Cache == "" && q.GroupBy != GroupCustomer && q.Interval != IntervalMinute
 }
@@ -271,8 +275,9 @@ func AnswerUsage(ctx context.Context, q UsageQuery, records, rollup func(context
 }
 
 // MergeUsage adds up rows of the same group and bucket from the parts of
-// a split question, ordered by bucket then group as a single query
-// orders them.
+// a split question (or the partial rows one query returns), histograms
+// included, ordered by bucket then group. The parts are consumed: a
+// result row may share a histogram with the part row it started from.
 func MergeUsage(parts ...[]UsageRow) []UsageRow {
 	type key struct {
 		group  string
@@ -297,6 +302,8 @@ func MergeUsage(parts ...[]UsageRow) []UsageRow {
 			m.CachedTokens += r.CachedTokens
 			m.Cost += r.Cost
 			m.CacheHits += r.CacheHits
+			m.Latency.Merge(r.Latency)
+			m.TTFT.Merge(r.TTFT)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/csv"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -121,8 +122,12 @@ func (h *Handler) getUsage(r *http.Request) (int, any, error) {
 	if q.Interval, ok = account.ParseInterval(r.URL.Query().Get("interval")); !ok {
 		return 0, nil, llm.BadRequest("interval", "invalid_interval", "interval: minute, hour or day.")
 	}
-	if q.Interval == account.IntervalMinute && f.To.Sub(f.From) > account.MaxMinuteWindow {
-		return 0, nil, llm.BadRequest("interval", "window_too_long", "interval=minute takes a window of at most 24 hours; use hour or day for longer ones.")
+	// Minute buckets are read from the records, one per minute and group:
+	// a month of them is a mistake, not a chart.
+	if w := f.To.Sub(f.From); q.Interval == account.IntervalMinute && w > account.MaxMinuteWindow {
+		return 0, nil, llm.BadRequest("interval", "window_too_long",
+			"interval=minute takes a window of at most %g hours; from to to is %g hours. Narrow it, or use interval=hour.",
+			account.MaxMinuteWindow.Hours(), w.Hours())
 	}
 	rows, err := st.Usage(r.Context(), q)
 	if err != nil {
@@ -132,7 +137,9 @@ func (h *Handler) getUsage(r *http.Request) (int, any, error) {
 	for _, row := range rows {
 		u := usageRow{"requests": row.Requests, "errors": row.Errors, "prompt_tokens": row.PromptTokens,
 			"completion_tokens": row.CompletionTokens, "cached_tokens": row.CachedTokens, "cost_usd": row.Cost.String(),
-			"cache_hits": row.CacheHits}
+			"cache_hits": row.CacheHits, "latency_ms_p50": percentile(row.Latency, 0.5),
+			"latency_ms_p95": percentile(row.Latency, 0.95), "ttft_ms_p50": percentile(row.TTFT, 0.5),
+			"ttft_ms_p95": percentile(row.TTFT, 0.95)}
 		if q.GroupBy != account.GroupNone {
 			u[string(q.GroupBy)] = row.Group
 		}
@@ -142,6 +149,17 @@ func (h *Handler) getUsage(r *http.Request) (int, any, error) {
 		out.Data = append(out.Data, u)
 	}
 	return http.StatusOK, out, nil
+}
+
+// percentile is h's q-quantile in milliseconds, to the hundredth (an
+// estimate within its bucket's width needs no more digits), or nil (JSON
+// null) when h has no sample.
+func percentile(h account.Histogram, q float64) any {
+	ms, ok := h.Quantile(q)
+	if !ok {
+		return nil
+	}
+	return math.Round(ms*100) / 100
 }
 
 // logPage reads limit and cursor.

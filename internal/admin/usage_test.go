@@ -220,3 +220,85 @@ func TestUsageExportPages(t *testing.T) {
 		t.Fatalf("exported %d records, want 1203", len(seen))
 	}
 }
+
+// TestUsageLatency: rows carry latency and ttft percentiles (ttft from
+// streamed requests with one only, null without), minute buckets come
+// back on the minute, and a minute interval over more than 24 hours is
+// refused.
+func TestUsageLatency(t *testing.T) {
+	st := openSQLite(t)
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	var recs []account.Record
+	// chat: 100 streamed requests, latency 10, 20 … 1000 ms, ttft a
+	// tenth of it; embed: 10 non-streamed requests of 50 ms whose ttft
+	// must not count. One request a minute from 11:20 on, so the window
+	// below holds partial hours at both ends and a whole one between.
+	for i := range 110 {
+		r := account.Record{RequestID: fmt.Sprintf("gh-l%03d", i), Time: at.Add(-40*time.Minute + time.Duration(i)*time.Minute),
+			KeyID: "key_a", Project: "alpha", Model: "chat", Provider: "openai", Status: 200, Stream: true,
+			LatencyMS: float64(10 * (i + 1)), TTFTMS: float64(i + 1)}
+		if i >= 100 {
+			r.Model, r.Stream, r.LatencyMS, r.TTFTMS = "embed", false, 50, 7
+		}
+		recs = append(recs, r)
+	}
+	if err := st.(account.RecordStore).WriteRecords(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, st)
+	rows := func(body map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, d := range body["data"].([]any) {
+			out = append(out, d.(map[string]any))
+		}
+		return out
+	}
+	// near: the estimate lies within 14.3% (the widest bucket) of the
+	// exact figure.
+	near := func(t *testing.T, what string, got any, exact float64) {
+		t.Helper()
+		v, ok := got.(float64)
+		if !ok || v < exact/1.143 || v > exact*1.143 {
+			t.Errorf("%s = %v, want about %v", what, got, exact)
+		}
+	}
+	window := "from=" + at.Add(-50*time.Minute).Format(time.RFC3339) + "&to=" + at.Add(80*time.Minute).Format(time.RFC3339)
+	e.run([]step{
+		{name: "percentiles by model", method: "GET", path: "/admin/usage?group_by=model&" + window, status: 200,
+			check: func(t *testing.T, b map[string]any) {
+				r := rows(b)
+				if len(r) != 2 || r[0]["model"] != "chat" || r[1]["model"] != "embed" {
+					t.Fatalf("rows %v", r)
+				}
+				near(t, "chat latency p50", r[0]["latency_ms_p50"], 500)
+				near(t, "chat latency p95", r[0]["latency_ms_p95"], 950)
+				near(t, "chat ttft p50", r[0]["ttft_ms_p50"], 50)
+				near(t, "chat ttft p95", r[0]["ttft_ms_p95"], 95)
+				near(t, "embed latency p50", r[1]["latency_ms_p50"], 50)
+				for _, f := range []string{"ttft_ms_p50", "ttft_ms_p95"} {
+					if v, ok := r[1][f]; !ok || v != nil {
+						t.Errorf("embed (no stream) %s = %v, want null", f, v)
+					}
+				}
+			}},
+		{name: "by minute", method: "GET", path: "/admin/usage?interval=minute&model=chat&from=" + at.Add(-5*time.Minute).Format(time.RFC3339) +
+			"&to=" + at.Add(5*time.Minute).Format(time.RFC3339), status: 200,
+			check: func(t *testing.T, b map[string]any) {
+				r := rows(b)
+				if len(r) != 10 {
+					t.Fatalf("%d minute rows, want 10: %v", len(r), r)
+				}
+				for i, row := range r {
+					want := at.Add(time.Duration(i-5) * time.Minute)
+					if row["bucket"] != want.Format(time.RFC3339) || row["requests"] != 1.0 {
+						t.Errorf("row %d: %v, want bucket %v with one request", i, row, want)
+					}
+					// One sample: its bucket's interpolated middle.
+					near(t, "latency p50 of "+want.Format("15:04"), row["latency_ms_p50"], float64(10*(i+36)))
+				}
+			}},
+		{name: "by minute, the default 24 hours", method: "GET", path: "/admin/usage?interval=minute", status: 200},
+		{name: "by minute over 25 hours", method: "GET", path: "/admin/usage?interval=minute&from=" + at.Add(-25*time.Hour).Format(time.RFC3339) +
+			"&to=" + at.Format(time.RFC3339), status: 400, param: "interval", code: "window_too_long", msg: "at most 24 hours"},
+	})
+}

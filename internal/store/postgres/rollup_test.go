@@ -9,6 +9,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/store"
+	"gatehouse/internal/store/storetest"
 )
 
 // TestRollupBackfill opens a schema last written by a gatehouse that had
@@ -91,5 +92,68 @@ func TestRollupBackfill(t *testing.T) {
 	}
 	if len(byKey) != 2 || byKey["k1"] != 3 || byKey["k2"] != 1 {
 		t.Fatalf("requests by key %v, want k1:3 k2:1", byKey)
+	}
+}
+
+// TestLatencyBackfill opens a schema last written by a gatehouse without
+// latency histograms (schema 9): migration 0010 must fill them from the
+// records already there, bucketing every bound as Go does, and
+// WriteRecords add to them afterwards, a replay counting once.
+func TestLatencyBackfill(t *testing.T) {
+	ctx := context.Background()
+	dsn := testDSN(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := store.Migrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := c.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	mustExec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`)
+	for _, m := range ms {
+		if m.Version > 9 {
+			break
+		}
+		mustExec(m.SQL)
+		mustExec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+	}
+	h := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	old := storetest.LatencyEdgeRecords(h.Add(20 * time.Minute)) // into the next hour
+	for _, r := range old {
+		mustExec(`INSERT INTO usage_records (request_id, time, key_id, project_id, project, customer, model, provider,
+			status, latency_ms, ttft_ms, stream) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			r.RequestID, r.Time, r.KeyID, r.ProjectID, r.Project, r.Customer, r.Model, r.Provider, r.Status,
+			r.LatencyMS, r.TTFTMS, r.Stream)
+	}
+	c.Close(ctx)
+
+	s := openTest(t, dsn)
+	defer s.Close()
+	now := account.Record{RequestID: "gh-new", Time: h.Add(30 * time.Minute), KeyID: "key_edge", Project: "alpha",
+		ProjectID: "proj_1", Customer: "cus", Model: "edge", Provider: "openai", Status: 200, LatencyMS: 1234, Stream: true,
+		TTFTMS: 321}
+	for range 2 {
+		if err := s.WriteRecords(ctx, []account.Record{now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := append(old, now)
+	win := account.Filter{From: h, To: h.Add(2 * time.Hour)}
+	for _, iv := range []account.Interval{account.IntervalNone, account.IntervalHour} {
+		rollup := storetest.CheckLatency(t, "backfilled rollup", s, recs, account.UsageQuery{Filter: win, Interval: iv})
+		if len(rollup) == 0 || rollup[0].Latency.Count() == 0 {
+			t.Fatalf("no latency in the rollup: %+v", rollup)
+		}
+		win.Customer = "cus" // the records
+		storetest.CheckLatency(t, "records", s, recs, account.UsageQuery{Filter: win, Interval: iv})
+		win.Customer = ""
 	}
 }

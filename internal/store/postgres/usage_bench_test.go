@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/store/postgres/pgtest"
 	"gatehouse/internal/store/storetest"
 )
@@ -35,7 +37,7 @@ func BenchmarkUsageQueries(b *testing.B) {
 			'm', (ARRAY['openai','anthropic','gemini','groq','box'])[i % 5 + 1], '',
 			CASE WHEN i % 50 = 0 THEN 429 ELSE 200 END, CASE WHEN i % 50 = 0 THEN 'rate_limit' ELSE '' END,
 			i % 2000, i % 700, i % 300, CASE WHEN i % 50 = 0 THEN 0 ELSE i % 9000 END, 'reported',
-			100 + i % 900, 0, 0.2, 'bypass', 1, i % 2 = 0
+			100 + i % 900, CASE WHEN i % 2 = 0 THEN 20 + i % 400 ELSE 0 END, 0.2, 'bypass', 1, i % 2 = 0
 		FROM generate_series(0, $3::int - 1) i`,
 		`INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors, prompt_tokens,
 			completion_tokens, cached_tokens, cost_micros, cache_hits)
@@ -43,19 +45,28 @@ func BenchmarkUsageQueries(b *testing.B) {
 			count(*) FILTER (WHERE status >= 400), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens),
 			sum(cost_micros), count(*) FILTER (WHERE cache IN ('hit', 'semantic'))
 		FROM usage_records GROUP BY 1, 2, 3, 4, 5`,
+		`INSERT INTO usage_latency_hourly (hour, key_id, project, model, provider, project_id, metric, bucket, count)
+		SELECT date_bin('1 hour', r.time, '2000-01-01 00:00:00+00'), r.key_id, r.project, r.model, r.provider,
+			max(r.project_id), m.metric, width_bucket(m.v, $1::double precision[]), count(*)
+		FROM usage_records r CROSS JOIN LATERAL (VALUES ('latency', r.latency_ms),
+			('ttft', CASE WHEN r.stream AND r.ttft_ms > 0 THEN r.ttft_ms END)) AS m (metric, v)
+		WHERE m.v IS NOT NULL GROUP BY 1, 2, 3, 4, 5, 7, 8`,
 		`CREATE INDEX usage_records_time ON usage_records (time, request_id)`,
 		`CREATE INDEX usage_records_key ON usage_records (key_id, time)`,
 		`CREATE INDEX usage_records_project ON usage_records (project, time)`,
 		`CREATE INDEX usage_records_customer ON usage_records (customer, time)`,
 		`CREATE INDEX usage_records_model ON usage_records (model, time)`,
 		`CREATE INDEX usage_records_provider ON usage_records (provider, time)`,
-		`ANALYZE usage_records`, `ANALYZE usage_hourly`,
+		`ANALYZE usage_records`, `ANALYZE usage_hourly`, `ANALYZE usage_latency_hourly`,
 	}
 	for i, q := range stmts {
 		var err error
-		if i == 1 {
+		switch {
+		case i == 1:
 			_, err = s.pool.Exec(ctx, q, storetest.BenchEnd, (30*24*time.Hour).Seconds()/float64(n), n)
-		} else {
+		case strings.Contains(q, "width_bucket"):
+			_, err = s.pool.Exec(ctx, q, account.LatencyBounds())
+		default:
 			_, err = s.pool.Exec(ctx, q)
 		}
 		if err != nil {
@@ -65,4 +76,15 @@ func BenchmarkUsageQueries(b *testing.B) {
 	b.Logf("%d records stored and indexed in %v", n, time.Since(start).Round(time.Second))
 	b.ResetTimer()
 	storetest.BenchUsageQueries(b, s, n)
+}
+
+// BenchmarkWriteRecords: WriteRecords on batches of 1,000 varied records
+// (storetest.BenchWriteRecords; BENCHMARKS.md).
+func BenchmarkWriteRecords(b *testing.B) {
+	s, err := Open(context.Background(), pgtest.DSN(b, "gh_bench_"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchWriteRecords(b, s)
 }

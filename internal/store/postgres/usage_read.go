@@ -60,68 +60,91 @@ func (s *Store) Usage(ctx context.Context, q account.UsageQuery) ([]account.Usag
 	return account.AnswerUsage(ctx, q, s.usageRecords, s.usageRollup)
 }
 
-// usageRollup aggregates the rollup's rows of q's window (whole hours).
-func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
-	group := "''"
+// groupAndBucket are the SQL expressions of q's group and time bucket
+// over a table whose time column is timeCol.
+func groupAndBucket(q account.UsageQuery, timeCol string) (group, bucket string) {
+	group, bucket = "''", "'epoch'::timestamptz"
 	if q.GroupBy != account.GroupNone {
 		group = account.GroupColumn(q.GroupBy)
 	}
-	bucket := "'epoch'::timestamptz"
 	if w, ok := bucketWidths[q.Interval]; ok {
-		bucket = "date_bin('" + w + "', hour, '2000-01-01 00:00:00+00')"
+		bucket = "date_bin('" + w + "', " + timeCol + ", '2000-01-01 00:00:00+00')"
 	}
+	return group, bucket
+}
+
+// The usage queries return partial rows that scanUsage adds up per group
+// and bucket: group, bucket, a latency bucket and a ttft bucket (-1:
+// none), the number of samples in those, then the sums.
+
+// usageRollup aggregates the rollup's rows of q's window (whole hours):
+// the sums from usage_hourly, then the latency buckets' counts, in one
+// statement so both read the same snapshot.
+func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
+	group, bucket := groupAndBucket(q, "hour")
 	var b strings.Builder
-	b.WriteString(`SELECT ` + group + `, ` + bucket + `, sum(requests)::bigint, sum(errors)::bigint, sum(prompt_tokens)::bigint,
-		sum(completion_tokens)::bigint, sum(cached_tokens)::bigint, sum(cost_micros)::bigint, sum(cache_hits)::bigint FROM usage_hourly`)
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, -1, -1, 0::bigint, sum(requests)::bigint, sum(errors)::bigint,
+		sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint, sum(cached_tokens)::bigint, sum(cost_micros)::bigint,
+		sum(cache_hits)::bigint FROM usage_hourly`)
 	args := filterOn(&b, nil, q.Filter, "hour")
-	b.WriteString(" GROUP BY 1, 2")
+	b.WriteString(` GROUP BY 1, 2 UNION ALL SELECT ` + group + `, ` + bucket + `,
+		CASE metric WHEN '` + account.MetricLatency + `' THEN bucket ELSE -1 END,
+		CASE metric WHEN '` + account.MetricTTFT + `' THEN bucket ELSE -1 END, sum(count)::bigint, 0, 0, 0, 0, 0, 0, 0
+		FROM usage_latency_hourly`)
+	args = filterOn(&b, args, q.Filter, "hour")
+	b.WriteString(" GROUP BY 1, 2, metric, bucket")
 	return s.scanUsage(ctx, q, b.String(), args)
 }
 
-// usageRecords aggregates the records themselves.
+// usageRecords aggregates the records themselves, by group, time bucket
+// and the latency buckets ($1, account.LatencyBounds: the buckets the
+// rollup counts in).
 func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
-	group := "''"
-	if q.GroupBy != account.GroupNone {
-		group = account.GroupColumn(q.GroupBy)
-	}
-	bucket := "'epoch'::timestamptz"
-	if w, ok := bucketWidths[q.Interval]; ok {
-		bucket = "date_bin('" + w + "', time, '2000-01-01 00:00:00+00')"
-	}
+	group, bucket := groupAndBucket(q, "time")
 	var b strings.Builder
-	b.WriteString(`SELECT ` + group + `, ` + bucket + `, count(*), count(*) FILTER (WHERE status >= 400),
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, width_bucket(latency_ms, $1::double precision[]),
+		CASE WHEN stream AND ttft_ms > 0 THEN width_bucket(ttft_ms, $1::double precision[]) ELSE -1 END,
+		count(*), count(*), count(*) FILTER (WHERE status >= 400),
 		coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cached_tokens), 0),
 		coalesce(sum(cost_micros), 0)::bigint, count(*) FILTER (WHERE cache IN ('hit', 'semantic')) FROM usage_records`)
-	args := filterSQL(&b, nil, q.Filter)
-	b.WriteString(" GROUP BY 1, 2 ORDER BY 2, 1")
+	args := filterSQL(&b, []any{account.LatencyBounds()}, q.Filter)
+	b.WriteString(" GROUP BY 1, 2, 3, 4")
 	return s.scanUsage(ctx, q, b.String(), args)
 }
 
+// scanUsage reads the partial rows of a usage query and adds them up.
 func (s *Store) scanUsage(ctx context.Context, q account.UsageQuery, query string, args []any) ([]account.UsageRow, error) {
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: usage: %w", err)
 	}
 	defer rows.Close()
-	out := []account.UsageRow{}
+	var parts []account.UsageRow
 	for rows.Next() {
 		var r account.UsageRow
 		var bucketAt time.Time
-		var cost int64
-		if err := rows.Scan(&r.Group, &bucketAt, &r.Requests, &r.Errors, &r.PromptTokens, &r.CompletionTokens,
-			&r.CachedTokens, &cost, &r.CacheHits); err != nil {
+		var cost, samples int64
+		var latency, ttft int
+		if err := rows.Scan(&r.Group, &bucketAt, &latency, &ttft, &samples, &r.Requests, &r.Errors, &r.PromptTokens,
+			&r.CompletionTokens, &r.CachedTokens, &cost, &r.CacheHits); err != nil {
 			return nil, fmt.Errorf("postgres: usage: %w", err)
 		}
 		r.Cost = account.Micros(cost)
 		if q.Interval != account.IntervalNone {
 			r.Bucket = bucketAt.UTC()
 		}
-		out = append(out, r)
+		if latency >= 0 {
+			r.Latency.AddCount(latency, samples)
+		}
+		if ttft >= 0 {
+			r.TTFT.AddCount(ttft, samples)
+		}
+		parts = append(parts, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: usage: %w", err)
 	}
-	return out, nil
+	return account.MergeUsage(parts), nil
 }
 
 // recordCols are the columns a Record is scanned from, in scanRecord's

@@ -18,6 +18,37 @@ const copySQL = `COPY usage_records_in (request_id, time, endpoint, key_id, proj
 	reasoning_tokens, cost_micros, usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream,
 	labels, request_body, response_body, saved_micros) FROM STDIN`
 
+// moveSQL moves the copied batch into usage_records and adds the records
+// it really inserted (RETURNING) to the hourly rollup: their sums to
+// usage_hourly, their latency buckets ($1, account.LatencyBounds, as
+// width_bucket numbers them) to usage_latency_hourly. One statement, so
+// the three tables change together.
+const moveSQL = `WITH ins AS (
+		INSERT INTO usage_records SELECT * FROM usage_records_in ON CONFLICT (request_id) DO NOTHING
+		RETURNING time, key_id, project_id, project, model, provider, status, prompt_tokens, completion_tokens,
+			cached_tokens, cost_micros, cache, latency_ms, ttft_ms, stream),
+	sums AS (
+		INSERT INTO usage_hourly AS h (hour, key_id, project, model, provider, project_id, requests, errors,
+			prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits)
+		SELECT date_bin('1 hour', time, '2000-01-01 00:00:00+00'), key_id, project, model, provider, max(project_id),
+			count(*), count(*) FILTER (WHERE status >= 400), sum(prompt_tokens), sum(completion_tokens),
+			sum(cached_tokens), sum(cost_micros), count(*) FILTER (WHERE cache IN ('hit', 'semantic'))
+		FROM ins GROUP BY 1, 2, 3, 4, 5
+		ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
+			requests = h.requests + excluded.requests, errors = h.errors + excluded.errors,
+			prompt_tokens = h.prompt_tokens + excluded.prompt_tokens,
+			completion_tokens = h.completion_tokens + excluded.completion_tokens,
+			cached_tokens = h.cached_tokens + excluded.cached_tokens,
+			cost_micros = h.cost_micros + excluded.cost_micros, cache_hits = h.cache_hits + excluded.cache_hits)
+	INSERT INTO usage_latency_hourly AS l (hour, key_id, project, model, provider, project_id, metric, bucket, count)
+	SELECT date_bin('1 hour', ins.time, '2000-01-01 00:00:00+00'), ins.key_id, ins.project, ins.model, ins.provider,
+		max(ins.project_id), m.metric, width_bucket(m.v, $1::double precision[]), count(*)
+	FROM ins CROSS JOIN LATERAL (VALUES ('` + account.MetricLatency + `', ins.latency_ms),
+		('` + account.MetricTTFT + `', CASE WHEN ins.stream AND ins.ttft_ms > 0 THEN ins.ttft_ms END)) AS m (metric, v)
+	WHERE m.v IS NOT NULL
+	GROUP BY 1, 2, 3, 4, 5, 7, 8
+	ON CONFLICT (hour, key_id, project, model, provider, metric, bucket) DO UPDATE SET count = l.count + excluded.count`
+
 // WriteRecords implements account.RecordStore with COPY: the batch is
 // copied into a temporary table and moved into usage_records with ON
 // CONFLICT DO NOTHING in the same transaction, so a replayed batch never
@@ -42,22 +73,7 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 		if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), copySQL); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `WITH ins AS (
-				INSERT INTO usage_records SELECT * FROM usage_records_in ON CONFLICT (request_id) DO NOTHING
-				RETURNING time, key_id, project_id, project, model, provider, status, prompt_tokens, completion_tokens,
-					cached_tokens, cost_micros, cache)
-			INSERT INTO usage_hourly AS h (hour, key_id, project, model, provider, project_id, requests, errors,
-				prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits)
-			SELECT date_bin('1 hour', time, '2000-01-01 00:00:00+00'), key_id, project, model, provider, max(project_id),
-				count(*), count(*) FILTER (WHERE status >= 400), sum(prompt_tokens), sum(completion_tokens),
-				sum(cached_tokens), sum(cost_micros), count(*) FILTER (WHERE cache IN ('hit', 'semantic'))
-			FROM ins GROUP BY 1, 2, 3, 4, 5
-			ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
-				requests = h.requests + excluded.requests, errors = h.errors + excluded.errors,
-				prompt_tokens = h.prompt_tokens + excluded.prompt_tokens,
-				completion_tokens = h.completion_tokens + excluded.completion_tokens,
-				cached_tokens = h.cached_tokens + excluded.cached_tokens,
-				cost_micros = h.cost_micros + excluded.cost_micros, cache_hits = h.cache_hits + excluded.cache_hits`)
+		_, err := tx.Exec(ctx, moveSQL, account.LatencyBounds())
 		return err
 	})
 	if err != nil {
@@ -74,8 +90,10 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 		return 0, fmt.Errorf("postgres: prune usage records: %w", err)
 	}
 	// The rollup's hours that lie wholly before the cut go too.
-	if _, err := s.pool.Exec(ctx, `DELETE FROM usage_hourly WHERE hour < date_bin('1 hour', $1::timestamptz, '2000-01-01 00:00:00+00')`, before.UTC()); err != nil {
-		return 0, fmt.Errorf("postgres: prune usage rollup: %w", err)
+	for _, table := range [...]string{"usage_hourly", "usage_latency_hourly"} {
+		if _, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE hour < date_bin('1 hour', $1::timestamptz, '2000-01-01 00:00:00+00')`, before.UTC()); err != nil {
+			return 0, fmt.Errorf("postgres: prune usage rollup: %w", err)
+		}
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/store"
+	"gatehouse/internal/store/storetest"
 )
 
 // TestRollupBackfill opens a database last written by a gatehouse that
@@ -95,5 +96,70 @@ func TestRollupBackfill(t *testing.T) {
 	}
 	if len(got) != 2 || got["k1"] != 3 || got["k2"] != 1 {
 		t.Fatalf("requests by key %v, want k1:3 k2:1", got)
+	}
+}
+
+// TestLatencyBackfill opens a database last written by a gatehouse
+// without latency histograms (schema 11): migration 0012 must fill them
+// from the records already there, bucketing every bound as Go does, and
+// WriteRecords add to them afterwards, a replay counting once.
+func TestLatencyBackfill(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := store.Migrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	mustExec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
+	for _, m := range ms {
+		if m.Version > 11 {
+			break
+		}
+		mustExec(m.SQL)
+		mustExec(`INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01T00:00:00Z')`, m.Version, m.Name)
+	}
+	h := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	old := storetest.LatencyEdgeRecords(h.Add(20 * time.Minute)) // into the next hour
+	for _, r := range old {
+		mustExec(`INSERT INTO usage_records (request_id, time, key_id, project_id, project, customer, model, provider,
+			status, latency_ms, ttft_ms, stream) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.RequestID, r.Time.UnixMicro(), r.KeyID, r.ProjectID, r.Project, r.Customer, r.Model, r.Provider,
+			r.Status, r.LatencyMS, r.TTFTMS, r.Stream)
+	}
+	db.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := account.Record{RequestID: "gh-new", Time: h.Add(30 * time.Minute), KeyID: "key_edge", Project: "alpha",
+		ProjectID: "proj_1", Customer: "cus", Model: "edge", Provider: "openai", Status: 200, LatencyMS: 1234, Stream: true,
+		TTFTMS: 321}
+	for range 2 {
+		if err := s.WriteRecords(ctx, []account.Record{now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := append(old, now)
+	win := account.Filter{From: h, To: h.Add(2 * time.Hour)}
+	for _, iv := range []account.Interval{account.IntervalNone, account.IntervalHour} {
+		rollup := storetest.CheckLatency(t, "backfilled rollup", s, recs, account.UsageQuery{Filter: win, Interval: iv})
+		if len(rollup) == 0 || rollup[0].Latency.Count() == 0 {
+			t.Fatalf("no latency in the rollup: %+v", rollup)
+		}
+		win.Customer = "cus" // the records
+		storetest.CheckLatency(t, "records", s, recs, account.UsageQuery{Filter: win, Interval: iv})
+		win.Customer = ""
 	}
 }

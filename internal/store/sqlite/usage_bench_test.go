@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/store/storetest"
 )
 
@@ -25,7 +26,6 @@ func BenchmarkUsageQueries(b *testing.B) {
 	end := storetest.BenchEnd.UnixMicro()
 	step := (30 * 24 * time.Hour).Microseconds() / int64(n)
 	stmts := []string{
-		`DROP TRIGGER usage_records_rollup`,
 		`DROP INDEX usage_records_time`, `DROP INDEX usage_records_key`, `DROP INDEX usage_records_project`,
 		`DROP INDEX usage_records_customer`, `DROP INDEX usage_records_model`, `DROP INDEX usage_records_provider`,
 		`WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i + 1 < ?)
@@ -39,13 +39,20 @@ func BenchmarkUsageQueries(b *testing.B) {
 			'm', CASE i % 5 WHEN 0 THEN 'openai' WHEN 1 THEN 'anthropic' WHEN 2 THEN 'gemini' WHEN 3 THEN 'groq' ELSE 'box' END, '',
 			CASE WHEN i % 50 = 0 THEN 429 ELSE 200 END, CASE WHEN i % 50 = 0 THEN 'rate_limit' ELSE '' END,
 			i % 2000, i % 700, i % 300, CASE WHEN i % 50 = 0 THEN 0 ELSE i % 9000 END, 'reported',
-			100 + i % 900, 0, 0.2, 'bypass', 1, i % 2 = 0
+			100 + i % 900, CASE WHEN i % 2 = 0 THEN 20 + i % 400 ELSE 0 END, 0.2, 'bypass', 1, i % 2 = 0
 		FROM c`,
 		`INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors, prompt_tokens,
 			completion_tokens, cached_tokens, cost_micros, cache_hits)
 		SELECT time - time % 3600000000, key_id, project, model, provider, max(project_id), count(*), sum(status >= 400),
 			sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(cost_micros), sum(cache IN ('hit', 'semantic'))
 		FROM usage_records GROUP BY 1, 2, 3, 4, 5`,
+		`INSERT INTO usage_latency_hourly (hour, key_id, project, model, provider, project_id, metric, bucket, count)
+		SELECT hour, key_id, project, model, provider, max(project_id), metric, ` + account.LatencyBucketSQL("v") + `, count(*)
+		FROM (SELECT time - time % 3600000000 AS hour, key_id, project, model, provider, project_id, 'latency' AS metric,
+				latency_ms AS v FROM usage_records
+			UNION ALL SELECT time - time % 3600000000, key_id, project, model, provider, project_id, 'ttft', ttft_ms
+				FROM usage_records WHERE stream AND ttft_ms > 0)
+		GROUP BY 1, 2, 3, 4, 5, 7, 8`,
 		`CREATE INDEX usage_records_time ON usage_records (time, request_id)`,
 		`CREATE INDEX usage_records_key ON usage_records (key_id, time)`,
 		`CREATE INDEX usage_records_project ON usage_records (project, time)`,
@@ -68,4 +75,15 @@ func BenchmarkUsageQueries(b *testing.B) {
 	b.Logf("%d records stored and indexed in %v", n, time.Since(start).Round(time.Second))
 	b.ResetTimer()
 	storetest.BenchUsageQueries(b, s, n)
+}
+
+// BenchmarkWriteRecords: WriteRecords on batches of 1,000 varied records
+// (storetest.BenchWriteRecords; BENCHMARKS.md).
+func BenchmarkWriteRecords(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchWriteRecords(b, s)
 }

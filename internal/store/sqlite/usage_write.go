@@ -54,9 +54,39 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 	cached_tokens = cached_tokens + excluded.cached_tokens,
 	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits`
 
+// latencySizes are the row counts of the upserts a batch's latency
+// buckets are cut into, largest first: a batch fills a dozen buckets per
+// hour and combination, and one statement per bucket cost more than the
+// records' own inserts (BENCHMARKS.md). 2 is there for the common batch
+// of one record, which fills a latency and a ttft bucket.
+var latencySizes = [...]int{64, 16, 4, 2, 1}
+
+// latencyColCount is the number of values of one latency upsert row.
+const latencyColCount = 9
+
+// latencySQL adds the counts of n combinations' latency buckets to their
+// hours of usage_latency_hourly (migration 0012 says why a table of its
+// own).
+func latencySQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO usage_latency_hourly (hour, key_id, project, model, provider, project_id, metric, bucket,
+	count) VALUES `)
+	row := "(" + strings.Repeat("?,", latencyColCount-1) + "?)"
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(` ON CONFLICT (hour, key_id, project, model, provider, metric, bucket) DO UPDATE SET
+	count = count + excluded.count`)
+	return b.String()
+}
+
 // insertStmts returns the prepared INSERTs, one per insertSizes entry,
-// followed by the rollup's upsert, preparing them on the writer the
-// first time. The writer pool has one connection, so they stay prepared
+// followed by the rollup's upsert and the latency buckets' upserts, one
+// per latencySizes entry (rollupStmts picks those in a transaction),
+// preparing them on the writer the first time. The writer pool has one connection, so they stay prepared
 // on it.
 func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 	s.insertMu.Lock()
@@ -64,8 +94,8 @@ func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 	if s.inserts != nil {
 		return s.inserts, nil
 	}
-	stmts := make([]*sql.Stmt, 0, len(insertSizes)+1)
-	for _, q := range append(insertQueries(), rollupSQL) {
+	stmts := make([]*sql.Stmt, 0, len(insertSizes)+1+len(latencySizes))
+	for _, q := range insertQueries() {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			for _, p := range stmts {
@@ -80,9 +110,13 @@ func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 }
 
 func insertQueries() []string {
-	qs := make([]string, len(insertSizes))
-	for i, n := range insertSizes {
-		qs[i] = insertSQL(n)
+	qs := make([]string, 0, len(insertSizes)+1+len(latencySizes))
+	for _, n := range insertSizes {
+		qs = append(qs, insertSQL(n))
+	}
+	qs = append(qs, rollupSQL)
+	for _, n := range latencySizes {
+		qs = append(qs, latencySQL(n))
 	}
 	return qs
 }
@@ -145,7 +179,36 @@ func writeBatch(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []account
 		}
 		rest = rest[n:]
 	}
-	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, nil)
+	return addRollup(ctx, rollupStmts(ctx, tx, stmts), rs, nil)
+}
+
+// rollupUpserts are the rollup's statements, bound to a transaction.
+type rollupUpserts struct {
+	tx      *sql.Tx
+	sums    *sql.Stmt   // usage_hourly's
+	latency []*sql.Stmt // usage_latency_hourly's, by latencySizes, prepared
+}
+
+// rollupStmts picks the rollup's upserts out of stmts (insertStmts).
+func rollupStmts(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt) rollupUpserts {
+	return rollupUpserts{tx, tx.StmtContext(ctx, stmts[len(insertSizes)]), stmts[len(insertSizes)+1:]}
+}
+
+// addLatency upserts the rows in args (latencyColCount values each),
+// cut into the multi-row upserts of latencySizes.
+func (u rollupUpserts) addLatency(ctx context.Context, args []any) error {
+	for rest := args; len(rest) > 0; {
+		k := 0
+		for latencySizes[k]*latencyColCount > len(rest) {
+			k++
+		}
+		n := latencySizes[k] * latencyColCount
+		if _, err := u.tx.StmtContext(ctx, u.latency[k]).ExecContext(ctx, rest[:n]...); err != nil {
+			return err
+		}
+		rest = rest[n:]
+	}
+	return nil
 }
 
 // writeOneByOne inserts rs a record at a time and adds to the rollup
@@ -169,7 +232,7 @@ func writeOneByOne(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []acco
 		}
 		inserted[i] = added == 1
 	}
-	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, inserted)
+	return addRollup(ctx, rollupStmts(ctx, tx, stmts), rs, inserted)
 }
 
 // hourCombo is a row of usage_hourly's key.
@@ -178,17 +241,20 @@ type hourCombo struct {
 	keyID, project, model, provider string
 }
 
-// hourSums are the sums a batch adds to one row of usage_hourly.
+// hourSums are the sums a batch adds to one row of usage_hourly, and the
+// latency samples it adds to that row's histograms.
 type hourSums struct {
 	projectID                                                string
 	requests, errors, prompt, completion, cached, cost, hits int64
+	latency, ttft                                            account.Histogram
 }
 
 // addRollup adds the records of rs (those marked in inserted, when it is
-// not nil) to the hourly rollup, one upsert per hour and combination.
-// The combinations go in first-seen order, so replicas' batches touch
-// rows in the same order and a run is reproducible.
-func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inserted []bool) error {
+// not nil) to the hourly rollup, one upsert per hour and combination,
+// then their latency buckets, several to a statement. The combinations
+// go in first-seen order, so replicas' batches touch rows in the same
+// order and a run is reproducible.
+func addRollup(ctx context.Context, up rollupUpserts, rs []account.Record, inserted []bool) error {
 	const hour = int64(time.Hour / time.Microsecond)
 	sums := make(map[hourCombo]*hourSums, 4)
 	var order []hourCombo
@@ -217,15 +283,28 @@ func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inser
 		if r.Cache == "hit" || r.Cache == "semantic" {
 			h.hits++
 		}
+		h.latency.Add(r.LatencyMS)
+		if r.Stream && r.TTFTMS > 0 {
+			h.ttft.Add(r.TTFTMS)
+		}
 	}
+	var latency []any
 	for _, c := range order {
 		h := sums[c]
-		if _, err := upsert.ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
+		if _, err := up.sums.ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
 			h.requests, h.errors, h.prompt, h.completion, h.cached, h.cost, h.hits); err != nil {
 			return err
 		}
+		for _, m := range [...]struct {
+			name string
+			h    *account.Histogram
+		}{{account.MetricLatency, &h.latency}, {account.MetricTTFT, &h.ttft}} {
+			for b, n := range m.h.Buckets() {
+				latency = append(latency, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID, m.name, b, n)
+			}
+		}
 	}
-	return nil
+	return up.addLatency(ctx, latency)
 }
 
 // appendRecordArgs appends r's column values in usageCols order.
@@ -254,8 +333,10 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 	}
 	// The rollup's hours that lie wholly before the cut go too.
 	hour := int64(time.Hour / time.Microsecond)
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM usage_hourly WHERE hour < ?`, unixMicros(before)-unixMicros(before)%hour); err != nil {
-		return 0, fmt.Errorf("sqlite: prune usage rollup: %w", err)
+	for _, table := range [...]string{"usage_hourly", "usage_latency_hourly"} {
+		if _, err := s.w.ExecContext(ctx, `DELETE FROM `+table+` WHERE hour < ?`, unixMicros(before)-unixMicros(before)%hour); err != nil {
+			return 0, fmt.Errorf("sqlite: prune usage rollup: %w", err)
+		}
 	}
 	return int(n), nil
 }

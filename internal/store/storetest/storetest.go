@@ -69,6 +69,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		{"UsageWrites", testUsageWrites},
 		{"UsageReads", testUsageReads},
 		{"UsageRoundTrip", testUsageRoundTrip},
+		{"UsageLatency", testUsageLatency},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

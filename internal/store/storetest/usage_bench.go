@@ -101,6 +101,11 @@ func BenchUsageQueries(b *testing.B, q account.Querier, n int) {
 			r, err := q.Usage(ctx, account.UsageQuery{Filter: f, Interval: account.IntervalHour})
 			return len(r), err
 		}},
+		{"usage-1h-by-model-minutely", func() (int, error) {
+			f := account.Filter{From: BenchEnd.Add(-time.Hour), To: BenchEnd.Add(time.Second)}
+			r, err := q.Usage(ctx, account.UsageQuery{Filter: f, GroupBy: account.GroupModel, Interval: account.IntervalMinute})
+			return len(r), err
+		}},
 		{"usage-30d-by-project-daily", func() (int, error) {
 			r, err := q.Usage(ctx, account.UsageQuery{Filter: month, GroupBy: account.GroupProject, Interval: account.IntervalDay})
 			return len(r), err

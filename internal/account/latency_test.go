@@ -1,0 +1,178 @@
+package account
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLatencyBounds(t *testing.T) {
+	bs := LatencyBounds()
+	if bs[0] != 1 || bs[len(bs)-1] != 600_000 || LatencyBuckets() != len(bs)+1 {
+		t.Fatalf("bounds run %v … %v (%d buckets), want 1 ms … 10 min", bs[0], bs[len(bs)-1], LatencyBuckets())
+	}
+	for i := 1; i < len(bs); i++ {
+		if r := bs[i] / bs[i-1]; r <= 1 || r > 1.143 {
+			t.Errorf("bound %v is %.3f× the one before (%v): want ascending, at most 14.3%% apart", bs[i], r, bs[i-1])
+		}
+		// Written in SQL as the shortest decimal that reads back the same:
+		// three significant digits at most.
+		if s := strconv.FormatFloat(bs[i], 'e', -1, 64); len(s) > len("1.23e+05") {
+			t.Errorf("bound %v is not a round number (%s)", bs[i], s)
+		}
+	}
+	bs[0] = 7
+	if LatencyBounds()[0] != 1 {
+		t.Fatal("LatencyBounds hands out its own table")
+	}
+}
+
+func TestLatencyBucket(t *testing.T) {
+	bs := LatencyBounds()
+	for i, b := range bs {
+		if got := LatencyBucket(b); got != i+1 {
+			t.Errorf("bucket of %v (a lower bound) = %d, want %d", b, got, i+1)
+		}
+		if got := LatencyBucket(math.Nextafter(b, 0)); got != i {
+			t.Errorf("bucket of just below %v = %d, want %d", b, got, i)
+		}
+		lo, hi := LatencyBucketRange(i + 1)
+		if lo != b || (i+1 < len(bs) && hi != bs[i+1]) || (i+1 == len(bs) && !math.IsInf(hi, 1)) {
+			t.Errorf("range of bucket %d = [%v, %v)", i+1, lo, hi)
+		}
+	}
+	for _, c := range []struct {
+		ms   float64
+		want int
+	}{{0, 0}, {0.5, 0}, {-3, 0}, {math.NaN(), 0}, {math.Inf(1), len(bs)}, {1e9, len(bs)}, {812.5, LatencyBucket(800)}} {
+		if got := LatencyBucket(c.ms); got != c.want {
+			t.Errorf("bucket of %v = %d, want %d", c.ms, got, c.want)
+		}
+	}
+}
+
+// nearestRank is the exact q-percentile of a sample: its ⌈q·n⌉-th
+// smallest value.
+func nearestRank(sorted []float64, q float64) float64 {
+	return sorted[max(int(math.Ceil(q*float64(len(sorted))))-1, 0)]
+}
+
+func TestQuantile(t *testing.T) {
+	var empty Histogram
+	if _, ok := empty.Quantile(0.5); ok {
+		t.Fatal("an empty histogram has a median")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	samples := map[string][]float64{
+		"one sample":  {812.5},
+		"two samples": {40, 3000},
+		"lognormal":   nil,
+		"sub-ms":      nil,
+		"beyond 10 min": {
+			5, 700_000, 900_000, 1_200_000,
+		},
+	}
+	for range 10_000 {
+		samples["lognormal"] = append(samples["lognormal"], math.Exp(rng.NormFloat64()*0.8+math.Log(900)))
+	}
+	for range 50 {
+		samples["sub-ms"] = append(samples["sub-ms"], rng.Float64()*2)
+	}
+	for name, xs := range samples {
+		var h Histogram
+		for _, x := range xs {
+			h.Add(x)
+		}
+		if h.Count() != int64(len(xs)) {
+			t.Fatalf("%s: count %d, want %d", name, h.Count(), len(xs))
+		}
+		sorted := slices.Sorted(slices.Values(xs))
+		for _, q := range []float64{0.5, 0.95, 0.99} {
+			got, ok := h.Quantile(q)
+			exact := nearestRank(sorted, q)
+			lo, hi := LatencyBucketRange(LatencyBucket(exact))
+			if math.IsInf(hi, 1) {
+				hi = lo // the last bucket reads as its lower bound
+			}
+			if !ok || got < lo || got > hi {
+				t.Errorf("%s: p%v = %v, want in [%v, %v], the bucket of the exact %v", name, q*100, got, lo, hi, exact)
+			}
+			// Ten thousand samples of a smooth distribution: interpolation
+			// does much better than the bucket's width.
+			if name == "lognormal" && math.Abs(got-exact)/exact > 0.02 {
+				t.Errorf("lognormal: p%v = %.1f, exact %.1f: off by more than 2%%", q*100, got, exact)
+			}
+		}
+	}
+}
+
+func TestHistogramMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var whole, a, b Histogram
+	for i := range 2000 {
+		x := rng.ExpFloat64() * 500
+		whole.Add(x)
+		if i%3 == 0 {
+			a.Add(x)
+		} else {
+			b.Add(x)
+		}
+	}
+	bBefore := slices.Collect(pairs(b))
+	var m Histogram
+	m.Merge(a)
+	m.Merge(b)
+	if d := cmp.Diff(slices.Collect(pairs(whole)), slices.Collect(pairs(m))); d != "" {
+		t.Fatalf("merged halves differ from the whole (-whole +merged):\n%s", d)
+	}
+	if d := cmp.Diff(bBefore, slices.Collect(pairs(b))); d != "" {
+		t.Fatalf("Merge changed its argument:\n%s", d)
+	}
+	// AddCount out of range counts at the ends; zero and negative counts
+	// add nothing.
+	var h Histogram
+	h.AddCount(-4, 2)
+	h.AddCount(10_000, 1)
+	h.AddCount(7, 0)
+	h.AddCount(7, -3)
+	if got := slices.Collect(pairs(h)); !slices.Equal(got, [][2]int64{{0, 2}, {int64(LatencyBuckets() - 1), 1}}) {
+		t.Fatalf("buckets %v", got)
+	}
+}
+
+func pairs(h Histogram) func(func([2]int64) bool) {
+	return func(yield func([2]int64) bool) {
+		for b, n := range h.Buckets() {
+			if !yield([2]int64{int64(b), n}) {
+				return
+			}
+		}
+	}
+}
+
+// TestMergeUsageHistograms: rows of the same group and bucket merge their
+// histograms; others keep their own.
+func TestMergeUsageHistograms(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	row := func(group string, latency ...float64) UsageRow {
+		r := UsageRow{Group: group, Bucket: at, Requests: int64(len(latency))}
+		for _, l := range latency {
+			r.Latency.Add(l)
+		}
+		r.TTFT.Add(latency[0] / 10)
+		return r
+	}
+	got := MergeUsage([]UsageRow{row("a", 100, 200)}, []UsageRow{row("b", 5), row("a", 300)})
+	if len(got) != 2 || got[0].Group != "a" || got[0].Requests != 3 || got[0].Latency.Count() != 3 || got[0].TTFT.Count() != 2 ||
+		got[1].Latency.Count() != 1 {
+		t.Fatalf("merged %+v", got)
+	}
+	if p, _ := got[0].Latency.Quantile(1); p < 280 || p > 315 {
+		t.Fatalf("max latency of a: %v, want in 300's bucket", p)
+	}
+}
