@@ -121,13 +121,16 @@ try {
     assert.ok(Number(n.replace(/,/g, '')) >= 3, `total requests ${n}`);
   });
   await page.locator('.chart canvas').first().waitFor();
-  assert.ok((await page.locator('.chart canvas').count()) >= 4, 'the overview draws its charts');
+  assert.ok((await page.locator('.chart canvas').count()) >= 6, 'the overview draws its charts, latency and time to first token among them');
+  assert.match(await page.getByTestId('latency').textContent(), /^\d[\d.]* m?s \/ \d[\d.]* m?s$/, 'the overview shows latency percentiles');
   await page.getByLabel('Model').selectOption(model);
   await page.getByRole('radio', { name: 'Last hour' }).check();
   await waitUntil('the filtered overview', async () => {
+    await page.locator('.overview[aria-busy="false"]').waitFor({ timeout: 2000 });
     const n = await page.getByTestId('total-requests').textContent({ timeout: 2000 });
     assert.ok(Number(n) >= 3, `requests to ${model} in the last hour: ${n}`);
   });
+  assert.match(page.url(), /range=hour/, 'the range is in the URL, so the view can be bookmarked');
   await shot('overview');
 
   step('request log shows each request');
