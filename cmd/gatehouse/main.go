@@ -26,6 +26,7 @@ type cli struct {
 	Usage     usageCmd     `cmd:"" help:"Requests, tokens and cost from the usage records, grouped and bucketed."`
 	Logs      logsCmd      `cmd:"" help:"The usage records of single requests, newest first."`
 	Cache     cacheCmd     `cmd:"" help:"Manage the response cache through a running gateway's admin API."`
+	Models    modelsCmd    `cmd:"" help:"The live routing state of the models a running gateway serves."`
 
 	Version versionCmd `cmd:"" help:"Print the version."`
 }

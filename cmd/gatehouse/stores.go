@@ -259,9 +259,11 @@ func (a clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
 }
 
 // adminHandler builds the admin API for one config generation; nil when
-// the config has no admin_key (the server answers 404 then).
+// the config has no admin_key (the server answers 404 then). routes is the
+// generation's own table, so /admin/models shows the routing that serves
+// requests.
 func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, served func(string) bool,
-	sessions admin.SessionAuthorizer, routes func() []route.ModelState, log *slog.Logger) (http.Handler, error) {
+	sessions admin.SessionAuthorizer, routes *route.Table, log *slog.Logger) (http.Handler, error) {
 	if cfg.AdminKey == "" || s.store == nil {
 		return nil, nil
 	}
@@ -316,7 +318,8 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 		Static:        static,
 		Clients:       clients,
 		Sessions:      sessions,
-		Routes:        routes,
+		Routes:        routes.Snapshot,
+		Route:         routes.State,
 		Served:        served,
 		Log:           log,
 	}), nil

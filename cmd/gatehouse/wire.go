@@ -81,7 +81,7 @@ func build(cfg *config.Config, types *provider.Registry, bare bool, st *stores, 
 		} else {
 			rt.UIOff = dashboardOff(cfg, st)
 		}
-		adminAPI, err := st.adminHandler(cfg, rt.Auth, served, sessions, table.Snapshot, log)
+		adminAPI, err := st.adminHandler(cfg, rt.Auth, served, sessions, table, log)
 		if err != nil {
 			return nil, err
 		}

@@ -85,6 +85,11 @@ type Options struct {
 	// GET /admin/models (route.Table.Snapshot of the current config);
 	// nil answers 501 there.
 	Routes func() []routing.ModelState
+	// Route, when set, copies one model's state for GET
+	// /admin/models/{model}, by the name clients send
+	// (route.Table.State: discovered aliases too); nil looks the name up
+	// in Routes' list.
+	Route func(model string) (routing.ModelState, bool)
 	// Semantic says the gateway runs a semantic cache (an embedder is
 	// configured), so a project may turn it on.
 	Semantic bool
@@ -180,6 +185,7 @@ func (h *Handler) routes() []route {
 		{"DELETE", "/admin/cache", h.purgeCache, nil},
 
 		{"GET", "/admin/models", h.getModels, nil},
+		{"GET", "/admin/models/{model}", h.getModel, nil},
 	}
 }
 

@@ -30,9 +30,12 @@ type deploymentView struct {
 	// cloud deployment under local_only, say).
 	Allowed bool `json:"allowed"`
 	// Down: the active health check fails (false without a health check).
-	Down         bool        `json:"down"`
-	Breaker      breakerView `json:"breaker"`
-	CoolingUntil *time.Time  `json:"cooling_until"` // a Retry-After the upstream asked for, while it runs
+	Down bool `json:"down"`
+	// HealthChecked: the provider has a health check and it has reported,
+	// so a deployment not down passes it.
+	HealthChecked bool        `json:"health_checked"`
+	Breaker       breakerView `json:"breaker"`
+	CoolingUntil  *time.Time  `json:"cooling_until"` // a Retry-After the upstream asked for, while it runs
 	// LatencyMS is the moving average of time to first byte; null before
 	// the first answer.
 	LatencyMS *float64 `json:"latency_ms"`
@@ -53,34 +56,72 @@ type breakerView struct {
 	Until *time.Time `json:"until"` // when an open breaker lets a probe through
 }
 
+var errNoRoutes = &llm.Error{Kind: llm.KindNotImplemented, Status: http.StatusNotImplemented, Type: "invalid_request_error",
+	Code: "not_implemented", Message: "This gateway does not report its routing state."}
+
+// noParameters refuses any query parameter: these endpoints take none.
+func noParameters(r *http.Request) error {
+	for name := range r.URL.Query() {
+		return llm.BadRequest(name, "unknown_parameter", "%s: unknown query parameter (this endpoint takes none).", name)
+	}
+	return nil
+}
+
 // getModels serves GET /admin/models.
 func (h *Handler) getModels(r *http.Request) (int, any, error) {
 	if h.o.Routes == nil {
-		return 0, nil, &llm.Error{Kind: llm.KindNotImplemented, Status: http.StatusNotImplemented, Type: "invalid_request_error",
-			Code: "not_implemented", Message: "This gateway does not report its routing state."}
+		return 0, nil, errNoRoutes
 	}
-	for name := range r.URL.Query() {
-		return 0, nil, llm.BadRequest(name, "unknown_parameter", "%s: unknown query parameter (this endpoint takes none).", name)
+	if err := noParameters(r); err != nil {
+		return 0, nil, err
 	}
 	models := h.o.Routes()
 	out := list[modelView]{Object: "list", Data: make([]modelView, 0, len(models))}
 	for _, m := range models {
-		v := modelView{Model: m.Name, Strategy: m.Strategy, Mode: m.Mode, Fallbacks: m.Fallbacks, Discovered: m.Discovered,
-			Deployments: make([]deploymentView, 0, len(m.Deployments))}
-		if v.Fallbacks == nil {
-			v.Fallbacks = []string{}
-		}
-		for _, d := range m.Deployments {
-			v.Deployments = append(v.Deployments, deployment(d))
-		}
-		out.Data = append(out.Data, v)
+		out.Data = append(out.Data, model(m))
 	}
 	return http.StatusOK, out, nil
 }
 
+// getModel serves GET /admin/models/{model}: one model by the name
+// clients send.
+func (h *Handler) getModel(r *http.Request) (int, any, error) {
+	if h.o.Routes == nil && h.o.Route == nil {
+		return 0, nil, errNoRoutes
+	}
+	if err := noParameters(r); err != nil {
+		return 0, nil, err
+	}
+	name := r.PathValue("model")
+	if h.o.Route != nil {
+		if m, ok := h.o.Route(name); ok {
+			return http.StatusOK, model(m), nil
+		}
+		return 0, nil, notFoundError("model", name)
+	}
+	for _, m := range h.o.Routes() {
+		if m.Name == name {
+			return http.StatusOK, model(m), nil
+		}
+	}
+	return 0, nil, notFoundError("model", name)
+}
+
+func model(m routing.ModelState) modelView {
+	v := modelView{Model: m.Name, Strategy: m.Strategy, Mode: m.Mode, Fallbacks: m.Fallbacks, Discovered: m.Discovered,
+		Deployments: make([]deploymentView, 0, len(m.Deployments))}
+	if v.Fallbacks == nil {
+		v.Fallbacks = []string{}
+	}
+	for _, d := range m.Deployments {
+		v.Deployments = append(v.Deployments, deployment(d))
+	}
+	return v
+}
+
 func deployment(d routing.DeploymentState) deploymentView {
 	v := deploymentView{Provider: d.Provider, Type: d.Type, Model: d.Model, Local: d.Local, Weight: d.Weight,
-		Allowed: d.Allowed, Down: d.Down, Breaker: breakerView{State: d.Breaker.String()},
+		Allowed: d.Allowed, Down: d.Down, HealthChecked: d.HealthChecked, Breaker: breakerView{State: d.Breaker.String()},
 		CoolingUntil: timeOrNil(d.CoolingUntil), Attempts: d.Attempts, Failures: d.Failures,
 		WindowSeconds: d.Window.Seconds(), InFlightRequests: d.InFlightRequests, InFlightTokens: d.InFlightTokens}
 	v.Breaker.Since, v.Breaker.Until = timeOrNil(d.BreakerSince), timeOrNil(d.BreakerUntil)

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -61,6 +62,74 @@ func TestModels(t *testing.T) {
 	if status, body := off.do(http.MethodGet, "/admin/models", "", "", ""); status != http.StatusNotImplemented {
 		t.Errorf("without Routes: %d %v", status, body)
 	}
+}
+
+// TestModelByName covers GET /admin/models/{model}: a configured model, a
+// discovered one and its alias, a name with a slash, health_checked, and
+// the refusals.
+func TestModelByName(t *testing.T) {
+	pool := routing.NewPool(routing.PoolOptions{})
+	chat := pool.Group(routing.Spec{Name: "chat", Strategy: routing.Failover, Targets: []*provider.Deployment{
+		{Provider: "cloud", Type: "openai", Model: "gpt-4o"}, {Provider: "box", Type: "ollama", Model: "llama3", Local: true}}})
+	box := func(name string) *routing.Group {
+		return pool.Group(routing.Spec{Name: name, Strategy: routing.Failover,
+			Targets: []*provider.Deployment{{Provider: "box", Type: "ollama", Model: "qwen3:latest", Local: true}}})
+	}
+	table := routing.NewTable([]*routing.Group{chat})
+	table.SetDiscovered(routing.NewDiscovered([]*routing.Group{box("qwen3:latest"), box("box/qwen3:latest")}, []*routing.Group{box("qwen3")}))
+	pool.SetDown("box", false) // box's health check passes; cloud has none
+
+	e := newEnv(t, openSQLite(t), func(o *Options) { o.Routes, o.Route = table.Snapshot, table.State })
+	e.run([]step{
+		{name: "configured", method: "GET", path: "/admin/models/chat", status: 200, check: func(t *testing.T, b map[string]any) {
+			wantField(t, b, "model", "chat")
+			wantField(t, b, "discovered", false)
+			deps := b["deployments"].([]any)
+			cloud, box := deps[0].(map[string]any), deps[1].(map[string]any)
+			if cloud["health_checked"] != false || box["health_checked"] != true || box["down"] != false {
+				t.Errorf("health: cloud %v, box %v", cloud, box)
+			}
+		}},
+		{name: "discovered", method: "GET", path: "/admin/models/qwen3:latest", status: 200, check: func(t *testing.T, b map[string]any) {
+			wantField(t, b, "model", "qwen3:latest")
+			wantField(t, b, "discovered", true)
+		}},
+		{name: "an alias, which the list does not show", method: "GET", path: "/admin/models/qwen3", status: 200,
+			check: func(t *testing.T, b map[string]any) { wantField(t, b, "model", "qwen3") }},
+		{name: "unknown", method: "GET", path: "/admin/models/gpt-5", status: 404, code: "model_not_found", msg: `"gpt-5"`},
+		{name: "a parameter", method: "GET", path: "/admin/models/chat?x=1", status: 400, param: "x", code: "unknown_parameter"},
+		{name: "read only", method: "DELETE", path: "/admin/models/chat", status: 405, code: "method_not_allowed"},
+		{name: "client key", method: "GET", path: "/admin/models/chat", key: "Bearer " + clientSecret, status: 403},
+		{name: "no key", method: "GET", path: "/admin/models/chat", key: "-", status: 401, code: "missing_admin_key"},
+	})
+
+	// A discovered model's qualified name has a slash, escaped in the
+	// path (env.do checks the unescaped path, a segment too long).
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/admin/models/box%2Fqwen3:latest", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(raw), `"model":"box/qwen3:latest"`) {
+		t.Fatalf("escaped slash: %d %s", resp.StatusCode, raw)
+	}
+	for _, p := range e.spec.checkResponse(http.MethodGet, req.URL.EscapedPath(), resp.StatusCode, raw) {
+		t.Errorf("openapi: %s", p)
+	}
+
+	// Without Route the list is searched (no aliases then); without
+	// either, 501.
+	listOnly := newEnv(t, openSQLite(t), func(o *Options) { o.Routes = table.Snapshot })
+	listOnly.run([]step{
+		{name: "listed", method: "GET", path: "/admin/models/qwen3:latest", status: 200},
+		{name: "alias", method: "GET", path: "/admin/models/qwen3", status: 404, code: "model_not_found"},
+	})
+	newEnv(t, openSQLite(t)).run([]step{
+		{name: "no routes", method: "GET", path: "/admin/models/chat", status: 501, code: "not_implemented"},
+	})
 }
 
 // containsString reports whether s appears in any string of v.

@@ -74,6 +74,7 @@ type Pool struct {
 	backends map[backendKey]*Backend
 	list     []*Backend
 	signals  map[string]LoadSignal // by provider name
+	down     map[string]bool       // by provider name: the last health check result, for checked providers only
 	scratch  []Member
 }
 
@@ -104,6 +105,7 @@ func (p *Pool) Backend(d *provider.Deployment) *Backend {
 		return b
 	}
 	b := &Backend{Deployment: d, pool: p, signal: p.signals[d.Provider]}
+	b.down.Store(p.down[d.Provider]) // a model discovered while its provider is down starts down
 	b.br.cfg = p.opts.Breaker
 	p.backends[k] = b
 	p.list = append(p.list, b)
@@ -167,11 +169,18 @@ func (p *Pool) SetLoadSignal(providerName string, s LoadSignal) {
 	}
 }
 
-// SetDown marks every backend of the named provider as failing (or
-// passing) its active health check. A down backend is skipped like one
-// whose breaker is open.
+// SetDown marks every backend of the named provider, present and
+// future, as failing (or passing) its active health check. A down backend
+// is skipped like one whose breaker is open. Snapshot shows the health of
+// providers SetDown was told about, and "unchecked" for the others.
 func (p *Pool) SetDown(providerName string, down bool) {
-	for _, b := range p.Backends() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down == nil {
+		p.down = map[string]bool{}
+	}
+	p.down[providerName] = down
+	for _, b := range p.list {
 		if b.Deployment.Provider == providerName {
 			b.down.Store(down)
 		}

@@ -184,7 +184,8 @@ type HealthCheck struct {
 	// OnChange, when set, hears when the provider goes down or comes back.
 	OnChange func(down bool, err error)
 
-	fails int
+	fails    int
+	reported bool // the pool has heard a result, so it shows the provider as checked
 }
 
 // Run checks until ctx ends.
@@ -218,11 +219,12 @@ func (h *HealthCheck) Check(ctx context.Context) {
 		h.fails = 0
 	}
 	down := h.fails >= 2
-	if down != wasDown {
+	if down != wasDown || !h.reported {
+		h.reported = true
 		h.Pool.SetDown(h.Provider, down)
-		if h.OnChange != nil {
-			h.OnChange(down, err)
-		}
+	}
+	if down != wasDown && h.OnChange != nil {
+		h.OnChange(down, err)
 	}
 }
 

@@ -21,7 +21,11 @@ type DeploymentState struct {
 	Weight                int  // 0 when the strategy does not weigh
 	Allowed               bool // the model's routing mode lets it be chosen
 	Down                  bool // the active health check fails
-	Breaker               BreakerState
+	// HealthChecked says the provider's active health check has reported
+	// (so !Down means it passes); false without a health check, or before
+	// its first result.
+	HealthChecked bool
+	Breaker       BreakerState
 	// BreakerSince is when the breaker last opened (Open and HalfOpen).
 	BreakerSince time.Time
 	// BreakerUntil is when an Open breaker lets a probe through.
@@ -65,10 +69,32 @@ func (g *Group) snapshot(discovered bool) ModelState {
 	for i, d := range g.Targets {
 		b := g.pool.Backend(d)
 		s := b.state(now)
-		s.Weight, s.Allowed = g.Weights[i], allowed[b]
+		s.Weight, s.Allowed, s.HealthChecked = g.Weights[i], allowed[b], g.pool.healthChecked(d.Provider)
 		m.Deployments = append(m.Deployments, s)
 	}
 	return m
+}
+
+// State copies the live state of the model a client reaches with this
+// name: a configured one, a discovered one, or a discovered one's alias
+// (such as "llama3.2" for "llama3.2:latest", which Snapshot does not
+// list). ok is false when no model has the name.
+func (t *Table) State(model string) (ModelState, bool) {
+	g, ok := t.Lookup(model)
+	if !ok {
+		return ModelState{}, false
+	}
+	_, configured := t.groups[model]
+	return g.snapshot(!configured), true
+}
+
+// healthChecked reports whether a health check of the provider has told
+// the pool its result.
+func (p *Pool) healthChecked(providerName string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.down[providerName]
+	return ok
 }
 
 // state copies b's live state.
