@@ -11,11 +11,13 @@
 // object), oneOf (an answer must match one alternative; that no two
 // match is not checked), type (one or a list, "null" included),
 // properties, required, additionalProperties (false, or a schema for the
-// values of a map), items, enum and const. Anything else in a schema is
-// ignored, so keep the document within that. Response keys may be a
-// status, a range ("4XX") or "default"; media types may be JSON, server-
-// sent events (each event's data checked against the schema, see
-// CheckEvents) or anything else (not looked into).
+// values of a map), items, enum, const, minimum, exclusiveMinimum,
+// maximum, minLength and minItems. Anything else in a schema is ignored,
+// so keep the document within that. Response keys may be a status, a
+// range ("4XX") or "default"; media types may be JSON, server-sent
+// events (each event's data checked against the schema, see CheckEvents)
+// or anything else (not looked into). A path item's x-method-not-allowed
+// extension is the response of the methods it does not take (405).
 package openapitest
 
 import (
@@ -46,21 +48,104 @@ type Spec struct {
 	Headers []string
 }
 
-// Load reads and parses the document at path; it must be OpenAPI 3.1.
+// Load reads and parses the document at path.
 func Load(path string) (*Spec, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var root map[string]any
-	if err := yaml.Unmarshal(b, &root); err != nil {
+	s, err := Parse(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return s, nil
+}
+
+// Parse parses a document; it must be OpenAPI 3.1.
+func Parse(doc []byte) (*Spec, error) {
+	var root map[string]any
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return nil, err
+	}
 	if v, _ := root["openapi"].(string); !strings.HasPrefix(v, "3.1") {
-		return nil, fmt.Errorf("%s: openapi version %q, want 3.1.x", path, v)
+		return nil, fmt.Errorf("openapi version %q, want 3.1.x", v)
 	}
 	paths, _ := root["paths"].(map[string]any)
 	return &Spec{root: root, paths: paths}, nil
+}
+
+// BrokenRefs lists the $refs of the document that lead nowhere.
+func (s *Spec) BrokenRefs() []string {
+	var broken []string
+	var walk func(n any, at string)
+	walk = func(n any, at string) {
+		switch n := n.(type) {
+		case map[string]any:
+			if ref, ok := n["$ref"].(string); ok && s.resolve(n) == nil {
+				broken = append(broken, at+": "+ref)
+			}
+			for k, v := range n {
+				walk(v, at+"/"+k)
+			}
+		case []any:
+			for i, v := range n {
+				walk(v, fmt.Sprintf("%s/%d", at, i))
+			}
+		}
+	}
+	walk(s.root, "#")
+	sort.Strings(broken)
+	return broken
+}
+
+// CheckExamples validates the examples of the document's JSON request
+// and response bodies (a media type's example, and the value of each of
+// its examples) against their schemas.
+func (s *Spec) CheckExamples() []string {
+	var problems []string
+	check := func(content any, at string) {
+		c, _ := content.(map[string]any)
+		for mt, m := range c {
+			media, _ := m.(map[string]any)
+			if mt != "application/json" || media == nil {
+				continue
+			}
+			if ex, ok := media["example"]; ok {
+				problems = append(problems, s.validate(media["schema"], jsonValue(ex), at+" example")...)
+			}
+			exs, _ := media["examples"].(map[string]any)
+			for name, ex := range exs {
+				if v, ok := s.resolve(ex)["value"]; ok {
+					problems = append(problems, s.validate(media["schema"], jsonValue(v), at+" example "+name)...)
+				}
+			}
+		}
+	}
+	for _, op := range s.Operations() {
+		method, tpl, _ := strings.Cut(op, " ")
+		o, _ := s.operation(method, tpl)
+		check(s.resolve(o["requestBody"])["content"], op+" request")
+		responses, _ := o["responses"].(map[string]any)
+		for status, r := range responses {
+			check(s.resolve(r)["content"], op+" "+status)
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// jsonValue turns a YAML value into what encoding/json would decode from
+// the same JSON: numbers become float64.
+func jsonValue(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
 }
 
 // Operations lists the documented operations as "METHOD /template",
@@ -130,6 +215,21 @@ func (s *Spec) operation(method, path string) (map[string]any, string) {
 	return op, tpl
 }
 
+// methodNotAllowed is a path's x-method-not-allowed: the documented 405
+// of a method the path does not take (nil when it documents none).
+func (s *Spec) methodNotAllowed(path string) map[string]any {
+	tpl, ok := s.Template(path)
+	if !ok {
+		return nil
+	}
+	item, _ := s.paths[tpl].(map[string]any)
+	return s.resolve(item["x-method-not-allowed"])
+}
+
+// MethodNotAllowed reports whether a documented path documents, in its
+// x-method-not-allowed extension, the 405 of the methods it does not take.
+func (s *Spec) MethodNotAllowed(tpl string) bool { return s.methodNotAllowed(tpl) != nil }
+
 // resolve follows $ref chains within the document.
 func (s *Spec) resolve(node any) map[string]any {
 	m, _ := node.(map[string]any)
@@ -150,9 +250,16 @@ func (s *Spec) resolve(node any) map[string]any {
 
 // Response returns the documented response of an operation for a status:
 // the exact status, else its range ("4XX"), else "default"; the key that
-// matched says which.
+// matched says which. A 405 to a method the path does not take is its
+// x-method-not-allowed, if it has one (key "x-method-not-allowed").
 func (s *Spec) Response(method, path string, status int) (resp map[string]any, key string) {
 	op, _ := s.operation(method, path)
+	if op == nil {
+		if r := s.methodNotAllowed(path); r != nil && status == 405 {
+			return r, "x-method-not-allowed"
+		}
+		return nil, ""
+	}
 	responses, _ := op["responses"].(map[string]any)
 	for _, k := range []string{strconv.Itoa(status), strconv.Itoa(status/100) + "XX", "default"} {
 		if r := s.resolve(responses[k]); r != nil {
@@ -170,16 +277,16 @@ func (s *Spec) Response(method, path string, status int) (resp map[string]any, k
 // too: the document describes them as headers.
 func (s *Spec) Check(method, path string, status int, header http.Header, body []byte) []string {
 	op, tpl := s.operation(method, path)
-	if op == nil {
+	resp, _ := s.Response(method, path, status)
+	if op == nil && resp == nil {
 		// A request for what the API does not have gets the router's 404
 		// or 405, in the documented error shape.
-		if status != 404 && status != 405 {
+		if status != 404 && status != 405 || s.methodNotAllowed(path) != nil {
 			return []string{fmt.Sprintf("%s %s is not documented, yet answered %d", method, path, status)}
 		}
 		return s.ValidateJSON("#/components/schemas/Error", body, method+" "+path)
 	}
 	at := fmt.Sprintf("%s %s %d", method, tpl, status)
-	resp, _ := s.Response(method, path, status)
 	if resp == nil {
 		return []string{fmt.Sprintf("%s %s: status %d is not documented", method, tpl, status)}
 	}
@@ -353,6 +460,9 @@ func (s *Spec) CheckEvents(schema any, done string, body []byte, at string) []st
 func (s *Spec) validate(node, v any, at string) []string {
 	sc := s.resolve(node)
 	if sc == nil {
+		if m, ok := node.(map[string]any); ok && m["$ref"] != nil {
+			return []string{fmt.Sprintf("%s: $ref %v leads nowhere", at, m["$ref"])}
+		}
 		return nil
 	}
 	if parts, ok := sc["allOf"].([]any); ok {
@@ -380,6 +490,7 @@ func (s *Spec) validate(node, v any, at string) []string {
 	if c, ok := sc["const"]; ok && !same(c, v) {
 		errs = append(errs, fmt.Sprintf("%s: %v, want %v", at, v, c))
 	}
+	errs = append(errs, bounds(sc, v, at)...)
 	switch v := v.(type) {
 	case map[string]any:
 		props, _ := sc["properties"].(map[string]any)
@@ -403,6 +514,44 @@ func (s *Spec) validate(node, v any, at string) []string {
 	case []any:
 		for i, item := range v {
 			errs = append(errs, s.validate(sc["items"], item, fmt.Sprintf("%s[%d]", at, i))...)
+		}
+	}
+	return errs
+}
+
+// bounds checks minimum, maximum and exclusiveMinimum of a number,
+// minLength of a string and minItems of an array.
+func bounds(sc map[string]any, v any, at string) []string {
+	var errs []string
+	limit := func(key string) (float64, bool) {
+		switch n := sc[key].(type) {
+		case uint64:
+			return float64(n), true
+		case int64:
+			return float64(n), true
+		case float64:
+			return n, true
+		}
+		return 0, false
+	}
+	switch v := v.(type) {
+	case float64:
+		if m, ok := limit("minimum"); ok && v < m {
+			errs = append(errs, fmt.Sprintf("%s: %v is below the minimum %v", at, v, m))
+		}
+		if m, ok := limit("exclusiveMinimum"); ok && v <= m {
+			errs = append(errs, fmt.Sprintf("%s: %v is not above %v", at, v, m))
+		}
+		if m, ok := limit("maximum"); ok && v > m {
+			errs = append(errs, fmt.Sprintf("%s: %v is above the maximum %v", at, v, m))
+		}
+	case string:
+		if m, ok := limit("minLength"); ok && float64(len([]rune(v))) < m {
+			errs = append(errs, fmt.Sprintf("%s: shorter than %v characters", at, m))
+		}
+	case []any:
+		if m, ok := limit("minItems"); ok && float64(len(v)) < m {
+			errs = append(errs, fmt.Sprintf("%s: fewer than %v items", at, m))
 		}
 	}
 	return errs
