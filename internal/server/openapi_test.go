@@ -443,7 +443,7 @@ func (e *apiEnv) unexercised() []string {
 	return slices.Compact(missing)
 }
 
-// llmError is the 503 a key store gives when it cannot answer.
+// unavailableError is the 503 a key store gives when it cannot answer.
 func unavailableError() error {
 	return &llm.Error{Kind: llm.KindUnavailable, Status: http.StatusServiceUnavailable, Type: "server_error",
 		Code: "auth_unavailable", Message: "API keys cannot be checked right now.", RetryAfter: time.Second}
