@@ -17,6 +17,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
+	"gatehouse/internal/openapitest"
 	"gatehouse/internal/store/sqlite"
 	"gatehouse/internal/tokens"
 )
@@ -33,7 +34,7 @@ type env struct {
 	srv   *httptest.Server
 	vars  map[string]string // placeholders {name} in paths and bodies
 	logs  *bytes.Buffer
-	spec  *apiSpec
+	spec  *openapitest.Spec
 	calls int
 
 	priceChanges atomic.Int32 // calls of Options.PricesChanged
@@ -124,7 +125,7 @@ func (e *env) do(method, path, body, key, contentType string) (int, map[string]a
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	e.calls++
-	for _, problem := range e.spec.checkResponse(method, req.URL.Path, resp.StatusCode, raw) {
+	for _, problem := range e.spec.Check(method, req.URL.Path, resp.StatusCode, resp.Header, raw) {
 		e.t.Errorf("openapi: %s (body %s)", problem, raw)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {

@@ -116,7 +116,7 @@ func TestModelByName(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(raw), `"model":"box/qwen3:latest"`) {
 		t.Fatalf("escaped slash: %d %s", resp.StatusCode, raw)
 	}
-	for _, p := range e.spec.checkResponse(http.MethodGet, req.URL.EscapedPath(), resp.StatusCode, raw) {
+	for _, p := range e.spec.Check(http.MethodGet, req.URL.EscapedPath(), resp.StatusCode, resp.Header, raw) {
 		t.Errorf("openapi: %s", p)
 	}
 
