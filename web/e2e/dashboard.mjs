@@ -173,6 +173,7 @@ try {
     await shot(name);
   }
   await page.getByRole('link', { name: /POST \/admin\/keys$/ }).first().waitFor();
+  await page.getByRole('link', { name: /POST \/v1\/chat\/completions$/ }).first().waitFor();
 
   step('phone width and dark mode');
   await page.setViewportSize({ width: 390, height: 844 });
