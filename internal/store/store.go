@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/binary"
+	"sync"
 	"time"
 
 	"gatehouse/internal/auth"
@@ -28,15 +29,32 @@ const (
 // (0-9, a-v) is in ASCII order, so IDs sort as their bytes do.
 var idEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
 
-// NewID returns prefix followed by 26 characters: 48 bits of the
+// IDs makes record IDs: prefix followed by 26 characters, 48 bits of the
 // creation time in milliseconds, then 80 bits from crypto/rand. The time
 // comes first so that listing by ID (which pagination needs to be stable)
 // also lists in creation order; the random part keeps IDs unguessable and
-// unique across replicas without coordination.
-func NewID(prefix string, now time.Time) string {
+// unique across replicas without coordination. Within one IDs, an ID made
+// later sorts after every earlier one even in the same millisecond (the
+// first 16 random bits then count up), so a store lists what one process
+// created in the order it created it. The zero value is ready; each
+// store keeps one.
+type IDs struct {
+	mu   sync.Mutex
+	last uint64 // the first 8 bytes of the latest ID
+}
+
+// New returns a new ID with prefix, made at now.
+func (g *IDs) New(prefix string, now time.Time) string {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
 	rand.Read(b[6:]) // never fails (crypto/rand panics rather than return short)
+	hi := uint64(now.UnixMilli())<<16 | uint64(binary.BigEndian.Uint16(b[6:8]))
+	g.mu.Lock()
+	if hi <= g.last {
+		hi = g.last + 1
+	}
+	g.last = hi
+	g.mu.Unlock()
+	binary.BigEndian.PutUint64(b[:8], hi)
 	return prefix + idEncoding.EncodeToString(b[:])
 }
 

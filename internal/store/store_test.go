@@ -10,17 +10,37 @@ import (
 	"gatehouse/internal/auth"
 )
 
-func TestNewID(t *testing.T) {
+func TestIDs(t *testing.T) {
+	var ids IDs
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	a, b := NewID(KeyPrefix, t0), NewID(KeyPrefix, t0.Add(time.Millisecond))
+	a := ids.New(KeyPrefix, t0)
 	if !strings.HasPrefix(a, "key_") || len(a) != len("key_")+26 {
-		t.Fatalf("NewID = %q, want key_ and 26 characters", a)
+		t.Fatalf("New = %q, want key_ and 26 characters", a)
 	}
-	if a >= b {
-		t.Errorf("%q >= %q: a later ID must sort after", a, b)
+	// In one millisecond, and even with the clock going back, each ID
+	// sorts after the one before; a later millisecond after them all.
+	prev := a
+	for i, at := range []time.Time{t0, t0, t0.Add(-time.Second), t0} {
+		id := ids.New(KeyPrefix, at)
+		if id <= prev {
+			t.Fatalf("ID %d, %q, does not sort after %q", i, id, prev)
+		}
+		prev = id
 	}
-	if NewID(KeyPrefix, t0) == a {
-		t.Error("two IDs in one millisecond are equal: the random part is missing")
+	if later := ids.New(KeyPrefix, t0.Add(time.Millisecond)); later <= prev {
+		t.Errorf("%q <= %q: a later millisecond must sort after", later, prev)
+	}
+	// Another generator (another replica) in the same millisecond makes a
+	// different ID: the random part is there.
+	var other IDs
+	if other.New(KeyPrefix, t0) == a {
+		t.Error("two generators made the same ID in one millisecond")
+	}
+	// The time prefix: IDs of one generator a day apart keep their order
+	// whatever the random bits.
+	var g IDs
+	if x, y := g.New(KeyPrefix, t0.Add(24*time.Hour)), new(IDs).New(KeyPrefix, t0); y >= x {
+		t.Errorf("%q >= %q: an ID a day earlier must sort first", y, x)
 	}
 }
 

@@ -33,7 +33,7 @@ func scanCustomer(row pgx.Row) (*auth.Customer, error) {
 // unique within the project (auth.ErrConflict otherwise).
 func (s *Store) CreateCustomer(ctx context.Context, c *auth.Customer) error {
 	now := store.Now()
-	id := store.NewID(store.CustomerPrefix, now)
+	id := s.ids.New(store.CustomerPrefix, now)
 	store.NormCustomer(c)
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, `INSERT INTO customers (id, project_id, external_id, name, daily_usd, monthly_usd, on_exceed,

@@ -115,7 +115,7 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 // CreateKey inserts k (its Hash set by the caller), filling ID and times.
 func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 	now := store.Now()
-	id := store.NewID(store.KeyPrefix, now)
+	id := s.ids.New(store.KeyPrefix, now)
 	store.NormKey(k)
 	usd, period := budgetArgs(k.Budget)
 	err := s.tx(ctx, func(tx pgx.Tx) error {

@@ -50,6 +50,7 @@ type Store struct {
 	channel string          // NOTIFY channel: one per schema, so schemas sharing a database do not hear each other
 
 	hub    store.Hub
+	ids    store.IDs // of the projects, keys and customers this Store creates
 	mu     sync.Mutex
 	lis    *listener // started by the first KeyChanges
 	closed bool

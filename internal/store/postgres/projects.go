@@ -78,7 +78,7 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx, hashes ...auth.Hash) erro
 // CreateProject inserts p, filling its ID and times.
 func (s *Store) CreateProject(ctx context.Context, p *auth.Project) error {
 	now := store.Now()
-	id := store.NewID(store.ProjectPrefix, now)
+	id := s.ids.New(store.ProjectPrefix, now)
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
 	cc := store.CacheColumns(p.Cache)

@@ -48,7 +48,7 @@ func nullFloat(f *float64) any {
 // unique within the project (auth.ErrConflict otherwise).
 func (s *Store) CreateCustomer(ctx context.Context, c *auth.Customer) error {
 	now := store.Now()
-	id := store.NewID(store.CustomerPrefix, now)
+	id := s.ids.New(store.CustomerPrefix, now)
 	store.NormCustomer(c)
 	_, err := s.w.ExecContext(ctx, `INSERT INTO customers (`+customerCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
 		id, c.ProjectID, c.ExternalID, c.Name, nullFloat(c.DailyUSD), nullFloat(c.MonthlyUSD), c.OnExceed, c.DowngradeModel,

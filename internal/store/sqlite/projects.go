@@ -72,7 +72,7 @@ func firstErr(errs ...error) error {
 // CreateProject inserts p, filling its ID and times.
 func (s *Store) CreateProject(ctx context.Context, p *auth.Project) error {
 	now := store.Now()
-	id := store.NewID(store.ProjectPrefix, now)
+	id := s.ids.New(store.ProjectPrefix, now)
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
 	cc := store.CacheColumns(p.Cache)

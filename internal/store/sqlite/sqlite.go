@@ -55,6 +55,7 @@ type Store struct {
 	w, r      *sql.DB
 	keyByHash *sql.Stmt // the cache-miss path, prepared once per read connection
 	hub       store.Hub
+	ids       store.IDs // of the projects, keys and customers this Store creates
 
 	insertMu sync.Mutex
 	inserts  []*sql.Stmt // usage-record INSERTs by insertSizes, the rollup's upsert, the latency upserts by latencySizes; prepared on first use
