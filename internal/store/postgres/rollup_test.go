@@ -12,13 +12,13 @@ import (
 	"gatehouse/internal/store/storetest"
 )
 
-// TestRollupBackfill opens a schema last written by a gatehouse that had
-// usage records but no rollup (schema 4): migration 0005 must fill the
-// rollup from the records already there, and records written afterwards,
-// replayed or not, count once.
-func TestRollupBackfill(t *testing.T) {
+// oldSchema makes a fresh schema as a gatehouse that knew the migrations
+// up to version left it, for a test of the migrations after; mustExec
+// runs statements on c. Close c before opening the schema with openTest.
+func oldSchema(t *testing.T, version int) (dsn string, c *pgx.Conn, mustExec func(q string, args ...any)) {
+	t.Helper()
 	ctx := context.Background()
-	dsn := testDSN(t)
+	dsn = testDSN(t)
 	c, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestRollupBackfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustExec := func(q string, args ...any) {
+	mustExec = func(q string, args ...any) {
 		t.Helper()
 		if _, err := c.Exec(ctx, q, args...); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -36,12 +36,22 @@ func TestRollupBackfill(t *testing.T) {
 	mustExec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`)
 	for _, m := range ms {
-		if m.Version > 4 {
+		if m.Version > version {
 			break
 		}
 		mustExec(m.SQL)
 		mustExec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
 	}
+	return dsn, c, mustExec
+}
+
+// TestRollupBackfill opens a schema last written by a gatehouse that had
+// usage records but no rollup (schema 4): migration 0005 must fill the
+// rollup from the records already there, and records written afterwards,
+// replayed or not, count once.
+func TestRollupBackfill(t *testing.T) {
+	ctx := context.Background()
+	dsn, c, mustExec := oldSchema(t, 4)
 	h := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	for _, r := range []struct {
 		id     string
@@ -101,30 +111,7 @@ func TestRollupBackfill(t *testing.T) {
 // WriteRecords add to them afterwards, a replay counting once.
 func TestLatencyBackfill(t *testing.T) {
 	ctx := context.Background()
-	dsn := testDSN(t)
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := store.Migrations(migrationFiles, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustExec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := c.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	mustExec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`)
-	for _, m := range ms {
-		if m.Version > 9 {
-			break
-		}
-		mustExec(m.SQL)
-		mustExec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
-	}
+	dsn, c, mustExec := oldSchema(t, 9)
 	h := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	old := storetest.LatencyEdgeRecords(h.Add(20 * time.Minute)) // into the next hour
 	for _, r := range old {

@@ -12,13 +12,12 @@ import (
 	"gatehouse/internal/store/storetest"
 )
 
-// TestRollupBackfill opens a database last written by a gatehouse that
-// had usage records but no rollup (schema 4): migration 0005 must fill
-// the rollup from the records already there, and 0006 must leave the
-// rollup to WriteRecords alone, so records written afterwards count once.
-func TestRollupBackfill(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
+// oldDatabase makes a SQLite file as a gatehouse that knew the migrations
+// up to version left it, for a test of the migrations after; mustExec
+// runs statements on it. Close db before opening the file with Open.
+func oldDatabase(t *testing.T, version int) (path string, db *sql.DB, mustExec func(q string, args ...any)) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "old.db")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -27,20 +26,30 @@ func TestRollupBackfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustExec := func(q string, args ...any) {
+	mustExec = func(q string, args ...any) {
 		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+		if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	mustExec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
 	for _, m := range ms {
-		if m.Version > 4 {
+		if m.Version > version {
 			break
 		}
 		mustExec(m.SQL)
 		mustExec(`INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01T00:00:00Z')`, m.Version, m.Name)
 	}
+	return path, db, mustExec
+}
+
+// TestRollupBackfill opens a database last written by a gatehouse that
+// had usage records but no rollup (schema 4): migration 0005 must fill
+// the rollup from the records already there, and 0006 must leave the
+// rollup to WriteRecords alone, so records written afterwards count once.
+func TestRollupBackfill(t *testing.T) {
+	ctx := context.Background()
+	path, db, mustExec := oldDatabase(t, 4)
 	h := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	old := []struct {
 		id     string
@@ -105,29 +114,7 @@ func TestRollupBackfill(t *testing.T) {
 // WriteRecords add to them afterwards, a replay counting once.
 func TestLatencyBackfill(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := store.Migrations(migrationFiles, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustExec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	mustExec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
-	for _, m := range ms {
-		if m.Version > 11 {
-			break
-		}
-		mustExec(m.SQL)
-		mustExec(`INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01T00:00:00Z')`, m.Version, m.Name)
-	}
+	path, db, mustExec := oldDatabase(t, 11)
 	h := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	old := storetest.LatencyEdgeRecords(h.Add(20 * time.Minute)) // into the next hour
 	for _, r := range old {
