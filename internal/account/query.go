@@ -275,36 +275,94 @@ func AnswerUsage(ctx context.Context, q UsageQuery, records, rollup func(context
 }
 
 // MergeUsage adds up rows of the same group and bucket from the parts of
-// a split question (or the partial rows one query returns), histograms
-// included, ordered by bucket then group. The parts are consumed: a
-// result row may share a histogram with the part row it started from.
+// a split question, histograms included, ordered by bucket then group.
 func MergeUsage(parts ...[]UsageRow) []UsageRow {
-	type key struct {
-		group  string
-		bucket time.Time
-	}
-	at := map[key]int{}
-	out := []UsageRow{}
+	var sums UsageSums
 	for _, rows := range parts {
-		for _, r := range rows {
-			k := key{r.Group, r.Bucket}
-			i, ok := at[k]
-			if !ok {
-				at[k] = len(out)
-				out = append(out, r)
-				continue
-			}
-			m := &out[i]
-			m.Requests += r.Requests
-			m.Errors += r.Errors
-			m.PromptTokens += r.PromptTokens
-			m.CompletionTokens += r.CompletionTokens
-			m.CachedTokens += r.CachedTokens
-			m.Cost += r.Cost
-			m.CacheHits += r.CacheHits
-			m.Latency.Merge(r.Latency)
-			m.TTFT.Merge(r.TTFT)
+		for i := range rows {
+			sums.Add(&rows[i])
 		}
+	}
+	return sums.Rows()
+}
+
+// UsageSums adds up the partial rows of a usage answer by group and
+// bucket as a store reads them: a store's query may return several per
+// group and bucket (one per latency bucket, say), and a split question
+// has parts. The zero value is empty.
+type UsageSums struct {
+	at   map[usageKey]int
+	rows []UsageRow
+}
+
+type usageKey struct {
+	group  string
+	bucket time.Time
+}
+
+// Row returns the row of group and bucket, started at zero the first
+// time, to add to. The pointer is good until the next call.
+func (s *UsageSums) Row(group string, bucket time.Time) *UsageRow {
+	k := usageKey{group, bucket}
+	i, ok := s.at[k]
+	if !ok {
+		if s.at == nil {
+			s.at = map[usageKey]int{}
+		}
+		i = len(s.rows)
+		s.at[k] = i
+		s.rows = append(s.rows, UsageRow{Group: group, Bucket: bucket})
+	}
+	return &s.rows[i]
+}
+
+// Add adds r to the row of its group and bucket.
+func (s *UsageSums) Add(r *UsageRow) {
+	m := s.Row(r.Group, r.Bucket)
+	m.Requests += r.Requests
+	m.Errors += r.Errors
+	m.PromptTokens += r.PromptTokens
+	m.CompletionTokens += r.CompletionTokens
+	m.CachedTokens += r.CachedTokens
+	m.Cost += r.Cost
+	m.CacheHits += r.CacheHits
+	m.Latency.Merge(r.Latency)
+	m.TTFT.Merge(r.TTFT)
+}
+
+// UsagePartial is one row of a store's usage query before the adding
+// up: sums over some records or rollup rows of a group and bucket (its
+// UsageRow, histograms left empty), of which Samples fall in latency
+// bucket LatencyBucket and ttft bucket TTFTBucket (-1: none).
+type UsagePartial struct {
+	UsageRow
+	LatencyBucket, TTFTBucket int
+	Samples                   int64
+}
+
+// AddPartial adds p to the row of its group and bucket.
+func (s *UsageSums) AddPartial(p *UsagePartial) {
+	m := s.Row(p.Group, p.Bucket)
+	m.Requests += p.Requests
+	m.Errors += p.Errors
+	m.PromptTokens += p.PromptTokens
+	m.CompletionTokens += p.CompletionTokens
+	m.CachedTokens += p.CachedTokens
+	m.Cost += p.Cost
+	m.CacheHits += p.CacheHits
+	if p.LatencyBucket >= 0 {
+		m.Latency.AddCount(p.LatencyBucket, p.Samples)
+	}
+	if p.TTFTBucket >= 0 {
+		m.TTFT.AddCount(p.TTFTBucket, p.Samples)
+	}
+}
+
+// Rows returns the rows, ordered by bucket then group (never nil).
+func (s *UsageSums) Rows() []UsageRow {
+	out := s.rows
+	if out == nil {
+		out = []UsageRow{}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Bucket.Equal(out[j].Bucket) {

@@ -119,32 +119,25 @@ func (s *Store) scanUsage(ctx context.Context, q account.UsageQuery, query strin
 		return nil, fmt.Errorf("postgres: usage: %w", err)
 	}
 	defer rows.Close()
-	var parts []account.UsageRow
+	var sums account.UsageSums
 	for rows.Next() {
-		var r account.UsageRow
+		var p account.UsagePartial
 		var bucketAt time.Time
-		var cost, samples int64
-		var latency, ttft int
-		if err := rows.Scan(&r.Group, &bucketAt, &latency, &ttft, &samples, &r.Requests, &r.Errors, &r.PromptTokens,
-			&r.CompletionTokens, &r.CachedTokens, &cost, &r.CacheHits); err != nil {
+		var cost int64
+		if err := rows.Scan(&p.Group, &bucketAt, &p.LatencyBucket, &p.TTFTBucket, &p.Samples, &p.Requests, &p.Errors,
+			&p.PromptTokens, &p.CompletionTokens, &p.CachedTokens, &cost, &p.CacheHits); err != nil {
 			return nil, fmt.Errorf("postgres: usage: %w", err)
 		}
-		r.Cost = account.Micros(cost)
+		p.Cost = account.Micros(cost)
 		if q.Interval != account.IntervalNone {
-			r.Bucket = bucketAt.UTC()
+			p.Bucket = bucketAt.UTC()
 		}
-		if latency >= 0 {
-			r.Latency.AddCount(latency, samples)
-		}
-		if ttft >= 0 {
-			r.TTFT.AddCount(ttft, samples)
-		}
-		parts = append(parts, r)
+		sums.AddPartial(&p)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: usage: %w", err)
 	}
-	return account.MergeUsage(parts), nil
+	return sums.Rows(), nil
 }
 
 // recordCols are the columns a Record is scanned from, in scanRecord's

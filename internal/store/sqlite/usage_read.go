@@ -75,7 +75,9 @@ func groupAndBucket(q account.UsageQuery, timeCol string) (group, bucket string)
 
 // usageRollup aggregates the rollup's rows of q's window (whole hours):
 // the sums from usage_hourly, then the latency buckets' counts, in one
-// statement so both read the same snapshot.
+// statement so both read the same snapshot. The counts are added up by
+// scanUsage, not by GROUP BY: SQLite groups by sorting, which costs more
+// than reading the rows (as many as usage_hourly's, or more) into a map.
 func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
 	group, bucket := groupAndBucket(q, "hour")
 	var b strings.Builder
@@ -84,10 +86,9 @@ func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]accoun
 	args := filterOn(&b, nil, q.Filter, "hour")
 	b.WriteString(` GROUP BY 1, 2 UNION ALL SELECT ` + group + `, ` + bucket + `,
 		CASE metric WHEN '` + account.MetricLatency + `' THEN bucket ELSE -1 END,
-		CASE metric WHEN '` + account.MetricTTFT + `' THEN bucket ELSE -1 END, sum(count), 0, 0, 0, 0, 0, 0, 0
+		CASE metric WHEN '` + account.MetricTTFT + `' THEN bucket ELSE -1 END, count, 0, 0, 0, 0, 0, 0, 0
 		FROM usage_latency_hourly`)
 	args = filterOn(&b, args, q.Filter, "hour")
-	b.WriteString(" GROUP BY 1, 2, metric, bucket")
 	return s.scanUsage(ctx, q, b.String(), args)
 }
 
@@ -114,31 +115,24 @@ func (s *Store) scanUsage(ctx context.Context, q account.UsageQuery, query strin
 		return nil, fmt.Errorf("sqlite: usage: %w", err)
 	}
 	defer rows.Close()
-	var parts []account.UsageRow
+	var sums account.UsageSums
 	for rows.Next() {
-		var r account.UsageRow
-		var bucketAt, cost, samples int64
-		var latency, ttft int
-		if err := rows.Scan(&r.Group, &bucketAt, &latency, &ttft, &samples, &r.Requests, &r.Errors, &r.PromptTokens,
-			&r.CompletionTokens, &r.CachedTokens, &cost, &r.CacheHits); err != nil {
+		var p account.UsagePartial
+		var bucketAt, cost int64
+		if err := rows.Scan(&p.Group, &bucketAt, &p.LatencyBucket, &p.TTFTBucket, &p.Samples, &p.Requests, &p.Errors,
+			&p.PromptTokens, &p.CompletionTokens, &p.CachedTokens, &cost, &p.CacheHits); err != nil {
 			return nil, fmt.Errorf("sqlite: usage: %w", err)
 		}
-		r.Cost = account.Micros(cost)
+		p.Cost = account.Micros(cost)
 		if q.Interval != account.IntervalNone {
-			r.Bucket = time.UnixMicro(bucketAt).UTC()
+			p.Bucket = time.UnixMicro(bucketAt).UTC()
 		}
-		if latency >= 0 {
-			r.Latency.AddCount(latency, samples)
-		}
-		if ttft >= 0 {
-			r.TTFT.AddCount(ttft, samples)
-		}
-		parts = append(parts, r)
+		sums.AddPartial(&p)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: usage: %w", err)
 	}
-	return account.MergeUsage(parts), nil
+	return sums.Rows(), nil
 }
 
 // recordCols are the columns a Record is scanned from, in scanRecord's

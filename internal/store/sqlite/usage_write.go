@@ -55,10 +55,11 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits`
 
 // latencySizes are the row counts of the upserts a batch's latency
-// buckets are cut into, largest first: a batch fills a dozen buckets per
-// hour and combination, and one statement per bucket cost more than the
-// records' own inserts (BENCHMARKS.md). 2 is there for the common batch
-// of one record, which fills a latency and a ttft bucket.
+// buckets are cut into, largest first, as insertSizes are for the
+// records: a busy batch fills a dozen buckets per hour and combination,
+// and a statement each would pay a statement's overhead for every one.
+// 2 is there for the common batch of one streamed record, which fills a
+// latency and a ttft bucket.
 var latencySizes = [...]int{64, 16, 4, 2, 1}
 
 // latencyColCount is the number of values of one latency upsert row.
@@ -85,9 +86,9 @@ func latencySQL(n int) string {
 
 // insertStmts returns the prepared INSERTs, one per insertSizes entry,
 // followed by the rollup's upsert and the latency buckets' upserts, one
-// per latencySizes entry (rollupStmts picks those in a transaction),
-// preparing them on the writer the first time. The writer pool has one connection, so they stay prepared
-// on it.
+// per latencySizes entry (rollupStmts picks those), preparing them on
+// the writer the first time. The writer pool has one connection, so they
+// stay prepared on it.
 func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 	s.insertMu.Lock()
 	defer s.insertMu.Unlock()
@@ -186,7 +187,7 @@ func writeBatch(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []account
 type rollupUpserts struct {
 	tx      *sql.Tx
 	sums    *sql.Stmt   // usage_hourly's
-	latency []*sql.Stmt // usage_latency_hourly's, by latencySizes, prepared
+	latency []*sql.Stmt // usage_latency_hourly's by latencySizes, bound to tx when used
 }
 
 // rollupStmts picks the rollup's upserts out of stmts (insertStmts).
