@@ -168,6 +168,7 @@ func (f *adminFlags) showSecret(w io.Writer, raw []byte, verb string) error {
 type keysListCmd struct {
 	adminFlags `embed:""`
 	Project    string `help:"Only keys of this project (ID or name)."`
+	Search     string `help:"Only keys whose name contains this (any case) or whose prefix or ID starts with it."`
 }
 
 func (c *keysListCmd) Run() error { return c.run(context.Background(), os.Stdout) }
@@ -176,6 +177,9 @@ func (c *keysListCmd) run(ctx context.Context, w io.Writer) error {
 	q := url.Values{}
 	if c.Project != "" {
 		q.Set("project", c.Project)
+	}
+	if c.Search != "" {
+		q.Set("search", c.Search)
 	}
 	rows, err := c.listAll(ctx, "/admin/keys", q)
 	if err != nil {

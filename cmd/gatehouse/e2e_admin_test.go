@@ -114,6 +114,13 @@ func TestCLIKeyLifecycle(t *testing.T) {
 	if strings.Contains(out, created.Key) {
 		t.Fatal("keys list shows the secret")
 	}
+	out, stderr, err = cliRun(t, gw.URL, "keys", "list", "--search", "TESTER")
+	if err != nil {
+		t.Fatalf("keys list --search: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "static:tester") || strings.Contains(out, created.ID) {
+		t.Fatalf("keys list --search TESTER:\n%s", out)
+	}
 
 	if _, stderr, err := cliRun(t, gw.URL, "keys", "revoke", created.ID); err != nil {
 		t.Fatalf("keys revoke: %v\n%s", err, stderr)

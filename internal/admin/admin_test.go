@@ -393,6 +393,28 @@ func scenario(e *env) {
 			wantField(t, b, "has_more", true)
 		}},
 		{name: "list keys of an unknown project", method: "GET", path: "/admin/keys?project=nope", status: 400, param: "project"},
+		{name: "search keys by name", method: "GET", path: "/admin/keys?search=CI", status: 200, check: func(t *testing.T, b map[string]any) {
+			if got := ids(b); len(got) != 1 || got[0] != e.vars["k1"] {
+				t.Errorf("search CI: %v", got)
+			}
+		}},
+		{name: "search finds a config key", method: "GET", path: "/admin/keys?search=cf", status: 200, check: func(t *testing.T, b map[string]any) {
+			if got := ids(b); len(got) != 1 || got[0] != "static:cfg" {
+				t.Errorf("search cf: %v", got)
+			}
+		}},
+		{name: "search keys by prefix", method: "GET", path: "/admin/keys?project=acme&search={prefix1}", status: 200, check: func(t *testing.T, b map[string]any) {
+			if got := ids(b); len(got) != 1 || got[0] != e.vars["k1"] {
+				t.Errorf("search by prefix: %v", got)
+			}
+		}},
+		{name: "search without a match", method: "GET", path: "/admin/keys?search=zzz", status: 200, check: func(t *testing.T, b map[string]any) {
+			if got := ids(b); len(got) != 0 {
+				t.Errorf("search zzz: %v", got)
+			}
+		}},
+		{name: "projects take no search", method: "GET", path: "/admin/projects?search=a", status: 400, param: "search"},
+
 		{name: "patch key", method: "PATCH", path: "/admin/keys/{k1}", body: `{"rpm":null,"models":null,"name":"ci-2","expires_at":null}`, status: 200,
 			wantFieldNone: "models", check: func(t *testing.T, b map[string]any) {
 				wantField(t, b, "rpm", 0)

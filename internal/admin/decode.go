@@ -416,8 +416,8 @@ func page(r *http.Request, filters ...string) (auth.Page, error) {
 // projectPage reads the query of a list filtered by ?project= (an ID or
 // a name): the page to fetch (one more than asked, to tell whether there
 // is more), the page size asked for, and the project's ID ("" for all).
-func (h *Handler) projectPage(r *http.Request) (pg auth.Page, limit int, projectID string, err error) {
-	if pg, err = page(r, "project"); err != nil {
+func (h *Handler) projectPage(r *http.Request, filters ...string) (pg auth.Page, limit int, projectID string, err error) {
+	if pg, err = page(r, append([]string{"project"}, filters...)...); err != nil {
 		return pg, 0, "", err
 	}
 	if ref := r.URL.Query().Get("project"); ref != "" {

@@ -132,10 +132,11 @@ func (h *Handler) createKey(r *http.Request) (int, any, error) {
 }
 
 func (h *Handler) listKeys(r *http.Request) (int, any, error) {
-	pg, limit, projectID, err := h.projectPage(r)
+	pg, limit, projectID, err := h.projectPage(r, "search")
 	if err != nil {
 		return 0, nil, err
 	}
+	pg.Search = strings.TrimSpace(r.URL.Query().Get("search"))
 	keys, err := h.o.Store.Keys(r.Context(), projectID, pg)
 	if err != nil {
 		return 0, nil, err
@@ -144,7 +145,7 @@ func (h *Handler) listKeys(r *http.Request) (int, any, error) {
 	// limit+1 records of the union, none can come from past the store's
 	// first limit+1, so one store page is enough.
 	for _, k := range h.o.Static {
-		if k.ID > pg.After && (projectID == "" || k.ProjectID == projectID) {
+		if k.ID > pg.After && (projectID == "" || k.ProjectID == projectID) && (pg.Search == "" || auth.KeyMatches(&k, pg.Search)) {
 			keys = append(keys, k)
 		}
 	}

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -142,6 +143,26 @@ var (
 type Page struct {
 	After string // return records with ID > After; "" starts at the beginning
 	Limit int    // at most this many; 0 (or less) and anything above MaxPageSize mean MaxPageSize
+	// Search, for keys only, keeps the keys KeyMatches; "" keeps all.
+	Search string
+}
+
+// KeyMatches is the key search of the admin API and the dashboard: the
+// name contains search, ignoring ASCII case, or the prefix or the ID
+// starts with it. Every store filters the same way (SQL's lower() folds
+// ASCII letters alike in SQLite and PostgreSQL for these names).
+func KeyMatches(k *Key, search string) bool {
+	return strings.Contains(asciiLower(k.Name), asciiLower(search)) ||
+		strings.HasPrefix(k.Prefix, search) || strings.HasPrefix(k.ID, search)
+}
+
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 }
 
 // MaxPageSize bounds one page of any list.

@@ -102,6 +102,13 @@ try {
   await page.reload();
   await page.getByRole('row', { name: /browser-test/ }).waitFor();
   assert.ok(!(await page.content()).includes(secret), 'the secret is not in the key list');
+  const search = page.getByRole('searchbox', { name: 'Search keys' });
+  await search.fill('zzz-no-such-key');
+  await page.getByText('No key matches “zzz-no-such-key”.').waitFor();
+  await search.fill('BROWSER');
+  await page.getByRole('row', { name: /browser-test/ }).waitFor();
+  assert.equal(await page.locator('tr[data-key-id]').count(), 1, 'the search finds the one key named so');
+  await search.fill('');
 
   step('send traffic');
   const plain = await chat(secret, {});

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -207,12 +208,22 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 
 // Keys lists keys in ID order, of one project or ("") of all.
 func (s *Store) Keys(ctx context.Context, projectID string, pg auth.Page) ([]auth.Key, error) {
-	q := `SELECT ` + keyCols + ` FROM keys k WHERE k.id > $1 ORDER BY k.id LIMIT $2`
+	q := `SELECT ` + keyCols + ` FROM keys k WHERE k.id > $1`
 	args := []any{pg.After, store.PageLimit(pg)}
 	if projectID != "" {
-		q = `SELECT ` + keyCols + ` FROM keys k WHERE k.id > $1 AND k.project_id = $3 ORDER BY k.id LIMIT $2`
 		args = append(args, projectID)
+		q += ` AND k.project_id = $` + strconv.Itoa(len(args))
 	}
+	if pg.Search != "" {
+		// auth.KeyMatches: ASCII case folded by translate, not lower(),
+		// which would fold other letters too under a UTF-8 collation.
+		args = append(args, pg.Search)
+		n := `$` + strconv.Itoa(len(args))
+		q += ` AND (strpos(translate(k.name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'),
+			translate(` + n + `, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')) > 0
+			OR starts_with(k.prefix, ` + n + `) OR starts_with(k.id, ` + n + `))`
+	}
+	q += ` ORDER BY k.id LIMIT $2`
 	var out []auth.Key
 	err := s.withConn(ctx, func(c *pgx.Conn) error {
 		rows, err := c.Query(ctx, q, args...)

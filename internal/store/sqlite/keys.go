@@ -209,12 +209,20 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 
 // Keys lists keys in ID order, of one project or ("") of all.
 func (s *Store) Keys(ctx context.Context, projectID string, pg auth.Page) ([]auth.Key, error) {
-	q := `SELECT ` + keyCols + ` FROM keys k WHERE k.id > ? ORDER BY k.id LIMIT ?`
-	args := []any{pg.After, store.PageLimit(pg)}
+	q := `SELECT ` + keyCols + ` FROM keys k WHERE k.id > ?`
+	args := []any{pg.After}
 	if projectID != "" {
-		q = `SELECT ` + keyCols + ` FROM keys k WHERE k.project_id = ? AND k.id > ? ORDER BY k.id LIMIT ?`
-		args = append([]any{projectID}, args...)
+		q += ` AND k.project_id = ?`
+		args = append(args, projectID)
 	}
+	if pg.Search != "" {
+		// auth.KeyMatches; SQLite's lower() folds ASCII letters only, as
+		// KeyMatches does.
+		q += ` AND (instr(lower(k.name), lower(?)) > 0 OR substr(k.prefix, 1, length(?)) = ? OR substr(k.id, 1, length(?)) = ?)`
+		args = append(args, pg.Search, pg.Search, pg.Search, pg.Search, pg.Search)
+	}
+	q += ` ORDER BY k.id LIMIT ?`
+	args = append(args, store.PageLimit(pg))
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: keys: %w", err)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -510,6 +511,44 @@ func testListFilters(t *testing.T, s auth.Store) {
 			}
 		}
 	}
+	// Search: the stores filter as auth.KeyMatches does, within a
+	// project or not, and page the matches.
+	mustKey(t, s, b.ID, "Billing-Prod")
+	all, err := s.Keys(ctx, "", auth.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		project, search string
+		want            int
+	}{{"", "A1", 1}, {"", "gh-a", 3}, {"", "PROD", 1}, {"", "-", 1}, {"", all[0].ID, 1}, {"", all[0].ID[:4], 5},
+		{b.ID, "a", 0}, {b.ID, "bill", 1}, {"", "nothing", 0}, {"", "%", 0}, {"", "_", 0}} {
+		got, err := s.Keys(ctx, tc.project, auth.Page{Search: tc.search})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, k := range all {
+			if auth.KeyMatches(&k, tc.search) && (tc.project == "" || k.ProjectID == tc.project) {
+				want = append(want, k.ID)
+			}
+		}
+		var ids []string
+		for _, k := range got {
+			ids = append(ids, k.ID)
+		}
+		if len(ids) != tc.want || !slices.Equal(ids, want) {
+			t.Errorf("Keys(%q, search %q) = %v, want %d: %v", tc.project, tc.search, ids, tc.want, want)
+		}
+	}
+	page, err := s.Keys(ctx, "", auth.Page{Search: "gh-a", Limit: 2})
+	if err != nil || len(page) != 2 {
+		t.Fatalf("first page of a search: %v, %v", page, err)
+	}
+	if rest, err := s.Keys(ctx, "", auth.Page{Search: "gh-a", After: page[1].ID}); err != nil || len(rest) != 1 {
+		t.Errorf("second page of a search: %v, %v", rest, err)
+	}
+
 	// Keys page within a project.
 	first, err := s.Keys(ctx, a.ID, auth.Page{Limit: 2})
 	if err != nil || len(first) != 2 {
