@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"gatehouse/internal/admin"
+	"gatehouse/internal/auth"
 	"gatehouse/internal/config"
 	"gatehouse/internal/limit"
+	"gatehouse/internal/server"
 	"gatehouse/internal/store/redis"
 )
 
@@ -30,7 +32,7 @@ type budgetSpend struct {
 	// ID. A stored record's counters carry its project's ID; a config
 	// key's principal has no project ID, so its requests are counted
 	// under a tag made of its project's name (see the server's
-	// principalTag).
+	// PrincipalTag).
 	tags map[string]string
 }
 
@@ -48,13 +50,10 @@ func (s *budgetSpend) withKeys(keys []config.Key) admin.Budgets {
 	return &c
 }
 
-// staticTag is the tag of a config key's requests: the server's
-// principalTag of its principal, whose ProjectID is empty.
+// staticTag is the tag of a config key's requests: the server's tag of
+// its principal, whose ProjectID is empty.
 func staticTag(k config.Key) string {
-	if k.Project != "" {
-		return "static:" + k.Project
-	}
-	return staticKeyID(k)
+	return server.PrincipalTag(&auth.Principal{KeyID: staticKeyID(k), Project: k.Project})
 }
 
 // Spent implements admin.Budgets.

@@ -33,7 +33,7 @@ func (c *spendClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 var spendKeys = []config.Key{{Key: "gh-spend-ci", Name: "ci", Project: "qa"}, {Key: "gh-spend-loose", Name: "loose"}}
 
 // spendAdmissions are requests as the server admits them (see its
-// admission and principalTag): a stored key of proj_1 for customer
+// admission and PrincipalTag): a stored key of proj_1 for customer
 // cus_1, and the two config keys, whose tags come from their project's
 // name or, without one, their own ID. Each reserves reserve.
 func spendAdmissions(reserve limit.Micros) []limit.Admission {

@@ -96,7 +96,7 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 	if r.maxOut < 0 {
 		a.maxOut = 0
 	}
-	a.tag = principalTag(p)
+	a.tag = PrincipalTag(p)
 	id := customerID(x.r, r.user)
 	x.customer = id
 	if id != "" && p.ProjectID != "" && l.Customers != nil {
@@ -284,10 +284,11 @@ func (x *exchange) priceOf(d *provider.Deployment, model string) (tokens.Price, 
 	return prices.Price(model)
 }
 
-// principalTag is the Redis hash tag of a principal's counters: its
+// PrincipalTag is the Redis hash tag of a principal's counters: its
 // project ID, or for a static key (whose project exists only in the
-// config) a name stable per project.
-func principalTag(p *auth.Principal) string {
+// config) a name stable per project. Whoever reads the counters (the
+// admin API's spend) finds them under it.
+func PrincipalTag(p *auth.Principal) string {
 	switch {
 	case p.ProjectID != "":
 		return p.ProjectID
