@@ -176,3 +176,35 @@ func TestMergeUsageHistograms(t *testing.T) {
 		t.Fatalf("max latency of a: %v, want in 300's bucket", p)
 	}
 }
+
+// TestUsageSumsPartials: a store's partial rows add up per group and
+// bucket; a bucket of -1 adds no sample.
+func TestUsageSumsPartials(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	var s UsageSums
+	for _, p := range []UsagePartial{
+		{UsageRow: UsageRow{Group: "a", Bucket: at, Requests: 3, Cost: 7}, LatencyBucket: 40, TTFTBucket: -1, Samples: 3},
+		{UsageRow: UsageRow{Group: "a", Bucket: at, Requests: 2, Errors: 1}, LatencyBucket: 40, TTFTBucket: 20, Samples: 2},
+		{UsageRow: UsageRow{Group: "a", Bucket: at}, LatencyBucket: -1, TTFTBucket: 22, Samples: 4},
+		{UsageRow: UsageRow{Group: "b", Bucket: at, Requests: 1}, LatencyBucket: 60, TTFTBucket: -1, Samples: 1},
+	} {
+		s.AddPartial(&p)
+	}
+	got := s.Rows()
+	if len(got) != 2 || got[0].Group != "a" || got[0].Requests != 5 || got[0].Errors != 1 || got[0].Cost != 7 {
+		t.Fatalf("rows %+v", got)
+	}
+	if d := cmp.Diff([][2]int64{{40, 5}}, slices.Collect(pairs(got[0].Latency))); d != "" {
+		t.Errorf("latency of a (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([][2]int64{{20, 2}, {22, 4}}, slices.Collect(pairs(got[0].TTFT))); d != "" {
+		t.Errorf("ttft of a (-want +got):\n%s", d)
+	}
+	if got[1].TTFT.Count() != 0 {
+		t.Errorf("b has a ttft: %+v", got[1])
+	}
+	var empty UsageSums
+	if rows := empty.Rows(); rows == nil || len(rows) != 0 {
+		t.Errorf("no rows: %#v, want an empty slice", rows)
+	}
+}
