@@ -208,3 +208,34 @@ func TestUsageSumsPartials(t *testing.T) {
 		t.Errorf("no rows: %#v, want an empty slice", rows)
 	}
 }
+
+// TestHistogramJSON: AppendJSON's form reads back, alone, run together
+// with others, and as PostgreSQL's jsonb prints it; anything else is
+// refused.
+func TestHistogramJSON(t *testing.T) {
+	var h Histogram
+	for _, ms := range []float64{0.3, 95, 95, 812.5, 1e9} {
+		h.Add(ms)
+	}
+	js := string(h.AppendJSON(nil))
+	want := `{"0":1,"40":2,"59":1,"117":1}` // 95 ms is in [90, 100), bucket 40; 812.5 in [800, 900)
+	if js != want {
+		t.Fatalf("AppendJSON = %s, want %s", js, want)
+	}
+	if got := string(Histogram{}.AppendJSON(nil)); got != "{}" {
+		t.Fatalf("empty: %s", got)
+	}
+	var back Histogram
+	if err := back.AddJSON(js + `{}{"39": 1, "60": 4}` + "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([][2]int64{{0, 1}, {39, 1}, {40, 2}, {59, 1}, {60, 4}, {117, 1}}, slices.Collect(pairs(back))); d != "" {
+		t.Fatalf("read back (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{`{"a":1}`, `{"40":1,"41"}`, `{"40":-1}`, `{"40":1.5}`, `[40,1]`, `{"40":99999999999999999999}`} {
+		var x Histogram
+		if err := x.AddJSON(bad); err == nil {
+			t.Errorf("AddJSON(%s) took it", bad)
+		}
+	}
+}

@@ -57,7 +57,7 @@ type Store struct {
 	hub       store.Hub
 
 	insertMu sync.Mutex
-	inserts  []*sql.Stmt // usage-record INSERTs by insertSizes, the rollup's upsert, the latency upserts by latencySizes; prepared on first use
+	inserts  []*sql.Stmt // usage-record INSERTs by insertSizes, then the rollup's upsert; prepared on first use
 }
 
 // Open opens (creating if needed) the database at path and brings its
