@@ -46,7 +46,8 @@ func insertSQL(n int) string {
 
 // rollupSQL adds one combination's sums and latency histograms to its
 // hour of usage_hourly. The histograms are JSON objects of bucket counts
-// (migration 0011), added up key by key; a batch without streams adds
+// (migration 0011): the batch's buckets, each with the stored count
+// added, patched over the stored object; a batch without streams adds
 // no ttft.
 const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors,
 	prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits, latency_hist, ttft_hist)
@@ -57,13 +58,11 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 	completion_tokens = completion_tokens + excluded.completion_tokens,
 	cached_tokens = cached_tokens + excluded.cached_tokens,
 	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits,
-	latency_hist = (SELECT json_group_object(key, n) FROM (SELECT key, sum(value) AS n FROM
-		(SELECT key, value FROM json_each(usage_hourly.latency_hist)
-		UNION ALL SELECT key, value FROM json_each(excluded.latency_hist)) GROUP BY key)),
+	latency_hist = json_patch(usage_hourly.latency_hist, (SELECT json_group_object(key,
+		value + coalesce(usage_hourly.latency_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.latency_hist))),
 	ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN usage_hourly.ttft_hist ELSE
-		(SELECT json_group_object(key, n) FROM (SELECT key, sum(value) AS n FROM
-		(SELECT key, value FROM json_each(usage_hourly.ttft_hist)
-		UNION ALL SELECT key, value FROM json_each(excluded.ttft_hist)) GROUP BY key)) END`
+		json_patch(usage_hourly.ttft_hist, (SELECT json_group_object(key,
+		value + coalesce(usage_hourly.ttft_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.ttft_hist))) END`
 
 // insertStmts returns the prepared INSERTs, one per insertSizes entry,
 // followed by the rollup's upsert, preparing them on the writer the

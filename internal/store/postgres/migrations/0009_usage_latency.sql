@@ -21,12 +21,11 @@
 ALTER TABLE usage_hourly ADD COLUMN latency_hist jsonb NOT NULL DEFAULT '{}',
     ADD COLUMN ttft_hist jsonb NOT NULL DEFAULT '{}';
 
--- usage_hist_add adds up two histograms bucket by bucket.
+-- usage_hist_add adds histogram b to a bucket by bucket: b's buckets
+-- with a's counts added, over a (b is a batch's, usually the smaller).
 CREATE FUNCTION usage_hist_add(a jsonb, b jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT coalesce(jsonb_object_agg(bucket, n), '{}')
-    FROM (SELECT bucket, sum(n::bigint) AS n
-        FROM (SELECT * FROM jsonb_each_text(a) UNION ALL SELECT * FROM jsonb_each_text(b)) AS e (bucket, n)
-        GROUP BY bucket) AS s
+    SELECT a || coalesce((SELECT jsonb_object_agg(bucket, n::bigint + coalesce((a ->> bucket)::bigint, 0))
+        FROM jsonb_each_text(b) AS e (bucket, n)), '{}')
 $$;
 
 -- Records written before this migration. The array lists the bounds of
