@@ -1,6 +1,7 @@
 package account
 
 import (
+	"fmt"
 	"iter"
 	"math"
 	"slices"
@@ -15,12 +16,6 @@ import (
 // same buckets — in its hourly rollup and, for the records it reads
 // directly, in SQL — and the rows' histograms are merged here before a
 // percentile is read off them.
-
-// Metric names of the rollup's histogram rows.
-const (
-	MetricLatency = "latency" // latency_ms of every record
-	MetricTTFT    = "ttft"    // ttft_ms of streamed records with a ttft above 0
-)
 
 // latencyMantissas are the R20 preferred numbers (ISO 3): 20 bounds a
 // decade, each at most 14.3% (1.40 to 1.60) and usually 12% above the
@@ -178,6 +173,61 @@ func (h Histogram) Buckets() iter.Seq2[int, int64] {
 			}
 		}
 	}
+}
+
+// AppendJSON appends h as the rollup stores it: a JSON object of the
+// non-empty buckets' counts, keyed by bucket number ({"40":3,"41":1};
+// {} when empty), which SQLite's and PostgreSQL's JSON functions can
+// merge.
+func (h Histogram) AppendJSON(dst []byte) []byte {
+	dst = append(dst, '{')
+	for i, c := range h.buckets {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = strconv.AppendInt(dst, int64(c.bucket), 10)
+		dst = append(dst, '"', ':')
+		dst = strconv.AppendInt(dst, c.count, 10)
+	}
+	return append(dst, '}')
+}
+
+// AddJSON adds the counts of AppendJSON's objects in s to h: one, or
+// several run together as a store's string_agg or group_concat joins
+// them ({"40":3}{"40":1,"52":2}), spaces and all. Only the numbers are
+// read, as bucket and count pairs, so this is no general JSON parser: it
+// refuses anything else than digits among the quotes, colons, commas,
+// braces and spaces.
+func (h *Histogram) AddJSON(s string) error {
+	var pair [2]int64
+	n := 0
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			j := i
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			v, err := strconv.ParseInt(s[i:j], 10, 64)
+			if err != nil {
+				return fmt.Errorf("latency histogram %q: %w", s, err)
+			}
+			pair[n%2] = v
+			if n++; n%2 == 0 {
+				h.AddCount(int(min(pair[0], int64(len(latencyBounds)))), pair[1])
+			}
+			i = j
+		case c == '{' || c == '}' || c == '"' || c == ':' || c == ',' || c == ' ':
+			i++
+		default:
+			return fmt.Errorf("latency histogram %q: unexpected %q", s, c)
+		}
+	}
+	if n%2 != 0 {
+		return fmt.Errorf("latency histogram %q: a bucket without a count", s)
+	}
+	return nil
 }
 
 // Quantile estimates the q-quantile (0 < q ≤ 1) of the samples: it

@@ -176,3 +176,66 @@ func TestMergeUsageHistograms(t *testing.T) {
 		t.Fatalf("max latency of a: %v, want in 300's bucket", p)
 	}
 }
+
+// TestUsageSumsPartials: a store's partial rows add up per group and
+// bucket; a bucket of -1 adds no sample.
+func TestUsageSumsPartials(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	var s UsageSums
+	for _, p := range []UsagePartial{
+		{UsageRow: UsageRow{Group: "a", Bucket: at, Requests: 3, Cost: 7}, LatencyBucket: 40, TTFTBucket: -1, Samples: 3},
+		{UsageRow: UsageRow{Group: "a", Bucket: at, Requests: 2, Errors: 1}, LatencyBucket: 40, TTFTBucket: 20, Samples: 2},
+		{UsageRow: UsageRow{Group: "a", Bucket: at}, LatencyBucket: -1, TTFTBucket: 22, Samples: 4},
+		{UsageRow: UsageRow{Group: "b", Bucket: at, Requests: 1}, LatencyBucket: 60, TTFTBucket: -1, Samples: 1},
+	} {
+		s.AddPartial(&p)
+	}
+	got := s.Rows()
+	if len(got) != 2 || got[0].Group != "a" || got[0].Requests != 5 || got[0].Errors != 1 || got[0].Cost != 7 {
+		t.Fatalf("rows %+v", got)
+	}
+	if d := cmp.Diff([][2]int64{{40, 5}}, slices.Collect(pairs(got[0].Latency))); d != "" {
+		t.Errorf("latency of a (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([][2]int64{{20, 2}, {22, 4}}, slices.Collect(pairs(got[0].TTFT))); d != "" {
+		t.Errorf("ttft of a (-want +got):\n%s", d)
+	}
+	if got[1].TTFT.Count() != 0 {
+		t.Errorf("b has a ttft: %+v", got[1])
+	}
+	var empty UsageSums
+	if rows := empty.Rows(); rows == nil || len(rows) != 0 {
+		t.Errorf("no rows: %#v, want an empty slice", rows)
+	}
+}
+
+// TestHistogramJSON: AppendJSON's form reads back, alone, run together
+// with others, and as PostgreSQL's jsonb prints it; anything else is
+// refused.
+func TestHistogramJSON(t *testing.T) {
+	var h Histogram
+	for _, ms := range []float64{0.3, 95, 95, 812.5, 1e9} {
+		h.Add(ms)
+	}
+	js := string(h.AppendJSON(nil))
+	want := `{"0":1,"40":2,"59":1,"117":1}` // 95 ms is in [90, 100), bucket 40; 812.5 in [800, 900)
+	if js != want {
+		t.Fatalf("AppendJSON = %s, want %s", js, want)
+	}
+	if got := string(Histogram{}.AppendJSON(nil)); got != "{}" {
+		t.Fatalf("empty: %s", got)
+	}
+	var back Histogram
+	if err := back.AddJSON(js + `{}{"39": 1, "60": 4}` + "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([][2]int64{{0, 1}, {39, 1}, {40, 2}, {59, 1}, {60, 4}, {117, 1}}, slices.Collect(pairs(back))); d != "" {
+		t.Fatalf("read back (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{`{"a":1}`, `{"40":1,"41"}`, `{"40":-1}`, `{"40":1.5}`, `[40,1]`, `{"40":99999999999999999999}`} {
+		var x Histogram
+		if err := x.AddJSON(bad); err == nil {
+			t.Errorf("AddJSON(%s) took it", bad)
+		}
+	}
+}

@@ -358,6 +358,25 @@ func (s *UsageSums) AddPartial(p *UsagePartial) {
 	}
 }
 
+// AddRollup adds r, a rollup row with its histograms in the rollup's
+// JSON form (Histogram.AppendJSON; several objects may be run
+// together), to the row of its group and bucket. r's own histograms are
+// ignored.
+func (s *UsageSums) AddRollup(r *UsageRow, latency, ttft string) error {
+	m := s.Row(r.Group, r.Bucket)
+	m.Requests += r.Requests
+	m.Errors += r.Errors
+	m.PromptTokens += r.PromptTokens
+	m.CompletionTokens += r.CompletionTokens
+	m.CachedTokens += r.CachedTokens
+	m.Cost += r.Cost
+	m.CacheHits += r.CacheHits
+	if err := m.Latency.AddJSON(latency); err != nil {
+		return err
+	}
+	return m.TTFT.AddJSON(ttft)
+}
+
 // Rows returns the rows, ordered by bucket then group (never nil).
 func (s *UsageSums) Rows() []UsageRow {
 	out := s.rows

@@ -67,7 +67,6 @@ func packageVarAllowList() map[string]string {
 		"internal/metrics/metrics.go overheadBuckets":            buckets,
 		"internal/store/postgres/usage_read.go bucketWidths":     lookup,
 		"internal/store/sqlite/usage_read.go bucketMicros":       lookup,
-		"internal/store/sqlite/usage_write.go latencySizes":      "the fixed batch sizes of prepared multi-row latency upserts",
 		"internal/store/sqlite/usage_write.go insertSizes":       "the fixed batch sizes of prepared multi-row inserts",
 		"internal/store/redis/cache.go purgeScript":              "a rueidis Lua script: immutable, caches its SHA for EVALSHA",
 		"internal/store/redis/cache.go putScript":                "a rueidis Lua script: immutable, caches its SHA for EVALSHA",

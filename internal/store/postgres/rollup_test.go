@@ -106,8 +106,8 @@ func TestRollupBackfill(t *testing.T) {
 }
 
 // TestLatencyBackfill opens a schema last written by a gatehouse without
-// latency histograms (schema 9): migration 0010 must fill them from the
-// records already there, bucketing every bound as Go does, and
+// latency histograms (schema 9): migration 0010 must fill the rollup's
+// from the records already there, bucketing every bound as Go does, and
 // WriteRecords add to them afterwards, a replay counting once.
 func TestLatencyBackfill(t *testing.T) {
 	ctx := context.Background()
@@ -120,6 +120,11 @@ func TestLatencyBackfill(t *testing.T) {
 			r.RequestID, r.Time, r.KeyID, r.ProjectID, r.Project, r.Customer, r.Model, r.Provider, r.Status,
 			r.LatencyMS, r.TTFTMS, r.Stream)
 	}
+	// Their sums, as the WriteRecords of schema 9 added them.
+	mustExec(`INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors)
+		SELECT date_bin('1 hour', time, '2000-01-01 00:00:00+00'), key_id, project, model, provider, max(project_id),
+			count(*), count(*) FILTER (WHERE status >= 400)
+		FROM usage_records GROUP BY 1, 2, 3, 4, 5`)
 	c.Close(ctx)
 
 	s := openTest(t, dsn)

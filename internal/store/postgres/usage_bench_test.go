@@ -45,19 +45,25 @@ func BenchmarkUsageQueries(b *testing.B) {
 			count(*) FILTER (WHERE status >= 400), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens),
 			sum(cost_micros), count(*) FILTER (WHERE cache IN ('hit', 'semantic'))
 		FROM usage_records GROUP BY 1, 2, 3, 4, 5`,
-		`INSERT INTO usage_latency_hourly (hour, key_id, project, model, provider, project_id, metric, bucket, count)
-		SELECT date_bin('1 hour', r.time, '2000-01-01 00:00:00+00'), r.key_id, r.project, r.model, r.provider,
-			max(r.project_id), m.metric, width_bucket(m.v, $1::double precision[]), count(*)
-		FROM usage_records r CROSS JOIN LATERAL (VALUES ('latency', r.latency_ms),
-			('ttft', CASE WHEN r.stream AND r.ttft_ms > 0 THEN r.ttft_ms END)) AS m (metric, v)
-		WHERE m.v IS NOT NULL GROUP BY 1, 2, 3, 4, 5, 7, 8`,
+		`UPDATE usage_hourly AS u SET latency_hist = h.latency, ttft_hist = h.ttft FROM (
+			SELECT hour, key_id, project, model, provider,
+				coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
+				coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
+			FROM (SELECT date_bin('1 hour', r.time, '2000-01-01 00:00:00+00') AS hour, r.key_id, r.project, r.model,
+					r.provider, m.metric, width_bucket(m.v, $1::double precision[]) AS bucket, count(*) AS n
+				FROM usage_records r CROSS JOIN LATERAL (VALUES ('latency', r.latency_ms),
+					('ttft', CASE WHEN r.stream AND r.ttft_ms > 0 THEN r.ttft_ms END)) AS m (metric, v)
+				WHERE m.v IS NOT NULL GROUP BY 1, 2, 3, 4, 5, 6, 7) AS b
+			GROUP BY 1, 2, 3, 4, 5) AS h
+		WHERE u.hour = h.hour AND u.key_id = h.key_id AND u.project = h.project AND u.model = h.model
+			AND u.provider = h.provider`,
 		`CREATE INDEX usage_records_time ON usage_records (time, request_id)`,
 		`CREATE INDEX usage_records_key ON usage_records (key_id, time)`,
 		`CREATE INDEX usage_records_project ON usage_records (project, time)`,
 		`CREATE INDEX usage_records_customer ON usage_records (customer, time)`,
 		`CREATE INDEX usage_records_model ON usage_records (model, time)`,
 		`CREATE INDEX usage_records_provider ON usage_records (provider, time)`,
-		`ANALYZE usage_records`, `ANALYZE usage_hourly`, `ANALYZE usage_latency_hourly`,
+		`ANALYZE usage_records`, `ANALYZE usage_hourly`,
 	}
 	for i, q := range stmts {
 		var err error

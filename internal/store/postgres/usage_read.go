@@ -73,32 +73,49 @@ func groupAndBucket(q account.UsageQuery, timeCol string) (group, bucket string)
 	return group, bucket
 }
 
-// The usage queries return partial rows that scanUsage adds up per group
-// and bucket: group, bucket, a latency bucket and a ttft bucket (-1:
-// none), the number of samples in those, then the sums.
-
 // usageRollup aggregates the rollup's rows of q's window (whole hours):
-// the sums from usage_hourly, then the latency buckets' counts, in one
-// statement so both read the same snapshot.
+// the sums in SQL, the latency histograms (JSON objects) run together
+// for Go to add up.
 func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
 	group, bucket := groupAndBucket(q, "hour")
 	var b strings.Builder
-	b.WriteString(`SELECT ` + group + `, ` + bucket + `, -1, -1, 0::bigint, sum(requests)::bigint, sum(errors)::bigint,
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, sum(requests)::bigint, sum(errors)::bigint,
 		sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint, sum(cached_tokens)::bigint, sum(cost_micros)::bigint,
-		sum(cache_hits)::bigint FROM usage_hourly`)
+		sum(cache_hits)::bigint, string_agg(latency_hist::text, ''), string_agg(ttft_hist::text, '') FROM usage_hourly`)
 	args := filterOn(&b, nil, q.Filter, "hour")
-	b.WriteString(` GROUP BY 1, 2 UNION ALL SELECT ` + group + `, ` + bucket + `,
-		CASE metric WHEN '` + account.MetricLatency + `' THEN bucket ELSE -1 END,
-		CASE metric WHEN '` + account.MetricTTFT + `' THEN bucket ELSE -1 END, sum(count)::bigint, 0, 0, 0, 0, 0, 0, 0
-		FROM usage_latency_hourly`)
-	args = filterOn(&b, args, q.Filter, "hour")
-	b.WriteString(" GROUP BY 1, 2, metric, bucket")
-	return s.scanUsage(ctx, q, b.String(), args)
+	b.WriteString(" GROUP BY 1, 2")
+	rows, err := s.pool.Query(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: usage: %w", err)
+	}
+	defer rows.Close()
+	var sums account.UsageSums
+	for rows.Next() {
+		var r account.UsageRow
+		var bucketAt time.Time
+		var cost int64
+		var latency, ttft string
+		if err := rows.Scan(&r.Group, &bucketAt, &r.Requests, &r.Errors, &r.PromptTokens, &r.CompletionTokens,
+			&r.CachedTokens, &cost, &r.CacheHits, &latency, &ttft); err != nil {
+			return nil, fmt.Errorf("postgres: usage: %w", err)
+		}
+		r.Cost = account.Micros(cost)
+		if q.Interval != account.IntervalNone {
+			r.Bucket = bucketAt.UTC()
+		}
+		if err := sums.AddRollup(&r, latency, ttft); err != nil {
+			return nil, fmt.Errorf("postgres: usage: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: usage: %w", err)
+	}
+	return sums.Rows(), nil
 }
 
 // usageRecords aggregates the records themselves, by group, time bucket
-// and the latency buckets ($1, account.LatencyBounds: the buckets the
-// rollup counts in).
+// and latency buckets ($1, account.LatencyBounds: the buckets the rollup
+// counts in), and adds up the rows of each group and time bucket in Go.
 func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
 	group, bucket := groupAndBucket(q, "time")
 	var b strings.Builder
@@ -109,12 +126,7 @@ func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]accou
 		coalesce(sum(cost_micros), 0)::bigint, count(*) FILTER (WHERE cache IN ('hit', 'semantic')) FROM usage_records`)
 	args := filterSQL(&b, []any{account.LatencyBounds()}, q.Filter)
 	b.WriteString(" GROUP BY 1, 2, 3, 4")
-	return s.scanUsage(ctx, q, b.String(), args)
-}
-
-// scanUsage reads the partial rows of a usage query and adds them up.
-func (s *Store) scanUsage(ctx context.Context, q account.UsageQuery, query string, args []any) ([]account.UsageRow, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
+	rows, err := s.pool.Query(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: usage: %w", err)
 	}

@@ -19,35 +19,47 @@ const copySQL = `COPY usage_records_in (request_id, time, endpoint, key_id, proj
 	labels, request_body, response_body, saved_micros) FROM STDIN`
 
 // moveSQL moves the copied batch into usage_records and adds the records
-// it really inserted (RETURNING) to the hourly rollup: their sums to
-// usage_hourly, their latency buckets ($1, account.LatencyBounds, as
-// width_bucket numbers them) to usage_latency_hourly. One statement, so
-// the three tables change together.
+// it really inserted (RETURNING) to the hourly rollup: their sums, and
+// the counts of their latency buckets ($1, account.LatencyBounds, as
+// width_bucket numbers them) merged into the rows' histograms by
+// usage_hist_add (migration 0010). One statement, so records and rollup
+// change together.
 const moveSQL = `WITH ins AS (
 		INSERT INTO usage_records SELECT * FROM usage_records_in ON CONFLICT (request_id) DO NOTHING
-		RETURNING time, key_id, project_id, project, model, provider, status, prompt_tokens, completion_tokens,
-			cached_tokens, cost_micros, cache, latency_ms, ttft_ms, stream),
+		RETURNING date_bin('1 hour', time, '2000-01-01 00:00:00+00') AS hour, key_id, project_id, project, model,
+			provider, status, prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache, latency_ms, ttft_ms,
+			stream),
+	buckets AS (
+		SELECT hour, key_id, project, model, provider, m.metric, width_bucket(m.v, $1::double precision[]) AS bucket,
+			count(*) AS n
+		FROM ins CROSS JOIN LATERAL (VALUES ('latency', latency_ms),
+			('ttft', CASE WHEN stream AND ttft_ms > 0 THEN ttft_ms END)) AS m (metric, v)
+		WHERE m.v IS NOT NULL
+		GROUP BY 1, 2, 3, 4, 5, 6, 7),
+	hists AS (
+		SELECT hour, key_id, project, model, provider,
+			coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
+			coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
+		FROM buckets GROUP BY 1, 2, 3, 4, 5),
 	sums AS (
-		INSERT INTO usage_hourly AS h (hour, key_id, project, model, provider, project_id, requests, errors,
-			prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits)
-		SELECT date_bin('1 hour', time, '2000-01-01 00:00:00+00'), key_id, project, model, provider, max(project_id),
-			count(*), count(*) FILTER (WHERE status >= 400), sum(prompt_tokens), sum(completion_tokens),
-			sum(cached_tokens), sum(cost_micros), count(*) FILTER (WHERE cache IN ('hit', 'semantic'))
-		FROM ins GROUP BY 1, 2, 3, 4, 5
-		ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
-			requests = h.requests + excluded.requests, errors = h.errors + excluded.errors,
-			prompt_tokens = h.prompt_tokens + excluded.prompt_tokens,
-			completion_tokens = h.completion_tokens + excluded.completion_tokens,
-			cached_tokens = h.cached_tokens + excluded.cached_tokens,
-			cost_micros = h.cost_micros + excluded.cost_micros, cache_hits = h.cache_hits + excluded.cache_hits)
-	INSERT INTO usage_latency_hourly AS l (hour, key_id, project, model, provider, project_id, metric, bucket, count)
-	SELECT date_bin('1 hour', ins.time, '2000-01-01 00:00:00+00'), ins.key_id, ins.project, ins.model, ins.provider,
-		max(ins.project_id), m.metric, width_bucket(m.v, $1::double precision[]), count(*)
-	FROM ins CROSS JOIN LATERAL (VALUES ('` + account.MetricLatency + `', ins.latency_ms),
-		('` + account.MetricTTFT + `', CASE WHEN ins.stream AND ins.ttft_ms > 0 THEN ins.ttft_ms END)) AS m (metric, v)
-	WHERE m.v IS NOT NULL
-	GROUP BY 1, 2, 3, 4, 5, 7, 8
-	ON CONFLICT (hour, key_id, project, model, provider, metric, bucket) DO UPDATE SET count = l.count + excluded.count`
+		SELECT hour, key_id, project, model, provider, max(project_id) AS project_id, count(*) AS requests,
+			count(*) FILTER (WHERE status >= 400) AS errors, sum(prompt_tokens) AS prompt_tokens,
+			sum(completion_tokens) AS completion_tokens, sum(cached_tokens) AS cached_tokens,
+			sum(cost_micros) AS cost_micros, count(*) FILTER (WHERE cache IN ('hit', 'semantic')) AS cache_hits
+		FROM ins GROUP BY 1, 2, 3, 4, 5)
+	INSERT INTO usage_hourly AS h (hour, key_id, project, model, provider, project_id, requests, errors,
+		prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits, latency_hist, ttft_hist)
+	SELECT hour, key_id, project, model, provider, project_id, requests, errors, prompt_tokens, completion_tokens,
+		cached_tokens, cost_micros, cache_hits, latency, ttft
+	FROM sums JOIN hists USING (hour, key_id, project, model, provider)
+	ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
+		requests = h.requests + excluded.requests, errors = h.errors + excluded.errors,
+		prompt_tokens = h.prompt_tokens + excluded.prompt_tokens,
+		completion_tokens = h.completion_tokens + excluded.completion_tokens,
+		cached_tokens = h.cached_tokens + excluded.cached_tokens,
+		cost_micros = h.cost_micros + excluded.cost_micros, cache_hits = h.cache_hits + excluded.cache_hits,
+		latency_hist = usage_hist_add(h.latency_hist, excluded.latency_hist),
+		ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN h.ttft_hist ELSE usage_hist_add(h.ttft_hist, excluded.ttft_hist) END`
 
 // WriteRecords implements account.RecordStore with COPY: the batch is
 // copied into a temporary table and moved into usage_records with ON
@@ -90,10 +102,8 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 		return 0, fmt.Errorf("postgres: prune usage records: %w", err)
 	}
 	// The rollup's hours that lie wholly before the cut go too.
-	for _, table := range [...]string{"usage_hourly", "usage_latency_hourly"} {
-		if _, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE hour < date_bin('1 hour', $1::timestamptz, '2000-01-01 00:00:00+00')`, before.UTC()); err != nil {
-			return 0, fmt.Errorf("postgres: prune usage rollup: %w", err)
-		}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM usage_hourly WHERE hour < date_bin('1 hour', $1::timestamptz, '2000-01-01 00:00:00+00')`, before.UTC()); err != nil {
+		return 0, fmt.Errorf("postgres: prune usage rollup: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -109,9 +109,9 @@ func TestRollupBackfill(t *testing.T) {
 }
 
 // TestLatencyBackfill opens a database last written by a gatehouse
-// without latency histograms (schema 11): migration 0012 must fill them
-// from the records already there, bucketing every bound as Go does, and
-// WriteRecords add to them afterwards, a replay counting once.
+// without latency histograms (schema 11): migration 0012 must fill the
+// rollup's from the records already there, bucketing every bound as Go
+// does, and WriteRecords add to them afterwards, a replay counting once.
 func TestLatencyBackfill(t *testing.T) {
 	ctx := context.Background()
 	path, db, mustExec := oldDatabase(t, 11)
@@ -123,6 +123,10 @@ func TestLatencyBackfill(t *testing.T) {
 			r.RequestID, r.Time.UnixMicro(), r.KeyID, r.ProjectID, r.Project, r.Customer, r.Model, r.Provider,
 			r.Status, r.LatencyMS, r.TTFTMS, r.Stream)
 	}
+	// Their sums, as the WriteRecords of schema 11 added them.
+	mustExec(`INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors)
+		SELECT time - time % 3600000000, key_id, project, model, provider, max(project_id), count(*), sum(status >= 400)
+		FROM usage_records GROUP BY 1, 2, 3, 4, 5`)
 	db.Close()
 
 	s, err := Open(ctx, path)

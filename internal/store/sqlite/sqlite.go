@@ -58,7 +58,7 @@ type Store struct {
 	ids       store.IDs // of the projects, keys and customers this Store creates
 
 	insertMu sync.Mutex
-	inserts  []*sql.Stmt // usage-record INSERTs by insertSizes, the rollup's upsert, the latency upserts by latencySizes; prepared on first use
+	inserts  []*sql.Stmt // usage-record INSERTs by insertSizes, then the rollup's upsert; prepared on first use
 }
 
 // Open opens (creating if needed) the database at path and brings its

@@ -46,13 +46,20 @@ func BenchmarkUsageQueries(b *testing.B) {
 		SELECT time - time % 3600000000, key_id, project, model, provider, max(project_id), count(*), sum(status >= 400),
 			sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(cost_micros), sum(cache IN ('hit', 'semantic'))
 		FROM usage_records GROUP BY 1, 2, 3, 4, 5`,
-		`INSERT INTO usage_latency_hourly (hour, key_id, project, model, provider, project_id, metric, bucket, count)
-		SELECT hour, key_id, project, model, provider, max(project_id), metric, ` + account.LatencyBucketSQL("v") + `, count(*)
-		FROM (SELECT time - time % 3600000000 AS hour, key_id, project, model, provider, project_id, 'latency' AS metric,
-				latency_ms AS v FROM usage_records
-			UNION ALL SELECT time - time % 3600000000, key_id, project, model, provider, project_id, 'ttft', ttft_ms
-				FROM usage_records WHERE stream AND ttft_ms > 0)
-		GROUP BY 1, 2, 3, 4, 5, 7, 8`,
+		`UPDATE usage_hourly SET latency_hist = h.latency, ttft_hist = h.ttft FROM (
+			SELECT hour, key_id, project, model, provider,
+				coalesce(json_group_object(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
+				coalesce(json_group_object(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
+			FROM (SELECT hour, key_id, project, model, provider, metric, ` + account.LatencyBucketSQL("v") + ` AS bucket,
+					count(*) AS n
+				FROM (SELECT time - time % 3600000000 AS hour, key_id, project, model, provider, 'latency' AS metric,
+						latency_ms AS v FROM usage_records
+					UNION ALL SELECT time - time % 3600000000, key_id, project, model, provider, 'ttft', ttft_ms
+						FROM usage_records WHERE stream AND ttft_ms > 0)
+				GROUP BY 1, 2, 3, 4, 5, 6, 7)
+			GROUP BY 1, 2, 3, 4, 5) AS h
+		WHERE usage_hourly.hour = h.hour AND usage_hourly.key_id = h.key_id AND usage_hourly.project = h.project
+			AND usage_hourly.model = h.model AND usage_hourly.provider = h.provider`,
 		`CREATE INDEX usage_records_time ON usage_records (time, request_id)`,
 		`CREATE INDEX usage_records_key ON usage_records (key_id, time)`,
 		`CREATE INDEX usage_records_project ON usage_records (project, time)`,

@@ -69,32 +69,47 @@ func groupAndBucket(q account.UsageQuery, timeCol string) (group, bucket string)
 	return group, bucket
 }
 
-// The usage queries return partial rows that scanUsage adds up per group
-// and bucket: group, bucket, a latency bucket and a ttft bucket (-1:
-// none), the number of samples in those, then the sums.
-
-// usageRollup aggregates the rollup's rows of q's window (whole hours):
-// the sums from usage_hourly, then the latency buckets' counts, in one
-// statement so both read the same snapshot. The counts are added up by
-// scanUsage, not by GROUP BY: SQLite groups by sorting, which costs more
-// than reading the rows (as many as usage_hourly's, or more) into a map.
+// usageRollup adds up the rollup's rows of q's window (whole hours). It
+// reads them one by one and adds them up in Go: the latency histograms
+// (JSON objects) do not add up in SQL, and SQLite groups by sorting,
+// which costs more than a map.
 func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
 	group, bucket := groupAndBucket(q, "hour")
 	var b strings.Builder
-	b.WriteString(`SELECT ` + group + `, ` + bucket + `, -1, -1, 0, sum(requests), sum(errors), sum(prompt_tokens),
-		sum(completion_tokens), sum(cached_tokens), sum(cost_micros), sum(cache_hits) FROM usage_hourly`)
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, requests, errors, prompt_tokens, completion_tokens, cached_tokens,
+		cost_micros, cache_hits, latency_hist, ttft_hist FROM usage_hourly`)
 	args := filterOn(&b, nil, q.Filter, "hour")
-	b.WriteString(` GROUP BY 1, 2 UNION ALL SELECT ` + group + `, ` + bucket + `,
-		CASE metric WHEN '` + account.MetricLatency + `' THEN bucket ELSE -1 END,
-		CASE metric WHEN '` + account.MetricTTFT + `' THEN bucket ELSE -1 END, count, 0, 0, 0, 0, 0, 0, 0
-		FROM usage_latency_hourly`)
-	args = filterOn(&b, args, q.Filter, "hour")
-	return s.scanUsage(ctx, q, b.String(), args)
+	rows, err := s.r.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: usage: %w", err)
+	}
+	defer rows.Close()
+	var sums account.UsageSums
+	for rows.Next() {
+		var r account.UsageRow
+		var bucketAt, cost int64
+		var latency, ttft string
+		if err := rows.Scan(&r.Group, &bucketAt, &r.Requests, &r.Errors, &r.PromptTokens, &r.CompletionTokens,
+			&r.CachedTokens, &cost, &r.CacheHits, &latency, &ttft); err != nil {
+			return nil, fmt.Errorf("sqlite: usage: %w", err)
+		}
+		r.Cost = account.Micros(cost)
+		if q.Interval != account.IntervalNone {
+			r.Bucket = time.UnixMicro(bucketAt).UTC()
+		}
+		if err := sums.AddRollup(&r, latency, ttft); err != nil {
+			return nil, fmt.Errorf("sqlite: usage: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: usage: %w", err)
+	}
+	return sums.Rows(), nil
 }
 
 // usageRecords aggregates the records themselves, by group, time bucket
-// and the latency buckets (account.LatencyBucketSQL: the buckets the
-// rollup counts in).
+// and latency buckets (account.LatencyBucketSQL: the buckets the rollup
+// counts in), and adds up the rows of each group and time bucket in Go.
 func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
 	group, bucket := groupAndBucket(q, "time")
 	var b strings.Builder
@@ -105,12 +120,7 @@ func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]accou
 		coalesce(sum(cost_micros), 0), coalesce(sum(cache IN ('hit', 'semantic')), 0) FROM usage_records`)
 	args := filterSQL(&b, nil, q.Filter)
 	b.WriteString(" GROUP BY 1, 2, 3, 4")
-	return s.scanUsage(ctx, q, b.String(), args)
-}
-
-// scanUsage reads the partial rows of a usage query and adds them up.
-func (s *Store) scanUsage(ctx context.Context, q account.UsageQuery, query string, args []any) ([]account.UsageRow, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	rows, err := s.r.QueryContext(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: usage: %w", err)
 	}

@@ -44,59 +44,38 @@ func insertSQL(n int) string {
 	return b.String()
 }
 
-// rollupSQL adds one combination's sums to its hour of usage_hourly.
+// rollupSQL adds one combination's sums and latency histograms to its
+// hour of usage_hourly. The histograms are JSON objects of bucket counts
+// (migration 0012): the batch's buckets, each with the stored count
+// added, patched over the stored object; a batch without streams adds
+// no ttft.
 const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors,
-	prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+	prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits, latency_hist, ttft_hist)
+	VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 	ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
 	requests = requests + excluded.requests, errors = errors + excluded.errors,
 	prompt_tokens = prompt_tokens + excluded.prompt_tokens,
 	completion_tokens = completion_tokens + excluded.completion_tokens,
 	cached_tokens = cached_tokens + excluded.cached_tokens,
-	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits`
-
-// latencySizes are the row counts of the upserts a batch's latency
-// buckets are cut into, largest first, as insertSizes are for the
-// records: a busy batch fills a dozen buckets per hour and combination,
-// and a statement each would pay a statement's overhead for every one.
-// 2 is there for the common batch of one streamed record, which fills a
-// latency and a ttft bucket.
-var latencySizes = [...]int{64, 16, 4, 2, 1}
-
-// latencyColCount is the number of values of one latency upsert row.
-const latencyColCount = 9
-
-// latencySQL adds the counts of n combinations' latency buckets to their
-// hours of usage_latency_hourly (migration 0012 says why a table of its
-// own).
-func latencySQL(n int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO usage_latency_hourly (hour, key_id, project, model, provider, project_id, metric, bucket,
-	count) VALUES `)
-	row := "(" + strings.Repeat("?,", latencyColCount-1) + "?)"
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(row)
-	}
-	b.WriteString(` ON CONFLICT (hour, key_id, project, model, provider, metric, bucket) DO UPDATE SET
-	count = count + excluded.count`)
-	return b.String()
-}
+	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits,
+	latency_hist = json_patch(usage_hourly.latency_hist, (SELECT json_group_object(key,
+		value + coalesce(usage_hourly.latency_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.latency_hist))),
+	ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN usage_hourly.ttft_hist ELSE
+		json_patch(usage_hourly.ttft_hist, (SELECT json_group_object(key,
+		value + coalesce(usage_hourly.ttft_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.ttft_hist))) END`
 
 // insertStmts returns the prepared INSERTs, one per insertSizes entry,
-// followed by the rollup's upsert and the latency buckets' upserts, one
-// per latencySizes entry (rollupStmts picks those), preparing them on
-// the writer the first time. The writer pool has one connection, so they
-// stay prepared on it.
+// followed by the rollup's upsert, preparing them on the writer the
+// first time. The writer pool has one connection, so they stay prepared
+// on it.
 func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 	s.insertMu.Lock()
 	defer s.insertMu.Unlock()
 	if s.inserts != nil {
 		return s.inserts, nil
 	}
-	stmts := make([]*sql.Stmt, 0, len(insertSizes)+1+len(latencySizes))
-	for _, q := range insertQueries() {
+	stmts := make([]*sql.Stmt, 0, len(insertSizes)+1)
+	for _, q := range append(insertQueries(), rollupSQL) {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			for _, p := range stmts {
@@ -111,13 +90,9 @@ func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
 }
 
 func insertQueries() []string {
-	qs := make([]string, 0, len(insertSizes)+1+len(latencySizes))
-	for _, n := range insertSizes {
-		qs = append(qs, insertSQL(n))
-	}
-	qs = append(qs, rollupSQL)
-	for _, n := range latencySizes {
-		qs = append(qs, latencySQL(n))
+	qs := make([]string, len(insertSizes))
+	for i, n := range insertSizes {
+		qs[i] = insertSQL(n)
 	}
 	return qs
 }
@@ -180,36 +155,7 @@ func writeBatch(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []account
 		}
 		rest = rest[n:]
 	}
-	return addRollup(ctx, rollupStmts(ctx, tx, stmts), rs, nil)
-}
-
-// rollupUpserts are the rollup's statements, bound to a transaction.
-type rollupUpserts struct {
-	tx      *sql.Tx
-	sums    *sql.Stmt   // usage_hourly's
-	latency []*sql.Stmt // usage_latency_hourly's by latencySizes, bound to tx when used
-}
-
-// rollupStmts picks the rollup's upserts out of stmts (insertStmts).
-func rollupStmts(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt) rollupUpserts {
-	return rollupUpserts{tx, tx.StmtContext(ctx, stmts[len(insertSizes)]), stmts[len(insertSizes)+1:]}
-}
-
-// addLatency upserts the rows in args (latencyColCount values each),
-// cut into the multi-row upserts of latencySizes.
-func (u rollupUpserts) addLatency(ctx context.Context, args []any) error {
-	for rest := args; len(rest) > 0; {
-		k := 0
-		for latencySizes[k]*latencyColCount > len(rest) {
-			k++
-		}
-		n := latencySizes[k] * latencyColCount
-		if _, err := u.tx.StmtContext(ctx, u.latency[k]).ExecContext(ctx, rest[:n]...); err != nil {
-			return err
-		}
-		rest = rest[n:]
-	}
-	return nil
+	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, nil)
 }
 
 // writeOneByOne inserts rs a record at a time and adds to the rollup
@@ -233,7 +179,7 @@ func writeOneByOne(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []acco
 		}
 		inserted[i] = added == 1
 	}
-	return addRollup(ctx, rollupStmts(ctx, tx, stmts), rs, inserted)
+	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, inserted)
 }
 
 // hourCombo is a row of usage_hourly's key.
@@ -242,8 +188,7 @@ type hourCombo struct {
 	keyID, project, model, provider string
 }
 
-// hourSums are the sums a batch adds to one row of usage_hourly, and the
-// latency samples it adds to that row's histograms.
+// hourSums are what a batch adds to one row of usage_hourly.
 type hourSums struct {
 	projectID                                                string
 	requests, errors, prompt, completion, cached, cost, hits int64
@@ -251,11 +196,11 @@ type hourSums struct {
 }
 
 // addRollup adds the records of rs (those marked in inserted, when it is
-// not nil) to the hourly rollup, one upsert per hour and combination,
-// then their latency buckets, several to a statement. The combinations
-// go in first-seen order, so replicas' batches touch rows in the same
-// order and a run is reproducible.
-func addRollup(ctx context.Context, up rollupUpserts, rs []account.Record, inserted []bool) error {
+// not nil) to the hourly rollup, latency histograms included, one upsert
+// per hour and combination.
+// The combinations go in first-seen order, so replicas' batches touch
+// rows in the same order and a run is reproducible.
+func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inserted []bool) error {
 	const hour = int64(time.Hour / time.Microsecond)
 	sums := make(map[hourCombo]*hourSums, 4)
 	var order []hourCombo
@@ -289,23 +234,18 @@ func addRollup(ctx context.Context, up rollupUpserts, rs []account.Record, inser
 			h.ttft.Add(r.TTFTMS)
 		}
 	}
-	var latency []any
+	var buf []byte
 	for _, c := range order {
 		h := sums[c]
-		if _, err := up.sums.ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
-			h.requests, h.errors, h.prompt, h.completion, h.cached, h.cost, h.hits); err != nil {
+		buf = h.latency.AppendJSON(buf[:0])
+		latency := string(buf)
+		buf = h.ttft.AppendJSON(buf[:0])
+		if _, err := upsert.ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
+			h.requests, h.errors, h.prompt, h.completion, h.cached, h.cost, h.hits, latency, string(buf)); err != nil {
 			return err
 		}
-		for _, m := range [...]struct {
-			name string
-			h    *account.Histogram
-		}{{account.MetricLatency, &h.latency}, {account.MetricTTFT, &h.ttft}} {
-			for b, n := range m.h.Buckets() {
-				latency = append(latency, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID, m.name, b, n)
-			}
-		}
 	}
-	return up.addLatency(ctx, latency)
+	return nil
 }
 
 // appendRecordArgs appends r's column values in usageCols order.
@@ -334,10 +274,8 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 	}
 	// The rollup's hours that lie wholly before the cut go too.
 	hour := int64(time.Hour / time.Microsecond)
-	for _, table := range [...]string{"usage_hourly", "usage_latency_hourly"} {
-		if _, err := s.w.ExecContext(ctx, `DELETE FROM `+table+` WHERE hour < ?`, unixMicros(before)-unixMicros(before)%hour); err != nil {
-			return 0, fmt.Errorf("sqlite: prune usage rollup: %w", err)
-		}
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM usage_hourly WHERE hour < ?`, unixMicros(before)-unixMicros(before)%hour); err != nil {
+		return 0, fmt.Errorf("sqlite: prune usage rollup: %w", err)
 	}
 	return int(n), nil
 }

@@ -56,6 +56,18 @@ func testUsageLatency(t *testing.T, s auth.Store) {
 			t.Fatal(err)
 		}
 	}
+	// One hour and combination written by three batches: a stream, a
+	// request that is not one (its batch adds no ttft, and must keep the
+	// stream's), and a stream again.
+	for i, stream := range []bool{true, false, true} {
+		r := account.Record{RequestID: fmt.Sprintf("gh-late%d", i), Time: day.Add(2*time.Hour + time.Duration(10+i)*time.Minute),
+			KeyID: "key_c", Project: "alpha", ProjectID: "proj_1", Customer: "cus", Model: "chat", Provider: "openai",
+			Status: 200, LatencyMS: float64(300 * (i + 1)), Stream: stream, TTFTMS: float64(40 * (i + 1))}
+		if err := w.WriteRecords(ctx, []account.Record{r}); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
 
 	for _, c := range []struct {
 		name string
