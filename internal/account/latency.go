@@ -135,6 +135,10 @@ func (h *Histogram) AddCount(b int, n int64) {
 		return
 	}
 	b = min(max(b, 0), len(latencyBounds))
+	if k := len(h.buckets); k == 0 || h.buckets[k-1].bucket < b { // buckets mostly come in order
+		h.buckets = append(h.buckets, bucketCount{b, n})
+		return
+	}
 	i, found := slices.BinarySearchFunc(h.buckets, b, func(c bucketCount, b int) int { return c.bucket - b })
 	if found {
 		h.buckets[i].count += n
@@ -205,19 +209,17 @@ func (h *Histogram) AddJSON(s string) error {
 	for i := 0; i < len(s); {
 		switch c := s[i]; {
 		case c >= '0' && c <= '9':
-			j := i
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-				j++
-			}
-			v, err := strconv.ParseInt(s[i:j], 10, 64)
-			if err != nil {
-				return fmt.Errorf("latency histogram %q: %w", s, err)
+			var v int64
+			for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+				if v > (math.MaxInt64-9)/10 {
+					return fmt.Errorf("latency histogram %q: a number out of range", s)
+				}
+				v = v*10 + int64(s[i]-'0')
 			}
 			pair[n%2] = v
 			if n++; n%2 == 0 {
 				h.AddCount(int(min(pair[0], int64(len(latencyBounds)))), pair[1])
 			}
-			i = j
 		case c == '{' || c == '}' || c == '"' || c == ':' || c == ',' || c == ' ':
 			i++
 		default:

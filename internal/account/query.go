@@ -300,10 +300,11 @@ type usageKey struct {
 	bucket time.Time
 }
 
-// Row returns the row of group and bucket, started at zero the first
-// time, to add to. The pointer is good until the next call.
-func (s *UsageSums) Row(group string, bucket time.Time) *UsageRow {
-	k := usageKey{group, bucket}
+// add adds r's sums (not its histograms) to the row of its group and
+// bucket, started at zero the first time, and returns that row; the
+// pointer is good until the next call.
+func (s *UsageSums) add(r *UsageRow) *UsageRow {
+	k := usageKey{r.Group, r.Bucket}
 	i, ok := s.at[k]
 	if !ok {
 		if s.at == nil {
@@ -311,14 +312,9 @@ func (s *UsageSums) Row(group string, bucket time.Time) *UsageRow {
 		}
 		i = len(s.rows)
 		s.at[k] = i
-		s.rows = append(s.rows, UsageRow{Group: group, Bucket: bucket})
+		s.rows = append(s.rows, UsageRow{Group: r.Group, Bucket: r.Bucket})
 	}
-	return &s.rows[i]
-}
-
-// Add adds r to the row of its group and bucket.
-func (s *UsageSums) Add(r *UsageRow) {
-	m := s.Row(r.Group, r.Bucket)
+	m := &s.rows[i]
 	m.Requests += r.Requests
 	m.Errors += r.Errors
 	m.PromptTokens += r.PromptTokens
@@ -326,14 +322,20 @@ func (s *UsageSums) Add(r *UsageRow) {
 	m.CachedTokens += r.CachedTokens
 	m.Cost += r.Cost
 	m.CacheHits += r.CacheHits
+	return m
+}
+
+// Add adds r to the row of its group and bucket.
+func (s *UsageSums) Add(r *UsageRow) {
+	m := s.add(r)
 	m.Latency.Merge(r.Latency)
 	m.TTFT.Merge(r.TTFT)
 }
 
 // UsagePartial is one row of a store's usage query before the adding
-// up: sums over some records or rollup rows of a group and bucket (its
-// UsageRow, histograms left empty), of which Samples fall in latency
-// bucket LatencyBucket and ttft bucket TTFTBucket (-1: none).
+// up: sums over some records of a group and bucket (its UsageRow,
+// histograms left empty), of which Samples fall in latency bucket
+// LatencyBucket and ttft bucket TTFTBucket (-1: none).
 type UsagePartial struct {
 	UsageRow
 	LatencyBucket, TTFTBucket int
@@ -342,14 +344,7 @@ type UsagePartial struct {
 
 // AddPartial adds p to the row of its group and bucket.
 func (s *UsageSums) AddPartial(p *UsagePartial) {
-	m := s.Row(p.Group, p.Bucket)
-	m.Requests += p.Requests
-	m.Errors += p.Errors
-	m.PromptTokens += p.PromptTokens
-	m.CompletionTokens += p.CompletionTokens
-	m.CachedTokens += p.CachedTokens
-	m.Cost += p.Cost
-	m.CacheHits += p.CacheHits
+	m := s.add(&p.UsageRow)
 	if p.LatencyBucket >= 0 {
 		m.Latency.AddCount(p.LatencyBucket, p.Samples)
 	}
@@ -363,14 +358,7 @@ func (s *UsageSums) AddPartial(p *UsagePartial) {
 // together), to the row of its group and bucket. r's own histograms are
 // ignored.
 func (s *UsageSums) AddRollup(r *UsageRow, latency, ttft string) error {
-	m := s.Row(r.Group, r.Bucket)
-	m.Requests += r.Requests
-	m.Errors += r.Errors
-	m.PromptTokens += r.PromptTokens
-	m.CompletionTokens += r.CompletionTokens
-	m.CachedTokens += r.CachedTokens
-	m.Cost += r.Cost
-	m.CacheHits += r.CacheHits
+	m := s.add(r)
 	if err := m.Latency.AddJSON(latency); err != nil {
 		return err
 	}

@@ -47,8 +47,8 @@ func BenchmarkUsageQueries(b *testing.B) {
 		FROM usage_records GROUP BY 1, 2, 3, 4, 5`,
 		`UPDATE usage_hourly AS u SET latency_hist = h.latency, ttft_hist = h.ttft FROM (
 			SELECT hour, key_id, project, model, provider,
-				coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
-				coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
+				coalesce(json_object_agg(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
+				coalesce(json_object_agg(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
 			FROM (SELECT date_bin('1 hour', r.time, '2000-01-01 00:00:00+00') AS hour, r.key_id, r.project, r.model,
 					r.provider, m.metric, width_bucket(m.v, $1::double precision[]) AS bucket, count(*) AS n
 				FROM usage_records r CROSS JOIN LATERAL (VALUES ('latency', r.latency_ms),

@@ -38,8 +38,8 @@ const moveSQL = `WITH ins AS (
 		GROUP BY 1, 2, 3, 4, 5, 6, 7),
 	hists AS (
 		SELECT hour, key_id, project, model, provider,
-			coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
-			coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
+			coalesce(json_object_agg(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
+			coalesce(json_object_agg(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
 		FROM buckets GROUP BY 1, 2, 3, 4, 5),
 	sums AS (
 		SELECT hour, key_id, project, model, provider, max(project_id) AS project_id, count(*) AS requests,
@@ -59,7 +59,8 @@ const moveSQL = `WITH ins AS (
 		cached_tokens = h.cached_tokens + excluded.cached_tokens,
 		cost_micros = h.cost_micros + excluded.cost_micros, cache_hits = h.cache_hits + excluded.cache_hits,
 		latency_hist = usage_hist_add(h.latency_hist, excluded.latency_hist),
-		ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN h.ttft_hist ELSE usage_hist_add(h.ttft_hist, excluded.ttft_hist) END`
+		ttft_hist = CASE excluded.ttft_hist::text WHEN '{}' THEN h.ttft_hist
+			ELSE usage_hist_add(h.ttft_hist, excluded.ttft_hist) END`
 
 // WriteRecords implements account.RecordStore with COPY: the batch is
 // copied into a temporary table and moved into usage_records with ON

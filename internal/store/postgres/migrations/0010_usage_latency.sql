@@ -8,7 +8,9 @@
 -- latency_hist counts every record's latency_ms, ttft_hist the ttft_ms
 -- of streamed records with one above 0, each as a JSON object of the
 -- non-empty buckets' counts keyed by bucket number ({"40": 3, "52": 1};
--- account.Histogram.AppendJSON).
+-- account.Histogram.AppendJSON). json, not jsonb: the usage API reads
+-- them as text, which json keeps and jsonb has to print (half the time
+-- of a 30-day question went there).
 --
 -- Columns on usage_hourly rather than a companion table of one row per
 -- hour, combination and bucket: a busy combination fills ten or twenty
@@ -18,14 +20,14 @@
 -- see BENCHMARKS.md). Here it reads each rollup row once, the usage API
 -- adding the histograms up in Go, and WriteRecords merges a batch's
 -- counts into the row it already upserts, with usage_hist_add.
-ALTER TABLE usage_hourly ADD COLUMN latency_hist jsonb NOT NULL DEFAULT '{}',
-    ADD COLUMN ttft_hist jsonb NOT NULL DEFAULT '{}';
+ALTER TABLE usage_hourly ADD COLUMN latency_hist json NOT NULL DEFAULT '{}',
+    ADD COLUMN ttft_hist json NOT NULL DEFAULT '{}';
 
 -- usage_hist_add adds histogram b to a bucket by bucket: b's buckets
 -- with a's counts added, over a (b is a batch's, usually the smaller).
-CREATE FUNCTION usage_hist_add(a jsonb, b jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT a || coalesce((SELECT jsonb_object_agg(bucket, n::bigint + coalesce((a ->> bucket)::bigint, 0))
-        FROM jsonb_each_text(b) AS e (bucket, n)), '{}')
+CREATE FUNCTION usage_hist_add(a json, b json) RETURNS json LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (a::jsonb || coalesce((SELECT jsonb_object_agg(bucket, n::bigint + coalesce((a ->> bucket)::bigint, 0))
+        FROM json_each_text(b) AS e (bucket, n)), '{}'))::json
 $$;
 
 -- Records written before this migration. The array lists the bounds of
@@ -33,8 +35,8 @@ $$;
 UPDATE usage_hourly AS u SET latency_hist = h.latency, ttft_hist = h.ttft
 FROM (
     SELECT hour, key_id, project, model, provider,
-        coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
-        coalesce(jsonb_object_agg(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
+        coalesce(json_object_agg(bucket, n) FILTER (WHERE metric = 'latency'), '{}') AS latency,
+        coalesce(json_object_agg(bucket, n) FILTER (WHERE metric = 'ttft'), '{}') AS ttft
     FROM (
         SELECT date_bin('1 hour', r.time, '2000-01-01 00:00:00+00') AS hour, r.key_id, r.project, r.model, r.provider,
             m.metric, width_bucket(m.v, ARRAY[
