@@ -197,9 +197,9 @@ type hourSums struct {
 
 // addRollup adds the records of rs (those marked in inserted, when it is
 // not nil) to the hourly rollup, latency histograms included, one upsert
-// per hour and combination.
-// The combinations go in first-seen order, so replicas' batches touch
-// rows in the same order and a run is reproducible.
+// per hour and combination. The combinations go in first-seen order, so
+// replicas' batches touch rows in the same order and a run is
+// reproducible.
 func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inserted []bool) error {
 	const hour = int64(time.Hour / time.Microsecond)
 	sums := make(map[hourCombo]*hourSums, 4)
