@@ -27,6 +27,7 @@ type recordFilter struct {
 	Model    string `help:"Only this model, as clients send it."`
 	Provider string `help:"Only this provider (its configured name)."`
 	Status   int    `help:"Only this HTTP status."`
+	Cache    string `enum:",hit,semantic,miss,bypass" default:"" help:"Only requests with this cache outcome: hit, semantic, miss or bypass."`
 }
 
 // query turns the flags into query parameters, resolving relative times
@@ -43,7 +44,8 @@ func (f *recordFilter) query(now time.Time) (url.Values, error) {
 		}
 		q.Set(name, t.Format(time.RFC3339))
 	}
-	for name, v := range map[string]string{"key": f.Key, "project": f.Project, "customer": f.Customer, "model": f.Model, "provider": f.Provider} {
+	for name, v := range map[string]string{"key": f.Key, "project": f.Project, "customer": f.Customer, "model": f.Model, "provider": f.Provider,
+		"cache": f.Cache} {
 		if v != "" {
 			q.Set(name, v)
 		}
@@ -83,7 +85,7 @@ type usageCmd struct {
 	adminFlags   `embed:""`
 	recordFilter `embed:""`
 	GroupBy      string `name:"group-by" enum:",key,project,customer,model,provider" default:"" help:"Group by key, project, customer, model or provider."`
-	Interval     string `enum:",hour,day" default:"" help:"Bucket by UTC hour or day."`
+	Interval     string `enum:",minute,hour,day" default:"" help:"Bucket by UTC minute (windows up to 24h), hour or day."`
 }
 
 func (c *usageCmd) Run() error { return c.run(context.Background(), os.Stdout, time.Now()) }
@@ -122,13 +124,27 @@ func (c *usageCmd) run(ctx context.Context, w io.Writer, now time.Time) error {
 	}
 	cols = append(cols, column{"REQUESTS", str("requests")}, column{"ERRORS", str("errors")},
 		column{"PROMPT", str("prompt_tokens")}, column{"COMPLETION", str("completion_tokens")},
-		column{"CACHED", str("cached_tokens")}, column{"COST USD", str("cost_usd")}, column{"CACHE HITS", str("cache_hits")})
+		column{"CACHED", str("cached_tokens")}, column{"COST USD", str("cost_usd")}, column{"CACHE HITS", str("cache_hits")},
+		column{"P50 MS", millis("latency_ms_p50")}, column{"P95 MS", millis("latency_ms_p95")},
+		column{"TTFT P50", millis("ttft_ms_p50")}, column{"TTFT P95", millis("ttft_ms_p95")})
 	fmt.Fprintf(w, "%s – %s\n", cellTime(ans.From), cellTime(ans.To))
 	if len(ans.Data) == 0 {
 		fmt.Fprintln(w, "no requests")
 		return nil
 	}
 	return printTable(w, cols, ans.Data)
+}
+
+// millis shows a duration in milliseconds to a tenth; "-" without one (no
+// sample in the row).
+func millis(name string) func(map[string]any) string {
+	return func(r map[string]any) string {
+		v, ok := r[name].(float64)
+		if !ok {
+			return "-"
+		}
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
 }
 
 // cellTime shows an RFC 3339 time to the second, in UTC.

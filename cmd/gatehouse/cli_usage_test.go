@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,20 @@ func TestCLIUsageAndLogs(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "MODEL") || !strings.HasPrefix(lines[2], "chat ") || !strings.Contains(lines[2], " 3 ") {
 		t.Fatalf("usage table:\n%s", out)
+	}
+	// The latency percentiles are columns of the table: three requests
+	// answered, so p50 is a number; none streamed, so no ttft.
+	// MODEL REQUESTS ERRORS PROMPT COMPLETION CACHED COST CACHE-HITS P50 P95 TTFT-P50 TTFT-P95
+	row := strings.Fields(lines[2])
+	if !strings.Contains(lines[1], "P50 MS  P95 MS  TTFT P50  TTFT P95") || len(row) != 12 {
+		t.Fatalf("usage table without latency percentiles:\n%s", out)
+	}
+	if p50, err := strconv.ParseFloat(row[8], 64); err != nil || p50 <= 0 || row[10] != "-" || row[11] != "-" {
+		t.Fatalf("usage table: p50 %q, ttft %q %q; want a latency and no ttft:\n%s", row[8], row[10], row[11], out)
+	}
+	out, stderr, err = cliRun(t, gw.URL, "usage", "--interval", "minute", "--cache", "bypass")
+	if err != nil || !strings.Contains(out, "BUCKET") {
+		t.Fatalf("usage --interval minute --cache bypass: %v\n%s%s", err, out, stderr)
 	}
 	out, _, err = cliRun(t, gw.URL, "usage", "--json", "--interval", "hour")
 	var usage struct {
