@@ -127,8 +127,10 @@ try {
     const n = await page.getByTestId('total-requests').textContent({ timeout: 2000 });
     assert.ok(Number(n.replace(/,/g, '')) >= 3, `total requests ${n}`);
   });
-  await page.locator('.chart canvas').first().waitFor();
-  assert.ok((await page.locator('.chart canvas').count()) >= 6, 'the overview draws its charts, latency and time to first token among them');
+  // Each chart draws once its box has a width: they appear one by one.
+  await waitUntil('the overview\'s charts', async () => {
+    assert.ok((await page.locator('.chart canvas').count()) >= 7, 'the overview draws its seven charts, latency and time to first token among them');
+  }, 10000);
   assert.match(await page.getByTestId('latency').textContent(), /^\d[\d.]* m?s \/ \d[\d.]* m?s$/, 'the overview shows latency percentiles');
   await page.getByLabel('Model').selectOption(model);
   await page.getByRole('radio', { name: 'Last hour' }).check();
