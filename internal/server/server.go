@@ -213,6 +213,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	s.stamp(w, s.now())
 	rt := s.rt.Load()
 	if rt.Auth != nil {
 		if _, err := rt.Auth.Authenticate(r); err != nil {
@@ -229,6 +230,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	s.stamp(w, s.now())
 	rt := s.rt.Load()
 	if rt.Auth != nil {
 		if _, err := rt.Auth.Authenticate(r); err != nil {
