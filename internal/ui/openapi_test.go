@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -54,6 +55,9 @@ func TestAnswersMatchTheDocument(t *testing.T) {
 	check(get("/ui/api/session", nil))
 	check(get("/ui/api/openapi.json", nil))
 	check(loginRequest("")) // 400
+	big := loginRequest(adminKey)
+	big.Body = io.NopCloser(strings.NewReader(`{"admin_key":"` + strings.Repeat("x", maxLoginBody) + `"}`))
+	check(big) // 413
 	cross := loginRequest(adminKey)
 	cross.Header.Set("Sec-Fetch-Site", "cross-site")
 	check(cross) // 403

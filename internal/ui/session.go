@@ -26,6 +26,9 @@ const CookieName = "gatehouse_session"
 // without a preflight the gateway never answers.
 const CSRFHeader = "X-CSRF-Token"
 
+// maxLoginBody bounds a login request: an admin key in a JSON object.
+const maxLoginBody = 4096
+
 // DefaultTTL is how long a session lasts when the config does not say.
 const DefaultTTL = 12 * time.Hour
 
@@ -73,6 +76,8 @@ var (
 		Code: "invalid_csrf_token", Message: "A change made with the dashboard's session needs its CSRF token in the " + CSRFHeader + " header."}
 	errCrossSite = &llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "permission_error",
 		Code: "cross_site_request", Message: "Cross-site requests may not use the dashboard's session."}
+	errLoginTooLarge = &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+		Code: "request_too_large", Message: "A login body is a small JSON object: {\"admin_key\": \"…\"}, at most 4 KiB."}
 	errMissingKey = &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
 		Param: "admin_key", Code: "missing_admin_key", Message: `Send the admin key as {"admin_key": "…"}.`}
 )
@@ -156,7 +161,11 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		AdminKey string `json:"admin_key"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || body.AdminKey == "" {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLoginBody)).Decode(&body); err != nil || body.AdminKey == "" {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			errLoginTooLarge.WriteOpenAI(w)
+			return
+		}
 		errMissingKey.WriteOpenAI(w)
 		return
 	}

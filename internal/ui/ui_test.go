@@ -221,6 +221,11 @@ func TestLoginRefusals(t *testing.T) {
 			r.Body = io.NopCloser(strings.NewReader("admin_key=" + adminKey))
 			return r
 		}, 400, "missing_admin_key"},
+		{"body too large", func() *http.Request {
+			r := loginRequest(adminKey)
+			r.Body = io.NopCloser(strings.NewReader(`{"admin_key":"` + strings.Repeat("x", maxLoginBody) + `"}`))
+			return r
+		}, 413, "request_too_large"},
 		{"cross-site form", func() *http.Request {
 			r := loginRequest(adminKey)
 			r.Header.Set("Sec-Fetch-Site", "cross-site")
