@@ -41,6 +41,10 @@ func (x *exchange) serveChat() {
 // reply is how a route's dialect answers with what the backend returned
 // (always OpenAI-shaped); the zero value relays it as it is.
 type reply struct {
+	// fit, when set, checks the request against the deployment an
+	// attempt goes to (a parameter only some backends honour); an error
+	// ends the attempt unanswered.
+	fit func(d *provider.Deployment) *llm.Error
 	// completion re-encodes a non-streamed body; nil sends it unchanged.
 	completion func(body []byte) ([]byte, error)
 	// encoder returns a fresh re-encoder for a stream (one per attempt: an
@@ -81,6 +85,11 @@ func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 // client. A failure is returned unanswered unless the stream had started.
 func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.ChatRequest, rp reply) route.Result {
 	d := a.Deployment
+	if rp.fit != nil {
+		if err := rp.fit(d); err != nil {
+			return route.Result{Err: err}
+		}
+	}
 	start := x.s.now()
 	call := provider.StartCall(ctx, a.Timeouts)
 	defer call.Stop()

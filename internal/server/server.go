@@ -21,6 +21,7 @@ import (
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/metrics"
+	"gatehouse/internal/responses"
 	"gatehouse/internal/route"
 	"gatehouse/internal/telemetry"
 	"gatehouse/internal/tokens"
@@ -66,6 +67,9 @@ type Runtime struct {
 	// Caching is the exact response cache; nil caches nothing (every
 	// response says bypass).
 	Caching *Caching
+	// Responses keeps the responses created with store: true; nil keeps
+	// none, and store: true and previous_response_id are refused.
+	Responses responses.Store
 }
 
 // Server serves the gateway API.
@@ -124,6 +128,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/messages/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, dialectAnthropic, notFound(r), s.stamp(w, s.now()))
 	})
+	mux.HandleFunc("/v1/responses", s.only(http.MethodPost, s.responsesCreate))
+	mux.HandleFunc("/v1/responses/{id}", s.responsesByID)
 	mux.HandleFunc("/v1/models", s.only(http.MethodGet, s.models))
 	mux.HandleFunc("/v1/models/{id...}", s.only(http.MethodGet, s.model))
 	mux.HandleFunc("/admin/", s.admin)
