@@ -45,8 +45,8 @@ type Unsupported struct {
 // echo holds the request's values that the response object repeats, raw.
 type echo struct {
 	tools, toolChoice, text, reasoning, metadata, truncation []byte
-	temperature, topP, maxOutputTokens, parallelToolCalls     []byte
-	user, safetyIdentifier, promptCacheKey, serviceTier       []byte
+	temperature, topP, maxOutputTokens, parallelToolCalls    []byte
+	user, safetyIdentifier, promptCacheKey, serviceTier      []byte
 }
 
 // ignored are parameters that change how OpenAI runs or bills a request,
