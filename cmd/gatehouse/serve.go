@@ -132,10 +132,19 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	g.gen.start(ctx, g.log)                // discovered models are routable before the first request
 	adminOff := g.gen.runtime.Admin == nil // read now: a reload may replace g.gen once the watcher runs
 	g.mu.Unlock()
+	pruned := make(chan struct{})
+	pruneCtx, stopPruning := context.WithCancel(ctx)
+	if rs := g.st.responseStore(); rs != nil && g.st.usage.Retention > 0 {
+		go retainResponses(pruneCtx, rs, g.st.usage.Retention.D(), g.log, pruned)
+	} else {
+		close(pruned)
+	}
 	defer func() {
 		g.mu.Lock()
 		g.gen.stop()
 		g.mu.Unlock()
+		stopPruning()
+		<-pruned
 		if err := g.st.close(); err != nil {
 			g.log.Error("closing the record store", "error", err.Error())
 		}

@@ -94,6 +94,7 @@ func build(cfg *config.Config, types *provider.Registry, bare bool, st *stores, 
 				return nil, err
 			}
 		}
+		rt.Responses = st.responseStore()
 		if st.sink != nil {
 			rt.Usage = st.sink
 			rt.Bodies = bodyRedactor(cfg.Usage.Bodies)
