@@ -38,6 +38,7 @@ func providerSettings(p *config.Provider) provider.Settings {
 		APIVersion: p.APIVersion, Region: p.Region, Local: p.Local,
 		StreamUsage:     p.StreamUsage == nil || *p.StreamUsage,
 		DropUnsupported: p.DropUnsupported,
+		ResponsesAPI:    p.ResponsesAPI,
 		Header:          http.Header{},
 	}
 	for k, v := range p.Headers {

@@ -127,6 +127,11 @@ type Provider struct {
 	// model it has is routable by name without a models entry; default
 	// true for ollama.
 	Discover *bool `yaml:"discover"`
+	// ResponsesAPI sends /v1/responses requests to the server as they
+	// are, for servers that have OpenAI's Responses API; false translates
+	// them to chat completions. Default true for openai and azure (where
+	// the api_version has it), false for openai-compatible.
+	ResponsesAPI *bool `yaml:"responses_api"`
 	// HealthCheck, when set, polls the server's health endpoint and takes
 	// its deployments out of selection while it fails.
 	HealthCheck *HealthCheck `yaml:"health_check"`

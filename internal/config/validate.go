@@ -189,6 +189,7 @@ func (c *checker) provider(path string, p *Provider, seen map[string]string) {
 	c.providerOption(path+".api_version", p.APIVersion != "", t, provider.OptionAPIVersion)
 	c.providerOption(path+".region", p.Region != "", t, provider.OptionRegion)
 	c.providerOption(path+".discover", p.Discover != nil, t, provider.OptionDiscover)
+	c.providerOption(path+".responses_api", p.ResponsesAPI != nil, t, provider.OptionResponsesAPI)
 	if p.APIKey != strings.TrimSpace(p.APIKey) {
 		c.errorf(path+".api_key", "has leading or trailing whitespace or a line break")
 	}

@@ -35,6 +35,19 @@ type Embedder interface {
 	Embedding(resp *http.Response, d *Deployment, req *llm.EmbedRequest) (*llm.Completion, error)
 }
 
+// ResponsesAPI is implemented by adapters whose provider can serve
+// OpenAI's Responses API itself (OpenAI, Azure OpenAI, and OpenAI-
+// compatible servers that have it): a POST /v1/responses is then sent to
+// it as the client wrote it, rather than translated to chat completions.
+type ResponsesAPI interface {
+	// ResponsesRequest builds the upstream request for a Responses body
+	// already fitted to the deployment (its model, its conversation).
+	ResponsesRequest(ctx context.Context, d *Deployment, body []byte, stream bool) (*http.Request, error)
+	// HasResponsesAPI reports whether this deployment's server has the
+	// API (an Azure api-version older than the API has not).
+	HasResponsesAPI(d *Deployment) bool
+}
+
 // Discoverer is implemented by adapters whose provider can list the
 // models it serves (Ollama's /api/tags), so they are routable without a
 // models entry. Like every adapter method, it does no I/O itself.
@@ -63,8 +76,12 @@ type Deployment struct {
 	// DropUnsupported makes translating adapters drop request parameters
 	// the provider cannot honour instead of refusing them with a 400.
 	DropUnsupported bool
-	APIVersion      string // azure: the api-version query parameter
-	Region          string // bedrock: the AWS region
-	Adapter         Adapter
-	Client          *http.Client
+	// ResponsesAPI sends Responses API requests to this deployment as
+	// they are (its adapter is a ResponsesAPI); false translates them to
+	// chat completions.
+	ResponsesAPI bool
+	APIVersion   string // azure: the api-version query parameter
+	Region       string // bedrock: the AWS region
+	Adapter      Adapter
+	Client       *http.Client
 }

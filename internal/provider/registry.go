@@ -24,6 +24,9 @@ type Settings struct {
 	StreamUsage     bool        // ask the upstream for usage in streams
 	DropUnsupported bool        // translating adapters drop what they cannot honour
 	Header          http.Header // extra headers sent upstream; may be nil
+	// ResponsesAPI says whether Responses API requests go to the server
+	// as they are (true) or translated (false); nil leaves it to the type.
+	ResponsesAPI *bool
 
 	// Getenv reads the process environment, for credentials a type takes
 	// from it (Bedrock's AWS variables); nil means os.Getenv. Tests pass
@@ -50,6 +53,9 @@ const (
 	OptionAPIVersion Option = "api_version" // Settings.APIVersion
 	OptionRegion     Option = "region"      // Settings.Region
 	OptionDiscover   Option = "discover"    // model discovery on or off; the adapter must be a Discoverer
+	// OptionResponsesAPI is the server's own Responses API on or off;
+	// the adapter must be a ResponsesAPI.
+	OptionResponsesAPI Option = "responses_api"
 )
 
 // BaseURLRule says when a type needs a configured base URL.
@@ -87,6 +93,10 @@ type Type struct {
 	// DiscoverByDefault turns model discovery on unless the config turns
 	// it off; it requires OptionDiscover and a Discoverer adapter.
 	DiscoverByDefault bool
+	// ResponsesAPIByDefault sends Responses API requests to the server as
+	// they are unless the config says otherwise; it requires
+	// OptionResponsesAPI and a ResponsesAPI adapter.
+	ResponsesAPIByDefault bool
 }
 
 // Accepts reports whether the type takes the option.
@@ -112,6 +122,9 @@ func (r *Registry) Register(t Type) {
 	}
 	if t.DiscoverByDefault && !t.Accepts(OptionDiscover) {
 		panic("provider: type " + t.Name + " discovers by default but does not accept the discover option")
+	}
+	if t.ResponsesAPIByDefault && !t.Accepts(OptionResponsesAPI) {
+		panic("provider: type " + t.Name + " uses the Responses API by default but does not accept the responses_api option")
 	}
 	if r.types == nil {
 		r.types = map[string]*Type{}
@@ -173,6 +186,12 @@ func (r *Registry) Deployment(s Settings) (Deployment, *http.Transport, error) {
 		return Deployment{}, nil, fmt.Errorf("provider %q (type %s): %w", s.Name, s.Type, err)
 	}
 	d.BaseURL = strings.TrimRight(d.BaseURL, "/")
+	if ra, ok := d.Adapter.(ResponsesAPI); ok && t.Accepts(OptionResponsesAPI) {
+		d.ResponsesAPI = t.ResponsesAPIByDefault && ra.HasResponsesAPI(&d)
+		if s.ResponsesAPI != nil {
+			d.ResponsesAPI = *s.ResponsesAPI
+		}
+	}
 	if d.Client != nil {
 		return d, nil, nil
 	}

@@ -327,6 +327,7 @@ type completion struct {
 // Encoded is a translated answer: the response object the client gets and
 // the output items to keep when the response is stored.
 type Encoded struct {
+	ID     string // the response's id; "" to read it from Body
 	Body   []byte
 	Output []byte // the output array, reasoning proofs included
 	Status string
@@ -383,6 +384,7 @@ func EncodeResponse(body []byte, r *Request, m Meta) (*Encoded, error) {
 		b.usage = &llm.Usage{}
 	}
 	return &Encoded{
+		ID:     m.ID,
 		Body:   b.appendResponse(make([]byte, 0, 1024+len(body))),
 		Output: b.appendOutput(nil, true),
 		Status: b.status,

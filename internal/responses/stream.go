@@ -399,7 +399,7 @@ func (s *Stream) end(b []byte) []byte {
 		s.b.cost = s.UsageCost(*s.b.usage)
 	}
 	if s.OnComplete != nil {
-		s.OnComplete(&Encoded{Body: s.b.appendResponse(nil), Output: s.b.appendOutput(nil, true), Status: s.b.status})
+		s.OnComplete(&Encoded{ID: s.b.meta.ID, Body: s.b.appendResponse(nil), Output: s.b.appendOutput(nil, true), Status: s.b.status})
 	}
 	typ := "response.completed"
 	switch s.b.status {

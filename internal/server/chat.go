@@ -45,6 +45,9 @@ type reply struct {
 	// attempt goes to (a parameter only some backends honour); an error
 	// ends the attempt unanswered.
 	fit func(d *provider.Deployment) *llm.Error
+	// native, when set, serves an attempt whose deployment speaks the
+	// request's own API (the Responses API), bypassing translation.
+	native func(ctx context.Context, a route.Attempt, ra provider.ResponsesAPI) route.Result
 	// completion re-encodes a non-streamed body; nil sends it unchanged.
 	completion func(body []byte) ([]byte, error)
 	// encoder returns a fresh re-encoder for a stream (one per attempt: an
@@ -85,6 +88,11 @@ func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 // client. A failure is returned unanswered unless the stream had started.
 func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.ChatRequest, rp reply) route.Result {
 	d := a.Deployment
+	if rp.native != nil && d.ResponsesAPI {
+		if ra, ok := d.Adapter.(provider.ResponsesAPI); ok {
+			return rp.native(ctx, a, ra)
+		}
+	}
 	if rp.fit != nil {
 		if err := rp.fit(d); err != nil {
 			return route.Result{Err: err}

@@ -60,7 +60,23 @@ const (
 		`{"role":"assistant","content":[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"sunny"}]}]}]}`
 	countBody = `{"model":"chat","system":"Be brief.","messages":[{"role":"user","content":"How many tokens is this?"}],` + anthropicTools + `}`
+
+	responsesBody = `{"model":"chat","instructions":"Be brief.","input":[{"role":"user","content":[{"type":"input_text","text":"Describe this"},` +
+		`{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"}]}],` +
+		`"max_output_tokens":100,"temperature":0.5,"top_p":1,"user":"u-3","metadata":{"team":"qa"},"text":{"format":{"type":"text"}},` +
+		`"service_tier":"auto","truncation":"disabled"}`
+	responsesTools = `"tools":[{"type":"function","name":"get_weather","description":"Weather of a city",` +
+		`"parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],"tool_choice":"auto"`
+	responsesTool = `{"model":"chat",` + responsesTools + `,"input":"Weather in Paris? @mock(tool=get_weather)"}`
+	responsesLoop = `{"model":"claude",` + responsesTools + `,"input":[{"role":"user","content":"Weather in Paris?"},` +
+		`{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},` +
+		`{"type":"function_call_output","call_id":"call_1","output":"sunny"}]}`
 )
+
+// responsesOf makes a small Responses request body for a model.
+func responsesOf(model, text string, stream bool) string {
+	return `{"model":"` + model + `","stream":` + boolText(stream) + `,"input":"` + text + `"}`
+}
 
 // chatOf and messagesOf make small request bodies for a model.
 func chatOf(model, text string, stream bool) string {
@@ -146,6 +162,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 	main := bearer(keyMain)
 	big := `{"model":"chat","messages":[{"role":"user","content":"` + strings.Repeat("a", 70<<10) + `"}]}`
 	const chat, embed, msgs, count = "/v1/chat/completions", "/v1/embeddings", "/v1/messages", "/v1/messages/count_tokens"
+	const resp = "/v1/responses"
 	calls := []apiCall{
 		// Chat completions.
 		{name: "chat", method: "POST", path: chat, header: main, body: chatBody, status: 200,
@@ -302,6 +319,48 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "messages upstream 529", method: "POST", path: msgs, header: apiKey(keyMain), body: messagesOf("fail-529", "x", false), status: 529,
 			check: bodyHas(`"type":"overloaded_error"`)},
 
+		// Responses.
+		{name: "responses", method: "POST", path: resp, header: main, body: responsesBody, status: 200,
+			check: all(bodyHas(`"object":"response"`, `"status":"completed"`, `"cost":`, `"instructions":"Be brief."`), headerIs("X-Gatehouse-Cache", "miss"))},
+		{name: "responses from the cache", method: "POST", path: resp, header: main, body: responsesBody, status: 200,
+			check: headerIs("X-Gatehouse-Cache", "hit")},
+		{name: "responses stream", method: "POST", path: resp, header: main, body: responsesOf("chat", "stream please", true), status: 200,
+			check: eventsEnd("response.output_item.done", "response.completed")},
+		{name: "responses stream with thinking", method: "POST", path: resp, header: main, body: responsesOf("thinker", "two and two?", true),
+			status: 200, check: bodyHas(`"type":"reasoning"`, "response.reasoning_text.delta")},
+		{name: "responses stream broken mid-way", method: "POST", path: resp, header: main, body: responsesOf("cut", "break off", true), status: 200,
+			check: eventsEnd("response.output_item.done", "response.failed")},
+		{name: "responses tool call", method: "POST", path: resp, header: main, body: responsesTool, status: 200,
+			check: bodyHas(`"type":"function_call"`, `"name":"get_weather"`)},
+		{name: "responses tool loop", method: "POST", path: resp, header: main, body: responsesLoop, status: 200},
+		{name: "responses json schema", method: "POST", path: resp, header: main,
+			body:   `{"model":"claude","input":"Name a colour","text":{"format":{"type":"json_schema","name":"colour","schema":{"type":"object","properties":{"name":{"type":"string"}}}}}}`,
+			status: 200},
+		{name: "responses bad JSON", method: "POST", path: resp, header: main, body: `{"model"`, status: 400},
+		{name: "responses input number", method: "POST", path: resp, header: main, body: `{"model":"chat","input":3}`, status: 400, badBody: true},
+		{name: "responses without input", method: "POST", path: resp, header: main, body: `{"model":"chat"}`, status: 400},
+		{name: "responses built-in tool", method: "POST", path: resp, header: main,
+			body: `{"model":"chat","input":"x","tools":[{"type":"web_search"}]}`, status: 400, check: bodyHas(`"param":"tools[0].type"`)},
+		{name: "responses unknown previous", method: "POST", path: resp, header: main,
+			body: `{"model":"chat","input":"x","previous_response_id":"resp_nope"}`, status: 404, check: bodyHas(`"code":"previous_response_not_found"`)},
+		{name: "responses no key", method: "POST", path: resp, body: responsesOf("chat", "x", false), status: 401},
+		{name: "responses model not allowed", method: "POST", path: resp, header: bearer(keyChatOnly), body: responsesOf("claude", "x", false), status: 403},
+		{name: "responses unknown model", method: "POST", path: resp, header: main, body: responsesOf("nope", "x", false), status: 404},
+		{name: "responses GET", method: "GET", path: resp, header: main, status: 405},
+		{name: "responses too large", method: "POST", path: resp, header: main, body: big, status: 413},
+		{name: "responses not JSON", method: "POST", path: resp, header: bearer(keyMain, "Content-Type", "text/plain"), body: responsesOf("chat", "x", false), status: 415},
+		{name: "responses rate limited", method: "POST", path: resp, header: bearer(keyOneOpen), body: responsesOf("chat", "x", false), status: 429},
+		{name: "responses upstream down", method: "POST", path: resp, header: main, body: responsesOf("down", "x", false), status: 502},
+		{name: "responses upstream 503", method: "POST", path: resp, header: main, body: responsesOf("fail-503", "x", false), status: 503},
+		{name: "responses upstream slow", method: "POST", path: resp, header: main, body: responsesOf("slow", "x", false), status: 504},
+		{name: "responses upstream 422", method: "POST", path: resp, header: main, body: responsesOf("fail-422", "x", false), status: 422},
+		{name: "responses upstream 529", method: "POST", path: resp, header: main, body: responsesOf("fail-529", "x", false), status: 529},
+		{name: "stored response unknown", method: "GET", path: resp + "/resp_nope", header: main, status: 404},
+		{name: "stored response no key", method: "GET", path: resp + "/resp_nope", status: 401},
+		{name: "stored response POST", method: "POST", path: resp + "/resp_nope", header: main, body: "{}", status: 405},
+		{name: "delete stored response unknown", method: "DELETE", path: resp + "/resp_nope", header: main, status: 404},
+		{name: "delete stored response no key", method: "DELETE", path: resp + "/resp_nope", status: 401},
+
 		// Token counts.
 		{name: "count tokens", method: "POST", path: count, header: apiKey(keyMain), body: countBody, status: 200, check: bodyHas(`"input_tokens":`)},
 		{name: "count tokens unknown field", method: "POST", path: count, header: apiKey(keyMain),
@@ -346,10 +405,12 @@ func TestOpenAPIAnswers(t *testing.T) {
 		})
 	}
 	e.t = t
+	e.storedResponses(main)
 
 	// What only a broken key store, a bug, a process without metrics or
 	// a draining one answers.
-	post := map[string]string{chat: chatOf("chat", "x", false), embed: embedOf("embed"), msgs: messagesOf("chat", "x", false), count: countBody}
+	post := map[string]string{chat: chatOf("chat", "x", false), embed: embedOf("embed"), msgs: messagesOf("chat", "x", false), count: countBody,
+		resp: responsesOf("chat", "x", false)}
 	rt := *e.s.Runtime()
 	for _, phase := range []struct {
 		auth   Authenticator
@@ -388,4 +449,53 @@ func TestOpenAPIAnswers(t *testing.T) {
 	for _, m := range e.unexercised() {
 		t.Errorf("documented, never answered: %s", m)
 	}
+}
+
+// storedResponses walks a stored response through GET and DELETE, and
+// the store's failures.
+func (e *apiEnv) storedResponses(main http.Header) {
+	t := e.t
+	a := e.do("POST", "/v1/responses", main, `{"model":"chat","input":"keep this","store":true}`)
+	var created struct{ ID string }
+	if a.status != 200 || json.Unmarshal(a.body, &created) != nil || created.ID == "" {
+		t.Fatalf("store: %d %s", a.status, a.body)
+	}
+	path := "/v1/responses/" + created.ID
+	if got := e.do("GET", path, main, ""); got.status != 200 || !bytes.Equal(got.body, stripCost(a.body)) {
+		t.Errorf("GET: %d %s, want the response as created %s", got.status, got.body, a.body)
+	}
+	cont := e.do("POST", "/v1/responses", main, `{"model":"chat","input":"and then?","previous_response_id":"`+created.ID+`"}`)
+	if cont.status != 200 || !bytes.Contains(cont.body, []byte(`"previous_response_id":"`+created.ID+`"`)) {
+		t.Errorf("continuing: %d %s", cont.status, cont.body)
+	}
+	if other := e.do("GET", path, bearer(keyChatOnly), ""); other.status != 404 {
+		t.Errorf("a key of another project: %d", other.status)
+	}
+	e.stored.setBroken(true)
+	for _, m := range []string{"GET", "DELETE"} {
+		if got := e.do(m, path, main, ""); got.status != 503 {
+			t.Errorf("%s with the store down: %d %s", m, got.status, got.body)
+		}
+	}
+	e.stored.setBroken(false)
+	if got := e.do("DELETE", path, main, ""); got.status != 200 || !bytes.Contains(got.body, []byte(`"deleted":true`)) {
+		t.Errorf("DELETE: %d %s", got.status, got.body)
+	}
+	if got := e.do("GET", path, main, ""); got.status != 404 {
+		t.Errorf("GET after DELETE: %d", got.status)
+	}
+}
+
+// stripCost removes the usage's cost the gateway adds to an answer as it
+// is sent; the stored response is the one before.
+func stripCost(b []byte) []byte {
+	i := bytes.Index(b, []byte(`,"cost":`))
+	if i < 0 {
+		return b
+	}
+	j := i + len(`,"cost":`)
+	for j < len(b) && (b[j] == '.' || b[j] == '-' || b[j] == 'e' || (b[j] >= '0' && b[j] <= '9')) {
+		j++
+	}
+	return append(append([]byte(nil), b[:i]...), b[j:]...)
 }

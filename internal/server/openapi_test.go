@@ -70,13 +70,13 @@ func heldElsewhere(tpl string) bool {
 // mux.HandleFunc's pattern, and the method its only/onlyIn wrapper
 // allows ("" for a handler of every method). Reading the source keeps
 // Handler as it is; a route added there is found here.
-func servedRoutes(t *testing.T) map[string]string {
+func servedRoutes(t *testing.T) map[string][]string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "server.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes := map[string]string{}
+	routes := map[string][]string{}
 	for _, d := range f.Decls {
 		fn, ok := d.(*ast.FuncDecl)
 		if !ok || fn.Name.Name != "Handler" || fn.Recv == nil {
@@ -95,16 +95,18 @@ func servedRoutes(t *testing.T) map[string]string {
 				t.Fatalf("a HandleFunc pattern that is not a literal: %#v", call.Args[0])
 			}
 			pattern, _ := strconv.Unquote(lit.Value)
-			method := ""
+			var methods []string
 			if wrap, ok := call.Args[1].(*ast.CallExpr); ok {
-				for _, a := range wrap.Args {
-					if sel, ok := a.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Method") {
-						method = strings.ToUpper(strings.TrimPrefix(sel.Sel.Name, "Method"))
+				// only(http.MethodPost, …), or methods(map…{http.MethodGet: …}).
+				ast.Inspect(wrap, func(n ast.Node) bool {
+					if sel, ok := n.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Method") {
+						methods = append(methods, strings.ToUpper(strings.TrimPrefix(sel.Sel.Name, "Method")))
 					}
-				}
+					return true
+				})
 			}
-			routes[pattern] = method
-			return true
+			routes[pattern] = methods
+			return false
 		})
 	}
 	if len(routes) < 5 {
@@ -131,15 +133,17 @@ func TestOpenAPIRoutes(t *testing.T) {
 		t.Error("the document has no /admin/ operation, yet Handler serves /admin/")
 	}
 	served := map[string]string{} // "METHOD /template" → mux pattern
-	for pattern, method := range servedRoutes(t) {
-		if method == "" {
+	for pattern, methods := range servedRoutes(t) {
+		if len(methods) == 0 {
 			if _, ok := catchAlls[pattern]; !ok {
 				t.Errorf("Handler serves %s for every method: document it, or add it to catchAlls", pattern)
 			}
 			continue
 		}
 		tpl := strings.ReplaceAll(pattern, "...}", "}")
-		served[method+" "+tpl] = pattern
+		for _, method := range methods {
+			served[method+" "+tpl] = pattern
+		}
 	}
 	for op := range served {
 		if !documented[op] {
@@ -158,7 +162,10 @@ func TestOpenAPIRoutes(t *testing.T) {
 			continue
 		}
 		method, tpl, _ := strings.Cut(op, " ")
-		path := strings.ReplaceAll(tpl, "{id}", "org/model") // ids may hold a slash
+		path := strings.ReplaceAll(tpl, "{id}", "resp_1")
+		if strings.HasSuffix(pattern, "...}") {
+			path = strings.ReplaceAll(tpl, "{id}", "org/model") // model ids may hold a slash
+		}
 		if _, got := mux.Handler(httptest.NewRequest(method, path, nil)); got != pattern {
 			t.Errorf("%s %s routes to %q, want %q", method, path, got, pattern)
 		}
@@ -189,6 +196,8 @@ type apiEnv struct {
 	// seen holds "METHOD /template key" of every answer checked, key
 	// being the documented response it matched ("200", "4XX" …).
 	seen map[string]bool
+	// stored keeps the responses created with store: true.
+	stored *memResponses
 }
 
 // Keys of the environment.
@@ -294,6 +303,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	respCache := cache.New(cache.Options{MaxBytes: 1 << 20})
 	t.Cleanup(respCache.Close)
 	budget := &auth.Budget{USD: 1000, Period: "total"}
+	stored := newMemResponses()
 	rt := &Runtime{
 		Routes:       table,
 		MaxBodyBytes: 64 << 10,
@@ -305,14 +315,15 @@ func newAPIEnv(t *testing.T) *apiEnv {
 			{Secret: keyOneAnth, Principal: auth.Principal{KeyID: "key_one_an", Project: "qa", RPM: 1}},
 			{Secret: keyChatOnly, Principal: auth.Principal{KeyID: "key_chat", Project: "qa", Models: map[string]bool{"chat": true}}},
 		}),
-		Limits:  &Limits{Admitter: admitter, Prices: prices, Customers: customers{}},
-		Metrics: metrics.New(),
-		Caching: &Caching{Cache: respCache, Enabled: true, TTL: time.Hour, MaxEntryBytes: 1 << 18},
+		Limits:    &Limits{Admitter: admitter, Prices: prices, Customers: customers{}},
+		Metrics:   metrics.New(),
+		Caching:   &Caching{Cache: respCache, Enabled: true, TTL: time.Hour, MaxEntryBytes: 1 << 18},
+		Responses: stored,
 	}
 	s := New(rt, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &apiEnv{t: t, spec: loadSpec(t), s: s, url: srv.URL, seen: map[string]bool{}}
+	return &apiEnv{t: t, spec: loadSpec(t), s: s, url: srv.URL, seen: map[string]bool{}, stored: stored}
 }
 
 // reasonerModel is an OpenAI-compatible upstream whose answers carry

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"time"
 
+	"gatehouse/internal/cache"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/responses"
+	"gatehouse/internal/route"
 	"gatehouse/internal/stream"
 )
 
@@ -22,22 +26,22 @@ func (s *Server) responsesCreate(w http.ResponseWriter, r *http.Request) {
 	x.finish()
 }
 
-// responsesByID serves GET and DELETE /v1/responses/{id} from the
-// stored responses of the caller's project.
-func (s *Server) responsesByID(w http.ResponseWriter, r *http.Request) {
+// responseGet serves GET /v1/responses/{id} from the stored responses of
+// the caller's project.
+func (s *Server) responseGet(w http.ResponseWriter, r *http.Request) {
 	x := s.begin(w, r)
 	x.op = "responses"
 	defer x.recover()
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		x.serveStoredResponse(false)
-	case http.MethodDelete:
-		x.serveStoredResponse(true)
-	default:
-		w.Header().Set("Allow", "GET, DELETE")
-		x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
-			Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use GET or DELETE."})
-	}
+	x.serveStoredResponse(false)
+	x.finish()
+}
+
+// responseDelete serves DELETE /v1/responses/{id}.
+func (s *Server) responseDelete(w http.ResponseWriter, r *http.Request) {
+	x := s.begin(w, r)
+	x.op = "responses"
+	defer x.recover()
+	x.serveStoredResponse(true)
 	x.finish()
 }
 
@@ -87,11 +91,14 @@ func (x *exchange) serveResponses() {
 	meta := responses.Meta{ID: "resp_" + x.id[len("gh-"):], CreatedAt: x.start.Unix(), Model: r.Model, Previous: r.PreviousID}
 	keep := func(e *responses.Encoded) {
 		if r.Store {
-			x.keepResponse(store, r, meta, e, prior)
+			x.keepResponse(store, r, e.ID, e, prior)
 		}
 	}
 	x.serveChatRequest(req, reply{
 		fit: func(d *provider.Deployment) *llm.Error { return untranslatable(d, r) },
+		native: func(ctx context.Context, a route.Attempt, ra provider.ResponsesAPI) route.Result {
+			return x.nativeAttempt(ctx, a, ra, r, prior, keep)
+		},
 		completion: func(body []byte) ([]byte, error) {
 			e, err := responses.EncodeResponse(body, r, meta)
 			if err != nil {
@@ -126,13 +133,16 @@ func untranslatable(d *provider.Deployment, r *responses.Request) *llm.Error {
 // it, so a previous_response_id sent the moment it arrives finds it. A
 // failure to store is logged and the answer still goes out: the client
 // learns of it when it continues.
-func (x *exchange) keepResponse(store responses.Store, r *responses.Request, m responses.Meta, e *responses.Encoded, prior []byte) {
+func (x *exchange) keepResponse(store responses.Store, r *responses.Request, id string, e *responses.Encoded, prior []byte) {
+	if id == "" {
+		id = responses.ResponseID(e.Body)
+	}
 	st := &responses.Stored{
-		ID: m.ID, Project: x.responseScope(), Model: r.Model, CreatedAt: x.start.UTC(),
+		ID: id, Project: x.responseScope(), Model: r.Model, CreatedAt: x.start.UTC(),
 		Response: e.Body, Items: responses.Conversation(prior, r.Input, e.Output),
 	}
 	if err := store.PutResponse(x.r.Context(), st); err != nil {
-		x.s.log.Warn("storing a response failed", "request_id", x.id, "response_id", m.ID, "error", err.Error())
+		x.s.log.Warn("storing a response failed", "request_id", x.id, "response_id", id, "error", err.Error())
 	}
 }
 
@@ -180,9 +190,9 @@ func (x *exchange) serveStoredResponse(remove bool) {
 
 // writeStored answers a read of the store: no upstream, no cost.
 func (x *exchange) writeStored(body []byte) {
-	x.headers()
 	x.written = true
 	h := x.w.Header()
+	x.setOverhead(h)
 	h.Set("Content-Type", "application/json")
 	h["Content-Length"] = []string{itoa(len(body))}
 	x.w.WriteHeader(http.StatusOK)
@@ -199,4 +209,97 @@ func responseNotFound(id string) *llm.Error {
 func storeUnavailable(err error) *llm.Error {
 	return &llm.Error{Kind: llm.KindUnavailable, Status: http.StatusServiceUnavailable, Type: "server_error",
 		Code: "store_unavailable", Message: "The response store is unavailable; try again.", Cause: err}
+}
+
+// nativeAttempt sends the request to a deployment that speaks the
+// Responses API itself: the client's body (its model and conversation
+// fitted), the answer relayed as it comes. Usage, the store and the cache
+// read the answer; the cache keeps it as a chat completion, so a hit
+// serves Responses and chat clients alike.
+func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provider.ResponsesAPI, r *responses.Request,
+	prior []byte, keep func(*responses.Encoded)) route.Result {
+	d := a.Deployment
+	body, err := r.NativeBody(d.Model, prior)
+	if err != nil {
+		return route.Result{Err: llm.AsError(err)}
+	}
+	start := x.s.now()
+	call := provider.StartCall(ctx, a.Timeouts)
+	defer call.Stop()
+	up, err := ra.ResponsesRequest(call.Context(), d, body, r.Stream)
+	if err != nil {
+		return route.Result{Err: llm.AsError(err)}
+	}
+	x.attemptSpan.Inject(x.rt.Tracer, up.Header)
+	t0 := x.s.now()
+	resp, uerr := upstream(call, d, up)
+	if uerr != nil {
+		x.upstreamWait += x.s.now().Sub(t0)
+		return route.Result{Err: uerr}
+	}
+	finished := func(obj []byte) {
+		keep(&responses.Encoded{Body: obj, Output: responses.OutputOf(obj)})
+		if x.cache.write {
+			if chat, ok := responses.ToChat(obj); ok {
+				u, _ := responses.UsageOf(obj)
+				x.keepAnswer(&cache.Entry{Completion: chat, Usage: u})
+			}
+		}
+	}
+	if !r.Stream {
+		b, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+		x.upstreamWait += x.s.now().Sub(t0)
+		if err != nil {
+			return route.Result{Err: call.Err(d.Provider, err)}
+		}
+		u, has, err := responses.ReadNative(b, d.Provider)
+		if err != nil {
+			return route.Result{Err: llm.AsError(err)}
+		}
+		finished(b)
+		x.usage, x.hasUsage = u, has
+		if !has {
+			chat, _ := responses.ToChat(b)
+			x.countCompletion(d.Model, llm.CompletionText(chat))
+		}
+		x.writeJSON(b)
+		return route.Result{FirstByte: x.s.now().Sub(start)}
+	}
+	x.upstreamWait += x.s.now().Sub(t0)
+	st := responses.NewNativeStream(resp)
+	defer st.Close()
+	usageCost := x.streamUsageCost(d)
+	enc := &responses.NativeEncoder{UsageCost: usageCost, OnComplete: finished}
+	x.headers()
+	x.declareCostTrailer()
+	sp := x.span.Child(x.rt.Tracer, "stream", false)
+	defer sp.End()
+	res, err := stream.Relay(x.w, st, stream.Options{
+		OnChunk:   call.Progress,
+		Classify:  func(err error) *llm.Error { return call.Err(d.Provider, err) },
+		Now:       x.s.now,
+		Encoder:   enc,
+		UsageCost: usageCost,
+	})
+	sp.Int("gatehouse.chunks", res.Chunks)
+	if res.Started {
+		x.written = true
+		x.usage, x.hasUsage = res.Usage, res.HasUsage
+		if !res.HasUsage {
+			x.countCompletion(d.Model, st.Text.String())
+		}
+		if !res.FirstChunk.IsZero() {
+			x.ttft = res.FirstChunk.Sub(x.start)
+			sp.Float("gatehouse.ttft_ms", ms(x.ttft))
+		}
+	}
+	if err != nil {
+		x.cache.pending = nil // a broken answer is not kept
+		return route.Result{Err: call.Err(d.Provider, err), Started: res.Started}
+	}
+	var ttfb time.Duration
+	if !res.FirstChunk.IsZero() {
+		ttfb = res.FirstChunk.Sub(start)
+	}
+	return route.Result{FirstByte: ttfb}
 }

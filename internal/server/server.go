@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,7 +130,8 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, dialectAnthropic, notFound(r), s.stamp(w, s.now()))
 	})
 	mux.HandleFunc("/v1/responses", s.only(http.MethodPost, s.responsesCreate))
-	mux.HandleFunc("/v1/responses/{id}", s.responsesByID)
+	mux.HandleFunc("/v1/responses/{id}", s.methods(map[string]http.HandlerFunc{
+		http.MethodGet: s.responseGet, http.MethodDelete: s.responseDelete}))
 	mux.HandleFunc("/v1/models", s.only(http.MethodGet, s.models))
 	mux.HandleFunc("/v1/models/{id...}", s.only(http.MethodGet, s.model))
 	mux.HandleFunc("/admin/", s.admin)
@@ -165,6 +167,32 @@ func (s *Server) onlyIn(d dialect, method string, h http.HandlerFunc) http.Handl
 			return
 		}
 		h(w, r)
+	}
+}
+
+// methods serves a path whose methods have handlers of their own; any
+// other method is a 405 in OpenAI's shape naming those allowed. GET
+// serves HEAD too.
+func (s *Server) methods(hs map[string]http.HandlerFunc) http.HandlerFunc {
+	allowed := make([]string, 0, len(hs))
+	for m := range hs {
+		allowed = append(allowed, m)
+	}
+	slices.Sort(allowed)
+	allow := strings.Join(allowed, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		m := r.Method
+		if m == http.MethodHead {
+			m = http.MethodGet
+		}
+		if h, ok := hs[m]; ok {
+			h(w, r)
+			return
+		}
+		id := s.stamp(w, s.now())
+		w.Header().Set("Allow", allow)
+		writeError(w, dialectOpenAI, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + allow + "."}, id)
 	}
 }
 

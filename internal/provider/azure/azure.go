@@ -36,8 +36,9 @@ type Adapter struct {
 }
 
 var (
-	_ provider.Adapter  = Adapter{}
-	_ provider.Embedder = Adapter{}
+	_ provider.Adapter      = Adapter{}
+	_ provider.Embedder     = Adapter{}
+	_ provider.ResponsesAPI = Adapter{}
 )
 
 // ChatRequest builds the chat completions request for the deployment.
@@ -56,6 +57,46 @@ func (Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *llm
 // EmbedRequest builds the embeddings request for the deployment.
 func (Adapter) EmbedRequest(ctx context.Context, d *provider.Deployment, req *llm.EmbedRequest) (*http.Request, error) {
 	return newRequest(ctx, d, "/embeddings", req.UpstreamBody(d.Model), "application/json")
+}
+
+// ResponsesRequest builds the Responses API request: {base}/responses on
+// the v1 API, else the resource's /openai/responses?api-version=… (the
+// API is not under a deployment path; the body's model names the
+// deployment).
+func (Adapter) ResponsesRequest(ctx context.Context, d *provider.Deployment, body []byte, stream bool) (*http.Request, error) {
+	accept := "application/json"
+	if stream {
+		accept = "text/event-stream"
+	}
+	u := strings.TrimRight(d.BaseURL, "/")
+	if !IsV1(u) {
+		if !strings.HasSuffix(u, "/openai") {
+			u += "/openai"
+		}
+		u += "/responses"
+		if d.APIVersion != "" {
+			u += "?api-version=" + url.QueryEscape(d.APIVersion)
+		}
+	} else {
+		u += "/responses"
+	}
+	r, err := provider.NewRequest(ctx, d, http.MethodPost, u, body, accept)
+	if err != nil {
+		return nil, err
+	}
+	if d.APIKey != "" {
+		r.Header.Set("Api-Key", d.APIKey)
+	}
+	return r, nil
+}
+
+// responsesSince is the first dated api-version with the Responses API.
+const responsesSince = "2025-03-01"
+
+// HasResponsesAPI reports whether the deployment's API has the Responses
+// API: the v1 API does, the classic one from 2025-03-01-preview on.
+func (Adapter) HasResponsesAPI(d *provider.Deployment) bool {
+	return IsV1(d.BaseURL) || d.APIVersion >= responsesSince
 }
 
 // Endpoint returns the URL of an operation ("/chat/completions",

@@ -14,7 +14,10 @@ func Type() provider.Type {
 	return provider.Type{
 		Name:    "azure",
 		BaseURL: provider.BaseURLRequired,
-		Options: []provider.Option{provider.OptionAPIVersion},
+		Options: []provider.Option{provider.OptionAPIVersion, provider.OptionResponsesAPI},
+		// Where the API version has it (the v1 API, 2025-03-01-preview
+		// and later), Responses requests go to Azure as they are.
+		ResponsesAPIByDefault: true,
 		New: func(s provider.Settings, d *provider.Deployment) error {
 			d.BaseURL = s.BaseURL
 			if d.APIVersion == "" && !IsV1(d.BaseURL) {

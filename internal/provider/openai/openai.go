@@ -22,8 +22,9 @@ import (
 type Adapter struct{}
 
 var (
-	_ provider.Adapter  = Adapter{}
-	_ provider.Embedder = Adapter{}
+	_ provider.Adapter      = Adapter{}
+	_ provider.Embedder     = Adapter{}
+	_ provider.ResponsesAPI = Adapter{}
 )
 
 // ChatRequest builds POST {base}/chat/completions.
@@ -39,6 +40,19 @@ func (Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *llm
 	}
 	return newRequest(ctx, d, "/chat/completions", body, accept)
 }
+
+// ResponsesRequest builds POST {base}/responses with the body as given.
+func (Adapter) ResponsesRequest(ctx context.Context, d *provider.Deployment, body []byte, stream bool) (*http.Request, error) {
+	accept := "application/json"
+	if stream {
+		accept = "text/event-stream"
+	}
+	return newRequest(ctx, d, "/responses", body, accept)
+}
+
+// HasResponsesAPI: OpenAI's API has it; for an OpenAI-compatible server
+// the config decides (responses_api).
+func (Adapter) HasResponsesAPI(*provider.Deployment) bool { return true }
 
 // EmbedRequest builds POST {base}/embeddings.
 func (Adapter) EmbedRequest(ctx context.Context, d *provider.Deployment, req *llm.EmbedRequest) (*http.Request, error) {

@@ -9,11 +9,16 @@ import (
 // Type is the "openai" provider type: OpenAI's own API, at its public
 // address unless base_url says otherwise.
 func Type() provider.Type {
-	return provider.Type{Name: "openai", New: func(s provider.Settings, d *provider.Deployment) error {
-		d.BaseURL = provider.BaseURLOr(s.BaseURL, openAIBaseURL)
-		d.Adapter = Adapter{}
-		return nil
-	}}
+	return provider.Type{
+		Name:                  "openai",
+		Options:               []provider.Option{provider.OptionResponsesAPI},
+		ResponsesAPIByDefault: true,
+		New: func(s provider.Settings, d *provider.Deployment) error {
+			d.BaseURL = provider.BaseURLOr(s.BaseURL, openAIBaseURL)
+			d.Adapter = Adapter{}
+			return nil
+		},
+	}
 }
 
 // CompatibleType is the "openai-compatible" provider type: any server
@@ -25,7 +30,10 @@ func CompatibleType() provider.Type {
 		Name:    "openai-compatible",
 		BaseURL: provider.BaseURLUnlessPreset,
 		Presets: Presets(),
-		Options: []provider.Option{provider.OptionPreset},
+		// A server of one's own may or may not have the Responses API
+		// (vLLM has it, llama.cpp not): translated unless the config
+		// turns responses_api on.
+		Options: []provider.Option{provider.OptionPreset, provider.OptionResponsesAPI},
 		New: func(s provider.Settings, d *provider.Deployment) error {
 			d.BaseURL = s.BaseURL
 			if d.BaseURL == "" {
