@@ -47,6 +47,8 @@ func packageVarAllowList() map[string]string {
 		"internal/cache/key.go ignored":                          shape,
 		"internal/messages/request.go ignored":                   shape,
 		"internal/messages/request.go refused":                   shape,
+		"internal/responses/request.go ignored":                  shape,
+		"internal/responses/request.go refused":                  shape,
 		"internal/provider/anthropic/request.go imageMediaTypes": shape,
 		"internal/provider/bedrock/request.go imageFormats":      shape,
 		"internal/provider/bedrock/stream.go exceptionStatus":    shape,
