@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/openai/openai-go/v3"
@@ -412,5 +413,87 @@ func TestResponsesGoldenStreams(t *testing.T) {
 				t.Errorf("events (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestResponsesLimitsCacheAndRecords: a Responses request is limited,
+// priced, cached and recorded like a chat completion — rate-limit and
+// cost headers, a priced usage, a cache hit with a fresh id (also for
+// the same question asked as a chat completion), and one usage record
+// per request whose tokens and cost are what the client saw.
+func TestResponsesLimitsCacheAndRecords(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{})
+	gw := startGateway(t, usageConfig(up, "cache: {exact: {enabled: true, ttl: 1h}}\n"))
+	client := gw.client(option.WithAPIKey("gh-usage-budgeted"))
+	ctx := context.Background()
+	params := responses.ResponseNewParams{Model: "chat", Input: textInput("What is a gateway?")}
+
+	var raw *http.Response
+	first, err := client.Responses.New(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := raw.Header
+	if h.Get("X-Gatehouse-Cache") != "miss" || h.Get("X-Gatehouse-Cost-Usd") == "" || h.Get("X-Gatehouse-Provider") != "up" {
+		t.Fatalf("headers %v", h)
+	}
+	if cost := first.Usage.JSON.ExtraFields["cost"].Raw(); cost != h.Get("X-Gatehouse-Cost-Usd") {
+		t.Fatalf("usage cost %s, header %s", cost, h.Get("X-Gatehouse-Cost-Usd"))
+	}
+	firstID := h.Get("X-Gatehouse-Request-Id")
+
+	hit, err := client.Responses.New(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Header.Get("X-Gatehouse-Cache") != "hit" || hit.ID == first.ID || hit.OutputText() != first.OutputText() ||
+		raw.Header.Get("X-Gatehouse-Cost-Usd") != "0.000000" {
+		t.Fatalf("hit %s, headers %v", hit.RawJSON(), raw.Header)
+	}
+	// The same question as a chat completion finds the same entry.
+	chat, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is a gateway?")}}, option.WithResponseInto(&raw))
+	if err != nil || raw.Header.Get("X-Gatehouse-Cache") != "hit" || chat.Choices[0].Message.Content != first.OutputText() {
+		t.Fatalf("chat after responses: %v, cache %q", err, raw.Header.Get("X-Gatehouse-Cache"))
+	}
+	if n := len(up.mock.Requests()); n != 1 {
+		t.Fatalf("%d upstream calls, want 1", n)
+	}
+
+	// Rate limits: the second request of a one-a-minute key is a 429 in
+	// OpenAI's shape, with the headers.
+	limited := gw.client(option.WithAPIKey("gh-usage-limited"))
+	if _, err := limited.Responses.New(ctx, responses.ResponseNewParams{Model: "chat", Input: textInput("one")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = limited.Responses.New(ctx, responses.ResponseNewParams{Model: "chat", Input: textInput("two")})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Response.Header.Get("Retry-After") == "" ||
+		apiErr.Response.Header.Get("X-Ratelimit-Limit-Requests") != "1" {
+		t.Fatalf("rate limited: %v", err)
+	}
+
+	// The record of the first request: its endpoint, tokens and cost.
+	var rec struct {
+		Endpoint         string `json:"endpoint"`
+		PromptTokens     int    `json:"prompt_tokens"`
+		CompletionTokens int    `json:"completion_tokens"`
+		CostUSD          string `json:"cost_usd"`
+		Cache            string `json:"cache"`
+		Status           int    `json:"status"`
+	}
+	waitFor(t, 5*time.Second, "the usage record", func() bool {
+		req, _ := http.NewRequest(http.MethodGet, gw.URL+"/admin/logs/"+firstID, nil)
+		req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&rec) == nil
+	})
+	if rec.Endpoint != "/v1/responses" || rec.PromptTokens != int(first.Usage.InputTokens) || rec.CompletionTokens != int(first.Usage.OutputTokens) ||
+		rec.CostUSD != h.Get("X-Gatehouse-Cost-Usd") || rec.Cache != "miss" || rec.Status != 200 {
+		t.Fatalf("record %+v; the client saw %s and cost %s", rec, first.Usage.RawJSON(), h.Get("X-Gatehouse-Cost-Usd"))
 	}
 }
