@@ -58,10 +58,15 @@ func BenchmarkRequestPath(b *testing.B) {
 	}
 	for _, sc := range []struct {
 		name string
+		path string
 		body string
 	}{
-		{"nonstream", `{"model":"chat","messages":[{"role":"user","content":"` + prompt + `"}]}`},
-		{"stream-usage", `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"` + prompt + `"}]}`},
+		{"nonstream", "/v1/chat/completions", `{"model":"chat","messages":[{"role":"user","content":"` + prompt + `"}]}`},
+		{"stream-usage", "/v1/chat/completions", `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"` + prompt + `"}]}`},
+		// The same question through the Responses API, translated to the
+		// chat completions upstream and back.
+		{"responses", "/v1/responses", `{"model":"chat","input":"` + prompt + `"}`},
+		{"responses-stream", "/v1/responses", `{"model":"chat","stream":true,"input":"` + prompt + `"}`},
 	} {
 		for _, v := range variants {
 			b.Run(sc.name+"/"+v.name, func(b *testing.B) {
@@ -74,7 +79,7 @@ func BenchmarkRequestPath(b *testing.B) {
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 				body := []byte(sc.body)
 				do := func() *http.Response {
-					req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", bytes.NewReader(body))
+					req, _ := http.NewRequest(http.MethodPost, gw.URL+sc.path, bytes.NewReader(body))
 					req.Header.Set("Authorization", "Bearer "+v.key)
 					req.Header.Set("Content-Type", "application/json")
 					if v.header[0] != "" {
