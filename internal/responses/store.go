@@ -13,8 +13,8 @@ type Stored struct {
 	// Project scopes the response: the project's id, or "config:" and
 	// the name for a project that lives in the config only.
 	Project   string
-	Model     string // the model the client asked for
-	CreatedAt time.Time
+	Model     string    // the model the client asked for
+	CreatedAt time.Time // kept to the microsecond; read back in UTC
 	// Response is the response object exactly as the client received
 	// it; GET /v1/responses/{id} answers with it.
 	Response []byte
@@ -40,7 +40,8 @@ type Store interface {
 	// none in this project.
 	DeleteResponse(ctx context.Context, project, id string) (ok bool, err error)
 	// DeleteResponsesBefore removes at most limit responses created
-	// before the time and reports how many it removed; retention calls
-	// it in small batches so no transaction holds the table long.
+	// before the time, oldest first, and reports how many it removed
+	// (none when limit is below 1); retention calls it in small batches
+	// so no transaction holds the table long.
 	DeleteResponsesBefore(ctx context.Context, before time.Time, limit int) (int, error)
 }
