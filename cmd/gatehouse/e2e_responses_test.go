@@ -497,3 +497,39 @@ func TestResponsesLimitsCacheAndRecords(t *testing.T) {
 		t.Fatalf("record %+v; the client saw %s and cost %s", rec, first.Usage.RawJSON(), h.Get("X-Gatehouse-Cost-Usd"))
 	}
 }
+
+// TestResponsesStoredAcrossReplicas: in cluster mode a stored response
+// lives in PostgreSQL, so any replica reads, continues and deletes what
+// another created.
+func TestResponsesStoredAcrossReplicas(t *testing.T) {
+	up := startUpstream(t, mockllm.Options{})
+	storage := clusterStorage(t)
+	a := startGateway(t, baseConfig(up, storage)).client()
+	b := startGateway(t, baseConfig(up, storage)).client()
+	ctx := context.Background()
+	first, err := a.Responses.New(ctx, responses.ResponseNewParams{Model: "chat", Input: textInput("Remember the number 7."),
+		Store: openai.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+	if err != nil || got.OutputText() != first.OutputText() {
+		t.Fatalf("the other replica's GET: %v", err)
+	}
+	second, err := b.Responses.New(ctx, responses.ResponseNewParams{Model: "chat", Input: textInput("Which number?"),
+		PreviousResponseID: openai.String(first.ID)})
+	if err != nil || second.PreviousResponseID != first.ID {
+		t.Fatalf("continuing on the other replica: %v", err)
+	}
+	last := lastUpstream(t, up)
+	if !bytes.Contains(last.Body, []byte("Remember the number 7.")) || !bytes.Contains(last.Body, []byte("Which number?")) {
+		t.Fatalf("the backend was not sent the conversation: %s", last.Body)
+	}
+	if err := b.Responses.Delete(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	var apiErr *openai.Error
+	if _, err := a.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("GET on the first replica after DELETE on the second: %v", err)
+	}
+}
