@@ -181,6 +181,9 @@ func checkType(t *testing.T, s Suite) {
 	if typ.Accepts(provider.OptionDiscover) != lists {
 		t.Errorf("type %s: accepts discover %v, but its adapter lists models %v", typ.Name, typ.Accepts(provider.OptionDiscover), lists)
 	}
+	if _, native := d.Adapter.(provider.ResponsesAPI); typ.Accepts(provider.OptionResponsesAPI) && !native {
+		t.Errorf("type %s accepts responses_api, but its adapter cannot send a Responses API request", typ.Name)
+	}
 	if len(typ.Presets) > 0 != typ.Accepts(provider.OptionPreset) {
 		t.Errorf("type %s: presets %v but accepts the preset option %v", typ.Name, typ.Presets, typ.Accepts(provider.OptionPreset))
 	}
