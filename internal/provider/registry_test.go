@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -95,3 +96,42 @@ func TestRegistryRefusesBadRegistrations(t *testing.T) {
 		}()
 	}
 }
+
+// TestRegistryResponsesAPI: the type's default decides unless the config
+// does, and only for adapters that can send Responses requests.
+func TestRegistryResponsesAPI(t *testing.T) {
+	native := provider.Type{Name: "native", Options: []provider.Option{provider.OptionResponsesAPI}, ResponsesAPIByDefault: true,
+		New: func(s provider.Settings, d *provider.Deployment) error { d.Adapter = responsesAdapter{}; return nil }}
+	optIn := provider.Type{Name: "opt-in", Options: []provider.Option{provider.OptionResponsesAPI},
+		New: func(s provider.Settings, d *provider.Deployment) error { d.Adapter = responsesAdapter{}; return nil }}
+	reg := &provider.Registry{}
+	reg.Register(native)
+	reg.Register(optIn)
+	yes, no := true, false
+	for _, c := range []struct {
+		typ     string
+		setting *bool
+		want    bool
+	}{
+		{"native", nil, true}, {"native", &no, false}, {"opt-in", nil, false}, {"opt-in", &yes, true},
+	} {
+		d, _, err := reg.Deployment(provider.Settings{Name: "p", Type: c.typ, BaseURL: "http://x", ResponsesAPI: c.setting})
+		if err != nil || d.ResponsesAPI != c.want {
+			t.Errorf("%s %v: %v %v, want %v", c.typ, c.setting, d.ResponsesAPI, err, c.want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a type using the Responses API by default without the option was registered")
+		}
+	}()
+	(&provider.Registry{}).Register(provider.Type{Name: "bad", ResponsesAPIByDefault: true, New: native.New})
+}
+
+// responsesAdapter is an provider.Adapter that can send Responses requests.
+type responsesAdapter struct{ provider.Adapter }
+
+func (responsesAdapter) ResponsesRequest(context.Context, *provider.Deployment, []byte, bool) (*http.Request, error) {
+	return nil, nil
+}
+func (responsesAdapter) HasResponsesAPI(*provider.Deployment) bool { return true }

@@ -182,3 +182,40 @@ func TestEmbedRequest(t *testing.T) {
 		t.Fatalf("body %s: the v1 API takes the deployment as model", body)
 	}
 }
+
+// TestResponsesAPI: Responses requests go to Azure's own API where the
+// api-version has it, at the resource's /openai/responses (classic) or
+// the v1 base, with the api-key header; older versions are translated.
+func TestResponsesAPI(t *testing.T) {
+	reg := &provider.Registry{}
+	reg.Register(Type())
+	yes, no := true, false
+	for _, c := range []struct {
+		base, version string
+		setting       *bool
+		native        bool
+		url           string
+	}{
+		{"https://r.openai.azure.com", "", nil, false, "https://r.openai.azure.com/openai/responses?api-version=2024-10-21"},
+		{"https://r.openai.azure.com/openai", "2025-04-01-preview", nil, true, "https://r.openai.azure.com/openai/responses?api-version=2025-04-01-preview"},
+		{"https://r.openai.azure.com/openai/v1", "", nil, true, "https://r.openai.azure.com/openai/v1/responses"},
+		{"https://r.openai.azure.com/openai/v1", "", &no, false, "https://r.openai.azure.com/openai/v1/responses"},
+		{"https://r.openai.azure.com", "2024-10-21", &yes, true, "https://r.openai.azure.com/openai/responses?api-version=2024-10-21"},
+	} {
+		d, _, err := reg.Deployment(provider.Settings{Name: "az", Type: "azure", BaseURL: c.base, APIVersion: c.version, APIKey: "k", ResponsesAPI: c.setting})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.ResponsesAPI != c.native {
+			t.Errorf("%s %s %v: native %v, want %v", c.base, c.version, c.setting, d.ResponsesAPI, c.native)
+		}
+		d.Model = "my-deployment"
+		r, err := Adapter{}.ResponsesRequest(context.Background(), &d, []byte(`{"model":"my-deployment"}`), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.URL.String() != c.url || r.Header.Get("Api-Key") != "k" || r.Header.Get("Authorization") != "" || r.Header.Get("Accept") != "text/event-stream" {
+			t.Errorf("%s: %s %v", c.base, r.URL, r.Header)
+		}
+	}
+}
