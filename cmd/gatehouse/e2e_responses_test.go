@@ -148,13 +148,14 @@ func TestResponsesAcrossBackends(t *testing.T) {
 
 			// Text, whole and streamed: the same answer and usage.
 			params := responses.ResponseNewParams{Model: b.model, Input: textInput("Hello there"),
-				Instructions: openai.String("Be brief.")}
+				Instructions: openai.String("Be brief."), Metadata: map[string]string{"team": "qa"}, User: openai.String("u-1"),
+				Temperature: openai.Float(0.5), MaxOutputTokens: openai.Int(500)}
 			resp, err := client.Responses.New(ctx, params)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if resp.Status != responses.ResponseStatusCompleted || !strings.Contains(resp.OutputText(), "Hello there") ||
-				!strings.HasPrefix(resp.ID, "resp_") || resp.Object != "response" {
+				!strings.HasPrefix(resp.ID, "resp_") || resp.Object != "response" || resp.Metadata["team"] != "qa" {
 				t.Fatalf("response %s", resp.RawJSON())
 			}
 			if resp.Usage.InputTokens <= 0 || resp.Usage.OutputTokens <= 0 || resp.Usage.TotalTokens != resp.Usage.InputTokens+resp.Usage.OutputTokens {

@@ -152,8 +152,12 @@ func (r *Request) field(key string, v []byte) *llm.Error {
 		r.echo.text = v
 		return r.text(v)
 	case "metadata":
+		// Tags of the response object (kept with it, repeated in it), not
+		// of the model call: a translated backend is not sent them, as
+		// some refuse request metadata.
 		r.echo.metadata = v
-		err = decodeField(v, &r.params.Metadata)
+		var m map[string]string
+		err = decodeField(v, &m)
 	case "user":
 		r.echo.user = v
 		err = decodeField(v, &r.params.User)
