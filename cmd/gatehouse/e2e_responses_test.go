@@ -198,6 +198,16 @@ func TestResponsesAcrossBackends(t *testing.T) {
 				}
 			}
 
+			// A cap that cuts the answer: incomplete, and why.
+			capped, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: b.model, MaxOutputTokens: openai.Int(16),
+				Input: textInput("Tell me a long story about gateways, proxies, routers and the people who run them " + strings.Repeat("please ", 20))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if capped.Status != responses.ResponseStatusIncomplete || capped.IncompleteDetails.Reason != "max_output_tokens" || capped.OutputText() == "" {
+				t.Fatalf("capped %s", capped.RawJSON())
+			}
+
 			// JSON schema: the backend is sent the schema in its dialect.
 			jp := responses.ResponseNewParams{Model: b.model, Input: textInput("Where do I live? Lyon."),
 				Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigParamOfJSONSchema("place",
