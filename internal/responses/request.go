@@ -27,6 +27,11 @@ type Request struct {
 	IncludeEncrypted bool
 
 	params       llm.ChatParams // everything but the conversation
+	// summary is reasoning.summary: the client reads reasoning as a
+	// summary, so a translated backend's visible reasoning is given as
+	// one (the summaries OpenAI writes are what a backend that shows its
+	// reasoning shows) rather than as reasoning_text content.
+	summary bool
 	instructions *string
 	echo         echo
 	// untranslatable lists what only a backend that speaks the Responses
@@ -301,6 +306,11 @@ func (r *Request) reasoning(v []byte) *llm.Error {
 	}
 	if err := decodeField(v, &re); err != nil {
 		return typeError("reasoning", err)
+	}
+	for _, sum := range []*string{re.Summary, re.GenerateSummary} {
+		if sum != nil && *sum != "" && *sum != "none" {
+			r.summary = true
+		}
 	}
 	if re.Effort == nil {
 		return nil

@@ -47,6 +47,7 @@ type output struct {
 	args      strings.Builder
 	done      bool
 	cut       bool // done, but the answer broke off in it
+	summary   bool // reasoning given as a summary (Request.summary)
 }
 
 // builder assembles a response object; the non-streamed answer and the
@@ -70,6 +71,7 @@ func (b *builder) add(k itemKind) *output {
 		o.id = "msg_" + b.suffix() + "_" + n
 	case kindReasoning:
 		o.id = "rs_" + b.suffix() + "_" + n
+		o.summary = b.req.summary
 	case kindCall:
 		o.id = "fc_" + b.suffix() + "_" + n
 	}
@@ -127,11 +129,19 @@ func appendItem(b []byte, o *output, encrypted bool) []byte {
 	case kindReasoning:
 		b = append(b, `{"id":`...)
 		b = llm.AppendQuote(b, o.id)
-		b = append(b, `,"type":"reasoning","summary":[]`...)
-		if o.done {
-			b = append(b, `,"content":[{"type":"reasoning_text","text":`...)
+		b = append(b, `,"type":"reasoning","summary":[`...)
+		if o.done && o.summary {
+			b = append(b, `{"type":"summary_text","text":`...)
 			b = llm.AppendQuote(b, o.text.String())
-			b = append(b, `}]`...)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+		if o.done {
+			if !o.summary {
+				b = append(b, `,"content":[{"type":"reasoning_text","text":`...)
+				b = llm.AppendQuote(b, o.text.String())
+				b = append(b, `}]`...)
+			}
 			if encrypted && o.signature.Len() > 0 {
 				b = append(b, `,"encrypted_content":`...)
 				b = llm.AppendQuote(b, o.signature.String())

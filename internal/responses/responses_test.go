@@ -278,9 +278,14 @@ func TestStreamGolden(t *testing.T) {
 	if len(files) < 5 {
 		t.Fatalf("found only %d stream fixtures", len(files))
 	}
-	r := mustParse(t, `{"model":"requested-model","input":"hi","stream":true}`)
+	plain := mustParse(t, `{"model":"requested-model","input":"hi","stream":true}`)
+	summarised := mustParse(t, `{"model":"requested-model","input":"hi","stream":true,"reasoning":{"effort":"low","summary":"auto"}}`)
 	for _, in := range files {
 		t.Run(filepath.Base(in), func(t *testing.T) {
+			r := plain
+			if strings.Contains(in, "summary") {
+				r = summarised // the reasoning as a summary
+			}
 			s := NewStream(r, testMeta)
 			s.UsageCost = func(llm.Usage) string { return "0.000123" }
 			var completed *Encoded
@@ -459,4 +464,26 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("translated body refused: %v\n%s", err, req.Body)
 		}
 	})
+}
+
+// TestReasoningAsSummary: a client that asks for reasoning summaries
+// gets the backend's visible reasoning as the summary, not as content.
+func TestReasoningAsSummary(t *testing.T) {
+	body, err := os.ReadFile("testdata/responses/thinking.openai.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ req, want, not string }{
+		{`{"model":"m","input":"x","reasoning":{"summary":"auto"}}`, `"summary":[{"type":"summary_text","text":"Think hard."}],"status"`, `"reasoning_text"`},
+		{`{"model":"m","input":"x","reasoning":{"generate_summary":"concise"}}`, `"summary":[{"type":"summary_text","text":"Think hard."}]`, `"reasoning_text"`},
+		{`{"model":"m","input":"x","reasoning":{"effort":"low"}}`, `"summary":[],"content":[{"type":"reasoning_text","text":"Think hard."}]`, `summary_text`},
+	} {
+		e, err := EncodeResponse(body, mustParse(t, c.req), testMeta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(e.Body, []byte(c.want)) || bytes.Contains(e.Body, []byte(c.not)) {
+			t.Errorf("%s: %s", c.req, e.Body)
+		}
+	}
 }

@@ -161,7 +161,15 @@ func (s *Stream) delta(b []byte, d *llm.Delta) ([]byte, error) {
 		b = s.openReasoning(b)
 		if d.ReasoningContent != "" {
 			s.reason.text.WriteString(d.ReasoningContent)
-			b = s.textDelta(b, "response.reasoning_text.delta", s.reason, d.ReasoningContent)
+			if s.reason.summary {
+				b = s.event(b, "response.reasoning_summary_text.delta", func(e []byte) []byte {
+					e = s.summaryRef(e, s.reason)
+					e = append(e, `,"delta":`...)
+					return llm.AppendQuote(e, d.ReasoningContent)
+				})
+			} else {
+				b = s.textDelta(b, "response.reasoning_text.delta", s.reason, d.ReasoningContent)
+			}
 		}
 		s.reason.signature.WriteString(d.ReasoningSignature)
 	}
@@ -275,10 +283,23 @@ func (s *Stream) openReasoning(b []byte) []byte {
 	b = s.closeMessage(b)
 	s.reason = s.b.add(kindReasoning)
 	b = s.added(b, s.reason)
+	if s.reason.summary {
+		return s.event(b, "response.reasoning_summary_part.added", func(e []byte) []byte {
+			e = s.summaryRef(e, s.reason)
+			return append(e, `,"part":{"type":"summary_text","text":""}`...)
+		})
+	}
 	return s.event(b, "response.content_part.added", func(e []byte) []byte {
 		e = s.itemRef(e, s.reason, 0)
 		return append(e, `,"part":{"type":"reasoning_text","text":""}`...)
 	})
+}
+
+// summaryRef writes item_id, output_index and summary_index (always 0:
+// the reasoning is one summary part).
+func (s *Stream) summaryRef(e []byte, o *output) []byte {
+	e = s.itemRef(e, o, -1)
+	return append(e, `,"summary_index":0`...)
 }
 
 func (s *Stream) closeReasoning(b []byte) []byte {
@@ -287,6 +308,20 @@ func (s *Stream) closeReasoning(b []byte) []byte {
 		return b
 	}
 	s.reason = nil
+	if o.summary {
+		b = s.event(b, "response.reasoning_summary_text.done", func(e []byte) []byte {
+			e = s.summaryRef(e, o)
+			e = append(e, `,"text":`...)
+			return llm.AppendQuote(e, o.text.String())
+		})
+		b = s.event(b, "response.reasoning_summary_part.done", func(e []byte) []byte {
+			e = s.summaryRef(e, o)
+			e = append(e, `,"part":{"type":"summary_text","text":`...)
+			e = llm.AppendQuote(e, o.text.String())
+			return append(e, '}')
+		})
+		return s.itemDone(b, o)
+	}
 	b = s.event(b, "response.reasoning_text.done", func(e []byte) []byte {
 		e = s.itemRef(e, o, 0)
 		e = append(e, `,"text":`...)
