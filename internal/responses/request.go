@@ -26,12 +26,12 @@ type Request struct {
 	// into reasoning items, so a stateless client can hand it back.
 	IncludeEncrypted bool
 
-	params       llm.ChatParams // everything but the conversation
+	params llm.ChatParams // everything but the conversation
 	// summary is reasoning.summary: the client reads reasoning as a
 	// summary, so a translated backend's visible reasoning is given as
 	// one (the summaries OpenAI writes are what a backend that shows its
 	// reasoning shows) rather than as reasoning_text content.
-	summary bool
+	summary      bool
 	instructions *string
 	echo         echo
 	// untranslatable lists what only a backend that speaks the Responses
