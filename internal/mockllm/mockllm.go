@@ -1,6 +1,7 @@
 // Package mockllm is gatehouse's fake OpenAI upstream: an http.Handler that
-// answers chat completions (streamed and not), embeddings and the models
-// list in the wire format OpenAI documents, with latency, token pacing,
+// answers chat completions and the Responses API (both streamed and not),
+// embeddings and the models list in the wire format OpenAI documents,
+// with latency, token pacing,
 // injected errors and broken connections dialled in per server, per
 // request header or per "@mock(...)" directive in the prompt.
 //
@@ -298,6 +299,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.chat(c, body)
 	case path == "/v1/embeddings" && r.Method == http.MethodPost:
 		s.embeddings(c, body)
+	case path == "/v1/responses" && r.Method == http.MethodPost:
+		s.responses(c, body)
+	case strings.HasPrefix(path, "/v1/responses/"):
+		s.responseByID(c, strings.TrimPrefix(path, "/v1/responses/"))
 	case path == "/v1/models" && r.Method == http.MethodGet:
 		c.writeJSON(http.StatusOK, s.modelsBody)
 	case strings.HasPrefix(path, "/v1/models/") && r.Method == http.MethodGet:
