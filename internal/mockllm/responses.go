@@ -356,11 +356,13 @@ func prefixed(e *apiError, prefix string) *apiError {
 func quotedList(values []string) string {
 	var b strings.Builder
 	for i, v := range values {
-		if i > 0 {
+		switch {
+		case i > 0 && i == len(values)-1 && len(values) == 2:
+			b.WriteString(" and ")
+		case i > 0 && i == len(values)-1:
+			b.WriteString(", and ")
+		case i > 0:
 			b.WriteString(", ")
-			if i == len(values)-1 {
-				b.WriteString("and ")
-			}
 		}
 		b.WriteString("'" + v + "'")
 	}
