@@ -42,7 +42,7 @@ type Options struct {
 	Models          []string      // served by GET /v1/models (default: gpt-4o-mini, gpt-4o, … text-embedding-3-large); chat accepts any model
 	Reply           string        // fixed reply text; default: a deterministic reply that quotes the last user message
 	RecordLimit     int           // received requests kept for Requests (default 100; negative disables recording)
-	Load            LoadModel     // chat completions slow down with the tokens in flight (load.go); off by default
+	Load            LoadModel     // chat completions and responses slow down with the tokens in flight (load.go); off by default
 
 	// AWSAccessKeyID and AWSSecretKey are the key pair Bedrock requests
 	// (/model/…) must be SigV4-signed with; AWSSessionToken, when set,
@@ -135,7 +135,7 @@ type Server struct {
 	errorDraws                                       atomic.Uint64 // spreads ErrorRate evenly, see injectError
 
 	load                     LoadModel    // with defaults filled in
-	loadTokens, loadRequests atomic.Int64 // chat completions in flight and their tokens (load.go)
+	loadTokens, loadRequests atomic.Int64 // chat completions and responses in flight and their tokens (load.go)
 
 	cancelCh chan Cancellation
 	bufs     sync.Pool // *[]byte response buffers

@@ -535,3 +535,46 @@ func TestResponsesRecordedAndCounted(t *testing.T) {
 		t.Errorf("records %+v", recs)
 	}
 }
+
+// Responses count in the load model as chat completions do: their input
+// and output tokens are in flight from arrival until the answer ends.
+func TestResponsesLoad(t *testing.T) {
+	s, ts := start(t, Options{Load: LoadModel{PerToken: time.Microsecond, Seed: 3}})
+	const body = `{"model":"o4-mini","input":"a prompt of some length to count"%s}`
+	resp, b := do(t, ts, http.MethodPost, "/v1/responses", fmt.Sprintf(body, ""), nil)
+	var done struct {
+		Usage struct {
+			Total int64 `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &done); err != nil || resp.StatusCode != 200 || done.Usage.Total == 0 {
+		t.Fatalf("%d %s: %v", resp.StatusCode, b, err)
+	}
+	if resp, b := do(t, ts, http.MethodPost, "/v1/responses", fmt.Sprintf(body, `,"stream":true`), nil); resp.StatusCode != 200 ||
+		!strings.Contains(string(b), "event: response.completed") {
+		t.Fatalf("paced stream: %d %s", resp.StatusCode, b)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// An hour per token: the request is in flight until cancelled.
+	req := newRequest(t, ctx, http.MethodPost, ts.URL+"/v1/responses", fmt.Sprintf(body, `,"stream":true`), map[string]string{"X-Mock-Per-Token": "1h"})
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := ts.Client().Do(req)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	m := waitMetrics(t, ts, "response in flight", func(m map[string]int64) bool { return m["mockllm_chat_requests_in_flight"] == 1 })
+	if got := m["mockllm_tokens_in_flight"]; got != done.Usage.Total {
+		t.Errorf("tokens in flight %d, want the response's input and output tokens %d", got, done.Usage.Total)
+	}
+	cancel()
+	<-errc
+	waitMetrics(t, ts, "cancelled response released", func(m map[string]int64) bool {
+		return m["mockllm_chat_requests_in_flight"] == 0 && m["mockllm_tokens_in_flight"] == 0
+	})
+	waitCancellation(t, s)
+}
