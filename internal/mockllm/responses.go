@@ -171,7 +171,7 @@ func (s *Server) parseResponses(body []byte) (*respExchange, *apiError) {
 	if err := checkMetadata(req.Metadata); err != nil {
 		return nil, err
 	}
-	x := &respExchange{s: s, req: &req, model: *req.Model, stream: req.Stream}
+	x := &respExchange{req: &req, model: *req.Model, stream: req.Stream}
 	for i, inc := range req.Include {
 		if !slices.Contains(respIncludes, inc) {
 			param := "include[" + itoa(i) + "]"

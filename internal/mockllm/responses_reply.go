@@ -15,7 +15,6 @@ import (
 // The plain and the streamed answer are both written from it, which is
 // what keeps their output and usage identical.
 type respExchange struct {
-	s                *Server
 	req              *respRequest
 	model            string
 	stream           bool
