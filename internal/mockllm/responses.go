@@ -15,8 +15,9 @@ import (
 // Azure's (azure.go). The emulator keeps no state, so everything that
 // needs a stored object — previous_response_id, a conversation, GET or
 // DELETE of a response — is answered as OpenAI answers an id it does not
-// know. That makes a gateway which forwards such a request by mistake
-// fail its test instead of passing by accident.
+// know, and background mode is refused. That makes a gateway which
+// forwards such a request by mistake fail its test instead of passing by
+// accident.
 
 // respRequest is the request body. Its fields are every top-level
 // parameter OpenAI documents; anything else is answered with

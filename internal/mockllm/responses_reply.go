@@ -51,7 +51,8 @@ const reasoningSummary = "**Answering the user**\n\nThe user sent a message, so 
 
 // plan decides the output: a reasoning item for models that reason, then
 // a call of the function named by tool (the @mock directive) or forced by
-// tool_choice — unless the input ends with a tool's output, which the
+// tool_choice (the directive wins, even over tool_choice "none": the test
+// asked for it) — unless the input ends with a tool's output, which the
 // model answers in text so a client's tool loop ends — or else text.
 func (x *respExchange) plan(s *Server, tool string) *apiError {
 	name := x.forced

@@ -491,6 +491,34 @@ func TestResponsesStallAndCancel(t *testing.T) {
 	}
 }
 
+func TestResponsesHang(t *testing.T) {
+	s, ts := start(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := ts.Client().Do(newRequest(t, ctx, http.MethodPost, ts.URL+"/v1/responses",
+			`{"model":"gpt-hang","input":"wait","stream":true}`, map[string]string{"X-Mock-Hang": "true"}))
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	for s.Stats().InFlight != 1 {
+		select {
+		case err := <-errc:
+			t.Fatalf("the request ended instead of hanging: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel()
+	if c := waitCancellation(t, s); c.Path != "/v1/responses" || c.Model != "gpt-hang" {
+		t.Errorf("cancellation %+v", c)
+	}
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("client error %v, want context.Canceled", err)
+	}
+}
+
 // Waits are recorded, not waited: TTFT, latency and pacing as for chat.
 func TestResponsesTiming(t *testing.T) {
 	for _, c := range []struct {
