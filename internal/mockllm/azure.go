@@ -13,7 +13,8 @@ import (
 // paths — /openai/deployments/{deployment}/chat/completions?api-version=…
 // (the classic API) and /openai/v1/chat/completions (the v1 API, model in
 // the body, no dated api-version) — and takes the key in an "api-key"
-// header. Once the path, version and key check out, the request is
+// header. The Responses API has no deployment in its classic path,
+// /openai/responses?api-version=…: the deployment is the body's model. Once the path, version and key check out, the request is
 // answered exactly as the OpenAI emulator answers it.
 var azureDialect = dialect{
 	name:  "azure",
@@ -50,7 +51,19 @@ func (s *Server) serveAzure(c *call, body []byte) {
 			c.failAzure(errAzureV1Versioned)
 			return
 		}
+		if op == "responses" {
+			s.responses(c, body)
+			return
+		}
 		s.azureOperation(c, op, body)
+		return
+	}
+	if r.URL.Path == "/openai/responses" {
+		if !azureAPIVersion.MatchString(version) {
+			c.failAzure(errAzureNotFound)
+			return
+		}
+		s.responses(c, body)
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/openai/deployments/")

@@ -118,6 +118,12 @@ func typeError(err error) *apiError {
 		want = "an array of objects"
 	case "mockllm.chatMessage", "*mockllm.streamOptions":
 		want = "an object"
+	case "mockllm.plain": // the lenient objects' UnmarshalJSON decodes into a local type of this name
+		want = "an object"
+	case "[]string":
+		want = "an array of strings"
+	case "[]json.RawMessage":
+		want = "an array of objects"
 	}
 	got, _, _ := strings.Cut(te.Value, " ")
 	switch got {

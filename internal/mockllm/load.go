@@ -28,10 +28,10 @@ import (
 // whatever order requests arrive in, and the same request costs the same
 // on servers that share a seed.
 //
-// Only OpenAI chat completions are paced by it: a non-streamed answer
-// waits for all its tokens, a stream reads the prompt before its first
-// chunk and generates each chunk before sending it. Latency, TTFT
-// and TokensPerSecond still apply on top.
+// Only OpenAI chat completions and responses are paced by it: a
+// non-streamed answer waits for all its tokens, a stream reads the prompt
+// before its first chunk and generates each chunk before sending it.
+// Latency, TTFT and TokensPerSecond still apply on top.
 type LoadModel struct {
 	// PerToken is the time to generate one reply token on an otherwise
 	// idle server; 0 disables the model (override per request with
@@ -117,8 +117,8 @@ func loadStep(work time.Duration, factor float64) time.Duration {
 }
 
 // admit counts a request's tokens as in flight until the returned func
-// is called. Every OpenAI chat completion is counted, paced or not, so
-// /metrics is meaningful without the model too.
+// is called. Every OpenAI chat completion and response is counted, paced
+// or not, so /metrics is meaningful without the model too.
 func (s *Server) admit(n int64) func() {
 	s.loadTokens.Add(n)
 	s.loadRequests.Add(1)
@@ -176,8 +176,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 	}
 	gauge("llamacpp:requests_processing", "Number of requests processing.", s.inFlight.Load())
 	gauge("llamacpp:requests_deferred", "Number of requests deferred.", 0)
-	gauge("mockllm_chat_requests_in_flight", "Chat completions being answered.", s.loadRequests.Load())
-	gauge("mockllm_tokens_in_flight", "Prompt and reply tokens of the chat completions being answered.", s.loadTokens.Load())
+	gauge("mockllm_chat_requests_in_flight", "Chat completions and responses being answered.", s.loadRequests.Load())
+	gauge("mockllm_tokens_in_flight", "Prompt and reply tokens of the chat completions and responses being answered.", s.loadTokens.Load())
 	w.Header()["Content-Type"] = []string{"text/plain; version=0.0.4; charset=utf-8"}
 	_, _ = w.Write(b)
 }

@@ -1,6 +1,7 @@
 // Package mockllm is gatehouse's fake OpenAI upstream: an http.Handler that
-// answers chat completions (streamed and not), embeddings and the models
-// list in the wire format OpenAI documents, with latency, token pacing,
+// answers chat completions and the Responses API (both streamed and not),
+// embeddings and the models list in the wire format OpenAI documents,
+// with latency, token pacing,
 // injected errors and broken connections dialled in per server, per
 // request header or per "@mock(...)" directive in the prompt.
 //
@@ -41,7 +42,7 @@ type Options struct {
 	Models          []string      // served by GET /v1/models (default: gpt-4o-mini, gpt-4o, … text-embedding-3-large); chat accepts any model
 	Reply           string        // fixed reply text; default: a deterministic reply that quotes the last user message
 	RecordLimit     int           // received requests kept for Requests (default 100; negative disables recording)
-	Load            LoadModel     // chat completions slow down with the tokens in flight (load.go); off by default
+	Load            LoadModel     // chat completions and responses slow down with the tokens in flight (load.go); off by default
 
 	// AWSAccessKeyID and AWSSecretKey are the key pair Bedrock requests
 	// (/model/…) must be SigV4-signed with; AWSSessionToken, when set,
@@ -134,7 +135,7 @@ type Server struct {
 	errorDraws                                       atomic.Uint64 // spreads ErrorRate evenly, see injectError
 
 	load                     LoadModel    // with defaults filled in
-	loadTokens, loadRequests atomic.Int64 // chat completions in flight and their tokens (load.go)
+	loadTokens, loadRequests atomic.Int64 // chat completions and responses in flight and their tokens (load.go)
 
 	cancelCh chan Cancellation
 	bufs     sync.Pool // *[]byte response buffers
@@ -298,6 +299,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.chat(c, body)
 	case path == "/v1/embeddings" && r.Method == http.MethodPost:
 		s.embeddings(c, body)
+	case path == "/v1/responses" && r.Method == http.MethodPost:
+		s.responses(c, body)
+	case strings.HasPrefix(path, "/v1/responses/"):
+		s.responseByID(c, strings.TrimPrefix(path, "/v1/responses/"))
 	case path == "/v1/models" && r.Method == http.MethodGet:
 		c.writeJSON(http.StatusOK, s.modelsBody)
 	case strings.HasPrefix(path, "/v1/models/") && r.Method == http.MethodGet:
