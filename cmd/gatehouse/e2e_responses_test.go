@@ -36,7 +36,15 @@ type responsesBackend struct {
 }
 
 func responsesBackends() []responsesBackend {
+	native := func(t *testing.T) (*upstream, *testGateway) {
+		up := startUpstream(t, mockllm.Options{})
+		return up, startGateway(t, nativeConfig(up, ""))
+	}
 	return []responsesBackend{
+		// Pass-through: the backend's own Responses API.
+		{"openai", "gpt", native},
+		{"azure", "az", native},
+		// Translated to chat completions and back.
 		{"openai-compatible", "chat", func(t *testing.T) (*upstream, *testGateway) {
 			up := startUpstream(t, mockllm.Options{})
 			return up, startGateway(t, baseConfig(up, ""))
@@ -385,7 +393,7 @@ var responseIDs = []struct {
 }{
 	{regexp.MustCompile(`(resp|msg|fc|rs)_[0-9a-f]+`), "${1}_ID"},
 	{regexp.MustCompile(`"call_id":"[^"]*"`), `"call_id":"CALL"`},
-	{regexp.MustCompile(`"created_at":\d+`), `"created_at":0`},
+	{regexp.MustCompile(`"(created_at|completed_at)":\d+`), `"${1}":0`},
 	{regexp.MustCompile(`"cost":[0-9.e-]+`), `"cost":0`},
 	{regexp.MustCompile(`"encrypted_content":"[^"]*"`), `"encrypted_content":"SIG"`},
 }

@@ -67,6 +67,10 @@ func BenchmarkRequestPath(b *testing.B) {
 		// chat completions upstream and back.
 		{"responses", "/v1/responses", `{"model":"chat","input":"` + prompt + `"}`},
 		{"responses-stream", "/v1/responses", `{"model":"chat","stream":true,"input":"` + prompt + `"}`},
+		// Passed through to the emulator's own Responses API
+		// (responses_api: true on the provider).
+		{"responses-native", "/v1/responses", `{"model":"chat","input":"` + prompt + `"}`},
+		{"responses-native-stream", "/v1/responses", `{"model":"chat","stream":true,"input":"` + prompt + `"}`},
 	} {
 		for _, v := range variants {
 			b.Run(sc.name+"/"+v.name, func(b *testing.B) {
@@ -75,6 +79,9 @@ func BenchmarkRequestPath(b *testing.B) {
 					extra = clusterStorage(b) + strings.TrimSpace(rest) + "\n"
 				}
 				yaml := strings.Replace(baseConfig(up, extra), "keys:\n", "keys:\n"+v.keyYAML, 1)
+				if strings.HasPrefix(sc.name, "responses-native") {
+					yaml = strings.Replace(yaml, "type: openai-compatible\n", "type: openai-compatible\n    responses_api: true\n", 1)
+				}
 				gw := startGatewayMode(b, yaml, v.bare)
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 				body := []byte(sc.body)
