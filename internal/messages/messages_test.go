@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/internal/llm"
+	"gatehouse/internal/llm/llmtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -19,17 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // golden compares got with the file, or rewrites it under -update.
 func golden(t *testing.T, path string, got []byte) []byte {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	return want
+	return llmtest.Golden(t, path, got, *update)
 }
 
 func indent(t *testing.T, b []byte) []byte {

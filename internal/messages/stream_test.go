@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,38 +11,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/internal/llm"
+	"gatehouse/internal/llm/llmtest"
 )
 
-// readChunks decodes an OpenAI SSE fixture into the chunks an adapter
-// hands the relay, usage marked as the OpenAI adapter marks it.
-func readChunks(t *testing.T, path string) []llm.Chunk {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r := llm.NewReader(f)
-	var out []llm.Chunk
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(ev.Data) == "[DONE]" {
-			continue
-		}
-		c := llm.Chunk{Data: bytes.Clone(ev.Data)}
-		if u, ok := llm.UsageOf(c.Data); ok {
-			c.Usage = &u
-			c.UsageOnly = bytes.Contains(c.Data, []byte(`"choices":[]`))
-		}
-		out = append(out, c)
-	}
-}
+// readChunks reads an OpenAI stream fixture as the relay gets it.
+func readChunks(t *testing.T, path string) []llm.Chunk { return llmtest.ReadChunks(t, path) }
 
 // TestStreamGolden feeds each fixture one chunk at a time and compares
 // the Anthropic events, byte-exact. Along the way it checks the timing

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/internal/llm"
+	"gatehouse/internal/llm/llmtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -20,17 +21,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // golden compares got with the file, or rewrites it under -update.
 func golden(t *testing.T, path string, got []byte) []byte {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	return want
+	return llmtest.Golden(t, path, got, *update)
 }
 
 func mustParse(t *testing.T, body string) *Request {
@@ -238,36 +229,8 @@ func TestResponseProtocolErrors(t *testing.T) {
 	}
 }
 
-// readChunks decodes an OpenAI SSE fixture into the chunks an adapter
-// hands the relay, usage marked as the OpenAI adapter marks it.
-func readChunks(t *testing.T, path string) []llm.Chunk {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r := llm.NewReader(f)
-	var out []llm.Chunk
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(ev.Data) == "[DONE]" {
-			continue
-		}
-		c := llm.Chunk{Data: bytes.Clone(ev.Data)}
-		if u, ok := llm.UsageOf(c.Data); ok {
-			c.Usage = &u
-			c.UsageOnly = bytes.Contains(c.Data, []byte(`"choices":[]`))
-		}
-		out = append(out, c)
-	}
-}
+// readChunks reads an OpenAI stream fixture as the relay gets it.
+func readChunks(t *testing.T, path string) []llm.Chunk { return llmtest.ReadChunks(t, path) }
 
 // TestStreamGolden feeds each fixture one chunk at a time and compares
 // the events, byte-exact. Along the way it checks that the first chunk

@@ -26,23 +26,16 @@ func (s *Server) responsesCreate(w http.ResponseWriter, r *http.Request) {
 	x.finish()
 }
 
-// responseGet serves GET /v1/responses/{id} from the stored responses of
-// the caller's project.
-func (s *Server) responseGet(w http.ResponseWriter, r *http.Request) {
-	x := s.begin(w, r)
-	x.op = "responses"
-	defer x.recover()
-	x.serveStoredResponse(false)
-	x.finish()
-}
-
-// responseDelete serves DELETE /v1/responses/{id}.
-func (s *Server) responseDelete(w http.ResponseWriter, r *http.Request) {
-	x := s.begin(w, r)
-	x.op = "responses"
-	defer x.recover()
-	x.serveStoredResponse(true)
-	x.finish()
+// storedResponse serves GET /v1/responses/{id} (remove false) or DELETE
+// (remove true) from the stored responses of the caller's project.
+func (s *Server) storedResponse(remove bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		x := s.begin(w, r)
+		x.op = "responses"
+		defer x.recover()
+		x.serveStoredResponse(remove)
+		x.finish()
+	}
 }
 
 func (x *exchange) serveResponses() {

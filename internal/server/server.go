@@ -131,7 +131,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("/v1/responses", s.only(http.MethodPost, s.responsesCreate))
 	mux.HandleFunc("/v1/responses/{id}", s.methods(map[string]http.HandlerFunc{
-		http.MethodGet: s.responseGet, http.MethodDelete: s.responseDelete}))
+		http.MethodGet: s.storedResponse(false), http.MethodDelete: s.storedResponse(true)}))
 	mux.HandleFunc("/v1/models", s.only(http.MethodGet, s.models))
 	mux.HandleFunc("/v1/models/{id...}", s.only(http.MethodGet, s.model))
 	mux.HandleFunc("/admin/", s.admin)
