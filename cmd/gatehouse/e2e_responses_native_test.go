@@ -238,4 +238,11 @@ func TestResponsesPassThroughCached(t *testing.T) {
 	if n := len(up.mock.Requests()); n != 1 {
 		t.Fatalf("%d upstream calls, want 1", n)
 	}
+	// A built-in tool is not in the chat form the cache keys by: such a
+	// request bypasses the cache rather than get the answer to another.
+	p.Tools = []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}
+	_, _ = client.Responses.New(ctx, p, option.WithResponseInto(&raw))
+	if raw.Header.Get("X-Gatehouse-Cache") != "bypass" || len(up.mock.Requests()) != 2 {
+		t.Fatalf("with a built-in tool: cache %q, %d upstream calls", raw.Header.Get("X-Gatehouse-Cache"), len(up.mock.Requests()))
+	}
 }

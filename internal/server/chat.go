@@ -48,6 +48,10 @@ type reply struct {
 	// native, when set, serves an attempt whose deployment speaks the
 	// request's own API (the Responses API), bypassing translation.
 	native func(ctx context.Context, a route.Attempt, ra provider.ResponsesAPI) route.Result
+	// uncached: the chat request does not carry everything that can
+	// change the answer (a Responses request's built-in tools), so its
+	// cache key would not either; the cache is neither read nor written.
+	uncached bool
 	// completion re-encodes a non-streamed body; nil sends it unchanged.
 	completion func(body []byte) ([]byte, error)
 	// encoder returns a fresh re-encoder for a stream (one per attempt: an
@@ -70,6 +74,9 @@ func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 	x.promptFor(g)
 	if !x.cachePolicy() {
 		return
+	}
+	if rp.uncached {
+		x.cache.read, x.cache.write = false, false
 	}
 	if g, ok = x.admit(g, admitRequest{maxOut: req.MaxTokens, user: req.User}); !ok {
 		return

@@ -88,7 +88,8 @@ func (x *exchange) serveResponses() {
 		}
 	}
 	x.serveChatRequest(req, reply{
-		fit: func(d *provider.Deployment) *llm.Error { return untranslatable(d, r) },
+		uncached: len(r.Untranslatable()) > 0,
+		fit:      func(d *provider.Deployment) *llm.Error { return untranslatable(d, r) },
 		native: func(ctx context.Context, a route.Attempt, ra provider.ResponsesAPI) route.Result {
 			return x.nativeAttempt(ctx, a, ra, r, prior, keep)
 		},
