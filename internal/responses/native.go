@@ -181,6 +181,8 @@ type NativeStream struct {
 	body     io.Closer
 	sse      *llm.Reader
 	terminal bool
+	typ      string // the last event's type and sequence_number, for the encoder
+	seq      int
 	// Text collects what the answer wrote (text, arguments, reasoning),
 	// up to a bound, to count it if the stream breaks before its usage.
 	Text strings.Builder
@@ -221,7 +223,8 @@ func (s *NativeStream) Next() (llm.Chunk, error) {
 			continue
 		}
 		c := llm.Chunk{Data: data}
-		typ := stringField(data, "type")
+		typ, seq := eventHead(data)
+		s.typ, s.seq = typ, seq
 		switch typ {
 		case "response.completed", "response.incomplete", "response.failed":
 			s.terminal = true
@@ -243,6 +246,26 @@ func (s *NativeStream) Next() (llm.Chunk, error) {
 		}
 		return c, nil
 	}
+}
+
+// eventHead reads an event's type and sequence_number. OpenAI writes
+// them first, so the scan stops there rather than walk (and validate) a
+// whole response object for two fields; the data is relayed as it came
+// either way.
+func eventHead(data []byte) (typ string, seq int) {
+	seq = -1
+	_ = llm.EachField(data, func(key string, v []byte, _ int) bool {
+		switch key {
+		case "type":
+			typ, _ = llm.UnquoteString(v)
+		case "sequence_number":
+			if n, err := strconv.Atoi(string(v)); err == nil {
+				seq = n
+			}
+		}
+		return typ == "" || seq < 0
+	})
+	return typ, seq
 }
 
 // upstreamEvent is the backend's own error event: relayed as the client
@@ -269,14 +292,22 @@ type NativeEncoder struct {
 	// OnComplete, when set, gets the terminal event's response object
 	// before the event is written.
 	OnComplete func(resp []byte)
-	lastSeq    int // the last event's sequence_number, for an error event of the gateway's own
+	// Stream, when set, is the stream the chunks come from: the encoder
+	// takes each event's type from it instead of reading it again.
+	Stream  *NativeStream
+	lastSeq int // the last event's sequence_number, for an error event of the gateway's own
 }
 
 // Chunk appends one event.
 func (e *NativeEncoder) Chunk(b []byte, c llm.Chunk) ([]byte, error) {
-	typ := stringField(c.Data, "type")
-	if n, err := strconv.Atoi(string(field(c.Data, "sequence_number"))); err == nil {
-		e.lastSeq = n
+	typ, seq := "", -1
+	if e.Stream != nil {
+		typ, seq = e.Stream.typ, e.Stream.seq
+	} else {
+		typ, seq = eventHead(c.Data)
+	}
+	if seq >= 0 {
+		e.lastSeq = seq
 	}
 	data := c.Data
 	if c.Usage != nil {

@@ -141,7 +141,7 @@ func TestNativeRelay(t *testing.T) {
 	in := string(readFile(t, "testdata/native/text.sse")) + "\n\n"
 	st := NewNativeStream(nativeResponse(in))
 	var completed []byte
-	enc := &NativeEncoder{UsageCost: func(llm.Usage) string { return "0.0042" }, OnComplete: func(r []byte) { completed = r }}
+	enc := &NativeEncoder{UsageCost: func(llm.Usage) string { return "0.0042" }, OnComplete: func(r []byte) { completed = r }, Stream: st}
 	var out []byte
 	var usage *llm.Usage
 	for {

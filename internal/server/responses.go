@@ -263,7 +263,7 @@ func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provid
 	st := responses.NewNativeStream(resp)
 	defer st.Close()
 	usageCost := x.streamUsageCost(d)
-	enc := &responses.NativeEncoder{UsageCost: usageCost, OnComplete: finished}
+	enc := &responses.NativeEncoder{UsageCost: usageCost, OnComplete: finished, Stream: st}
 	x.headers()
 	x.declareCostTrailer()
 	sp := x.span.Child(x.rt.Tracer, "stream", false)
