@@ -114,7 +114,13 @@ func (x *exchange) record(end time.Time) {
 		return
 	}
 	m.End()
-	o := metrics.RequestObs{Route: x.r.URL.Path, Code: x.status, Took: end.Sub(x.start), TTFT: x.ttft,
+	// The route pattern, not the path: /v1/responses/{id} is one series,
+	// however many ids are read.
+	route := x.r.Pattern
+	if route == "" {
+		route = x.r.URL.Path
+	}
+	o := metrics.RequestObs{Route: route, Code: x.status, Took: end.Sub(x.start), TTFT: x.ttft,
 		Overhead: x.overhead, Cache: x.cacheResult()}
 	if x.group != nil {
 		o.Model = x.group.Name

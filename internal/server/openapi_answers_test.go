@@ -484,6 +484,11 @@ func (e *apiEnv) storedResponses(main http.Header) {
 	if got := e.do("GET", path, main, ""); got.status != 404 {
 		t.Errorf("GET after DELETE: %d", got.status)
 	}
+	// One metric series for every id read, not one per id.
+	m := e.do("GET", "/metrics", nil, "")
+	if !bytes.Contains(m.body, []byte(`route="/v1/responses/{id}"`)) || bytes.Contains(m.body, []byte(created.ID)) {
+		t.Errorf("metrics label stored responses by id: %s", m.body)
+	}
 }
 
 // stripCost removes the usage's cost the gateway adds to an answer as it
