@@ -95,7 +95,13 @@ func (t *Tracer) Request(r *http.Request) Span {
 		return Span{}
 	}
 	ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, s := t.tr.Start(ctx, "gen_ai "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
+	// Named after the route's pattern until the model is known: a path
+	// with an id in it (/v1/responses/{id}) would make every span name new.
+	route := r.Pattern
+	if route == "" {
+		route = r.URL.Path
+	}
+	ctx, s := t.tr.Start(ctx, "gen_ai "+route, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 	return Span{s: s, ctx: ctx}
 }
