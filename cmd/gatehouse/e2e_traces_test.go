@@ -14,6 +14,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -186,4 +187,33 @@ func TestTracesNeedAnEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = tr.Shutdown(context.Background())
+}
+
+// TestTracesOfResponses: a Responses API request is traced as a chat
+// request is — the server span named after the operation and model, with
+// its usage — and a read of a stored response is named after its route,
+// not its id.
+func TestTracesOfResponses(t *testing.T) {
+	recv := startOTLPReceiver(t)
+	up := startUpstream(t, mockllm.Options{})
+	gw := startGateway(t, usageConfig(up, "telemetry:\n  traces: {endpoint: '"+recv.srv.URL+"', sample_ratio: 1}\n"))
+	const clientTrace = "5cf92f3577b34da6a3ce929d0e0e4737"
+	c := gw.client(option.WithAPIKey("gh-usage-budgeted"), option.WithHeader("traceparent", "00-"+clientTrace+"-00f067aa0ba902b8-01"))
+	final, _, _ := streamResponse(t, c, responses.ResponseNewParams{Model: "chat", Input: textInput("trace me"), Store: openai.Bool(true)})
+	if _, err := c.Responses.Get(context.Background(), final.ID, responses.ResponseGetParams{}); err != nil {
+		t.Fatal(err)
+	}
+	traceID, _ := hex.DecodeString(clientTrace)
+	byName := map[string]*tracepb.Span{}
+	waitFor(t, 5*time.Second, "the spans of the requests", func() bool {
+		for _, s := range recv.byTrace(traceID) {
+			byName[s.Name] = s
+		}
+		return byName["chat chat"] != nil && byName["gen_ai /v1/responses/{id}"] != nil
+	})
+	a := attrs(byName["chat chat"])
+	if a["url.path"] != "/v1/responses" || a["gen_ai.usage.output_tokens"] != strconv.FormatInt(final.Usage.OutputTokens, 10) ||
+		a["gen_ai.response.model"] != "gpt-4o-mini" {
+		t.Fatalf("server span %v", a)
+	}
 }
