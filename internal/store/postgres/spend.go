@@ -36,6 +36,34 @@ func (s *Store) LoadSpend(ctx context.Context, since string) (map[limit.BudgetKe
 	return out, nil
 }
 
+// LoadTagSpend is LoadSpend for one tag: what the Redis limiter reads to
+// rebuild one project's counters after Redis lost them.
+func (s *Store) LoadTagSpend(ctx context.Context, tag, since string) (map[limit.BudgetKey]int64, error) {
+	out := map[limit.BudgetKey]int64{}
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT scope, id, period, start, micros FROM spend WHERE tag = $1 AND (start = '' OR start >= $2)`, tag, since)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			k := limit.BudgetKey{Tag: tag}
+			var scope, period string
+			var v int64
+			if err := rows.Scan(&scope, &k.ID, &period, &k.Start, &v); err != nil {
+				return err
+			}
+			k.Scope, k.Period = limit.Scope(scope), limit.Period(period)
+			out[k] += v
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: load spend of %q: %w", tag, err)
+	}
+	return out, nil
+}
+
 // AddSpend implements limit.SpendStore: the batch in one transaction,
 // sent as one pipeline.
 func (s *Store) AddSpend(ctx context.Context, deltas map[limit.BudgetKey]int64) error {

@@ -80,6 +80,14 @@ type Options struct {
 	// OnSettleLost, when set, is called for each settle given up on.
 	OnSettleLost func(error)
 	Log          *slog.Logger
+	// ReservationTTL bounds how long a budget reservation its replica
+	// never settles (a crash) keeps counting: past it, the sweep takes
+	// it back off the budget (15 minutes when zero). It must outlast the
+	// longest request: the models' total timeout.
+	ReservationTTL time.Duration
+	// SweepEvery is how often the sweep looks for such reservations (30
+	// seconds when zero; negative: never, for tests that sweep by hand).
+	SweepEvery time.Duration
 }
 
 // budgetGrace keeps a period's counter after the period ends, so late
@@ -103,15 +111,25 @@ type Limiter struct {
 	spend   *limit.SpendLog
 	store   limit.SpendStore
 
-	admit, settle, seed script
+	admit, settle, seed, sweep script
 
 	ids    atomic.Uint64
 	idBase string
 
-	qmu    sync.RWMutex
-	closed bool
-	queue  chan settleJob
-	wg     sync.WaitGroup
+	reservationTTL time.Duration
+	// registered holds when this replica last added a tag to the ledger
+	// registry (tag → time.Time), so it does so once in a while, not on
+	// every admission.
+	registered sync.Map
+	// seeding single-flights the rebuild of a tag's counters (tag →
+	// *seedCall).
+	seeding sync.Map
+
+	qmu       sync.RWMutex
+	closed    bool
+	queue     chan settleJob
+	wg        sync.WaitGroup
+	stopSweep chan struct{}
 }
 
 type script struct{ src, sha string }
@@ -142,8 +160,11 @@ func NewClient(url string) (rueidis.Client, error) {
 // first use then); Close stops it. The caller keeps ownership of c.
 func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	l := &Limiter{c: c, prefix: o.Prefix, now: o.Now, timeout: o.Timeout, log: o.Log, onLost: o.OnSettleLost,
-		tries: o.SettleAttempts, store: o.Spend,
-		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript)}
+		tries: o.SettleAttempts, store: o.Spend, reservationTTL: o.ReservationTTL,
+		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript)}
+	if l.reservationTTL <= 0 {
+		l.reservationTTL = DefaultReservationTTL
+	}
 	if l.prefix == "" {
 		l.prefix = "gh:"
 	}
@@ -166,7 +187,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	l.idBase = hex.EncodeToString(b[:]) + "-"
-	for _, s := range []script{l.admit, l.settle, l.seed} {
+	for _, s := range []script{l.admit, l.settle, l.seed, l.sweep} {
 		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build()).ToString()
 		if err != nil {
 			l.log.Warn("redis: script load failed; will load on first use", "err", err)
@@ -184,8 +205,20 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 		l.wg.Add(1)
 		go l.settleWorker()
 	}
+	l.stopSweep = make(chan struct{})
+	every := o.SweepEvery
+	if every == 0 {
+		every = 30 * time.Second
+	}
+	if every > 0 {
+		l.wg.Add(1)
+		go l.sweeper(every)
+	}
 	return l, nil
 }
+
+// DefaultReservationTTL is Options.ReservationTTL's default.
+const DefaultReservationTTL = 15 * time.Minute
 
 // run calls s by SHA, and by source when Redis answers NOSCRIPT (its
 // script cache was flushed, or this cluster node never saw the script);
@@ -219,6 +252,15 @@ func (l *Limiter) budgetKey(tag string, b *limit.Budget, start string) string {
 	return l.prefix + "{" + tag + "}:b:" + string(b.Scope) + ":" + string(b.Period) + ":" + start + ":" + b.ID
 }
 
+// The reservation ledger of a tag: a sorted set of open reservations by
+// deadline and a hash of what each counts; the seeded marker says the
+// tag's budget counters are in Redis. The registry (one key, no tag)
+// lists the tags whose ledgers the sweep visits.
+func (l *Limiter) ledgerKey(tag string) string  { return l.prefix + "{" + tag + "}:r" }
+func (l *Limiter) ledgerHash(tag string) string { return l.prefix + "{" + tag + "}:rh" }
+func (l *Limiter) seededKey(tag string) string  { return l.prefix + "{" + tag + "}:seeded" }
+func (l *Limiter) registryKey() string          { return l.prefix + "ledgers" }
+
 // ref maps a script key back to the limit it counts.
 type ref struct {
 	kind  limit.Kind
@@ -233,11 +275,13 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	now := l.now()
 	tag := tagOf(&a)
 	n := 2*len(a.Rates) + len(a.Budgets)
-	keys := make([]string, 0, n)
+	keys := make([]string, 0, n+3)
 	refs := make([]ref, 0, n)
-	args := make([]string, 3, 3+3*n)
+	args := make([]string, 6, 6+3*n)
 	args[0] = strconv.FormatInt(now.UnixMicro(), 10)
 	args[2] = strconv.FormatInt(window, 10)
+	args[3] = "0"
+	id := l.newID()
 	add := func(k string, r ref) bool {
 		for _, have := range keys {
 			if have == k {
@@ -270,19 +314,37 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		}
 	}
 	if len(keys) == 0 {
-		return limit.Decision{Allowed: true, Reservation: l.reservation(a, now)}, nil
+		return limit.Decision{Allowed: true, Reservation: limit.NewReservation(id, a, now)}, nil
+	}
+	nb := len(keys) - nr
+	if nb > 0 {
+		// Budgets: the reservation goes into the tag's ledger, and with a
+		// durable record the counters must be known to be in Redis.
+		if err := l.register(ctx, tag, now); err != nil {
+			return limit.Decision{}, err
+		}
+		args[3], args[4] = "1", id
+		args[5] = strconv.FormatInt(now.Add(l.reservationTTL).UnixMilli(), 10)
+		keys = append(keys, l.ledgerKey(tag), l.ledgerHash(tag))
+		if l.store != nil {
+			args[3] = "2"
+			keys = append(keys, l.seededKey(tag))
+		}
 	}
 
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	out, err := l.run(cctx, &l.admit, keys, args).AsIntSlice()
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return limit.Decision{}, fmt.Errorf("redis: admit: %w", ctx.Err())
+	out, err := l.admitOnce(ctx, keys, args)
+	if err == nil && len(out) == 1 && out[0] == -1 {
+		// Redis lost the tag's counters (a restart without persistence,
+		// a failover to an empty replica, a flush): rebuild them from
+		// the durable record before admitting anything against them.
+		if err = l.seedTag(ctx, tag, a.Tag); err == nil {
+			out, err = l.admitOnce(ctx, keys, args)
 		}
-		return limit.Decision{}, fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
 	}
-	if want := 3 + 2*nr + (len(keys) - nr); len(out) != want {
+	if err != nil {
+		return limit.Decision{}, err
+	}
+	if want := 3 + 2*nr + nb; len(out) != want {
 		return limit.Decision{}, fmt.Errorf("redis: admit: %w: reply of %d values, want %d", limit.ErrUnavailable, len(out), want)
 	}
 
@@ -302,7 +364,7 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	}
 	if out[0] == 1 {
 		d.Allowed = true
-		d.Reservation = l.reservation(a, now)
+		d.Reservation = limit.NewReservation(id, a, now)
 		return d, nil
 	}
 	idx := int(out[1]) - 1
@@ -324,8 +386,46 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	return d, nil
 }
 
-func (l *Limiter) reservation(a limit.Admission, now time.Time) limit.Reservation {
-	return limit.NewReservation(l.idBase+strconv.FormatUint(l.ids.Add(1), 36), a, now)
+// admitOnce runs the admission script within the admission timeout.
+func (l *Limiter) admitOnce(ctx context.Context, keys, args []string) ([]int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	out, err := l.run(cctx, &l.admit, keys, args).AsIntSlice()
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("redis: admit: %w", ctx.Err())
+		}
+		return nil, fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// newID names a reservation: unique across replicas (a random base per
+// Limiter) and within one (a counter).
+func (l *Limiter) newID() string {
+	return l.idBase + strconv.FormatUint(l.ids.Add(1), 36)
+}
+
+// registerEvery is how often a replica re-adds a tag it admits budgets
+// for to the ledger registry; the registry is what the sweep of any
+// replica visits, so a crashed replica's reservations are found.
+const registerEvery = 10 * time.Minute
+
+// register adds tag to the ledger registry before this replica first
+// reserves in its ledger (and every registerEvery after): one extra
+// round trip per tag now and then, none on the usual admission.
+func (l *Limiter) register(ctx context.Context, tag string, now time.Time) error {
+	if t, ok := l.registered.Load(tag); ok && now.Sub(t.(time.Time)) < registerEvery {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	err := l.c.Do(cctx, l.c.B().Sadd().Key(l.registryKey()).Member(tag).Build()).Error()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
+	}
+	l.registered.Store(tag, now)
+	return nil
 }
 
 type settleJob struct {
@@ -342,7 +442,7 @@ func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Ac
 	a := &r.Admission
 	tag := tagOf(a)
 	keys := []string{l.prefix + "{" + tag + "}:s:" + r.ID}
-	args := []string{strconv.FormatInt(l.now().UnixMicro(), 10), "", strconv.FormatInt(window, 10), strconv.Itoa(markerTTL)}
+	args := []string{strconv.FormatInt(l.now().UnixMicro(), 10), "", strconv.FormatInt(window, 10), strconv.Itoa(markerTTL), "0", r.ID}
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
 		for _, rt := range a.Rates {
 			k := l.rateKey(tag, "rt", rt.Scope, rt.ID)
@@ -352,8 +452,10 @@ func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Ac
 			}
 		}
 	}
-	args[1] = strconv.Itoa(len(keys) - 1)
+	nt := len(keys) - 1
+	args[1] = strconv.Itoa(nt)
 	dc := strconv.FormatInt(int64(actual.Cost-a.Cost), 10)
+	full := strconv.FormatInt(int64(actual.Cost), 10)
 	for i := range a.Budgets {
 		b := &a.Budgets[i]
 		start, _ := b.Period.Span(r.At)
@@ -362,8 +464,12 @@ func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Ac
 		}
 		if k := l.budgetKey(tag, b, start); !contains(keys, k) {
 			keys = append(keys, k)
-			args = append(args, dc)
+			args = append(args, dc, full)
 		}
+	}
+	if nb := len(keys) - 1 - nt; nb > 0 {
+		args[4] = strconv.Itoa(nb)
+		keys = append(keys, l.ledgerKey(tag), l.ledgerHash(tag))
 	}
 	if len(keys) == 1 {
 		return nil
@@ -427,6 +533,7 @@ func (l *Limiter) Close(ctx context.Context) error {
 	if !l.closed {
 		l.closed = true
 		close(l.queue)
+		close(l.stopSweep)
 	}
 	l.qmu.Unlock()
 	done := make(chan struct{})
@@ -475,12 +582,157 @@ func (l *Limiter) Seed(ctx context.Context) (int, error) {
 		byTag[tag] = ka
 	}
 	total := 0
-	for _, ka := range byTag {
-		n, err := l.run(ctx, &l.seed, ka[0], ka[1]).AsInt64()
+	for tag, ka := range byTag {
+		n, err := l.seedCounters(ctx, tag, ka[0], ka[1])
 		if err != nil {
-			return total, fmt.Errorf("redis: seed: %w", err)
+			return total, err
 		}
-		total += int(n)
+		total += n
+	}
+	return total, nil
+}
+
+// seedCounters sets the counters that are absent, then the tag's seeded
+// marker, in one script.
+func (l *Limiter) seedCounters(ctx context.Context, tag string, keys, pairs []string) (int, error) {
+	keys = append(keys, l.seededKey(tag))
+	args := append([]string{"1"}, pairs...)
+	n, err := l.run(ctx, &l.seed, keys, args).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("redis: seed: %w", err)
+	}
+	return int(n), nil
+}
+
+// seedCall is one rebuild of a tag's counters, shared by the admissions
+// that wait for it.
+type seedCall struct {
+	done chan struct{}
+	err  error
+}
+
+// seedTag rebuilds the budget counters of one tag (raw: the admission's
+// own tag, as the durable record keys it) from the durable record, then
+// sets its seeded marker. Concurrent admissions of the tag share one
+// rebuild; the rebuild's own bound is the admission timeout plus the
+// record's query.
+func (l *Limiter) seedTag(ctx context.Context, tag, raw string) error {
+	call := &seedCall{done: make(chan struct{})}
+	if prev, loaded := l.seeding.LoadOrStore(tag, call); loaded {
+		p := prev.(*seedCall)
+		select {
+		case <-p.done:
+			return p.err
+		case <-ctx.Done():
+			return fmt.Errorf("redis: admit: %w", ctx.Err())
+		}
+	}
+	defer func() {
+		l.seeding.Delete(tag)
+		close(call.done)
+	}()
+	now := l.now()
+	spend, err := l.tagSpend(ctx, raw, limit.Since(now))
+	if err != nil {
+		call.err = fmt.Errorf("redis: admit: %w: rebuilding lost counters: %w", limit.ErrUnavailable, err)
+		return call.err
+	}
+	var keys, pairs []string
+	for k, v := range spend {
+		start, end := k.Period.Span(now)
+		if k.Start != start || v == 0 {
+			continue
+		}
+		exp := int64(0)
+		if !end.IsZero() {
+			exp = end.Add(budgetGrace).UnixMilli()
+		}
+		b := limit.Budget{Scope: k.Scope, ID: k.ID, Period: k.Period}
+		keys = append(keys, l.budgetKey(tag, &b, start))
+		pairs = append(pairs, strconv.FormatInt(v, 10), strconv.FormatInt(exp, 10))
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	n, err := l.seedCounters(cctx, tag, keys, pairs)
+	if err != nil {
+		call.err = fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
+		return call.err
+	}
+	l.log.Warn("redis: budget counters were missing; rebuilt from the durable record", "tag", tag, "counters", n)
+	return nil
+}
+
+// TagSpendLoader is implemented by durable records that can load one
+// tag's spend (PostgreSQL, with an index on the tag); others are read
+// whole and filtered.
+type TagSpendLoader interface {
+	LoadTagSpend(ctx context.Context, tag, since string) (map[limit.BudgetKey]int64, error)
+}
+
+func (l *Limiter) tagSpend(ctx context.Context, tag, since string) (map[limit.BudgetKey]int64, error) {
+	if tl, ok := l.store.(TagSpendLoader); ok {
+		return tl.LoadTagSpend(ctx, tag, since)
+	}
+	all, err := l.store.LoadSpend(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	for k := range all {
+		if k.Tag != tag {
+			delete(all, k)
+		}
+	}
+	return all, nil
+}
+
+// sweepBatch bounds one sweep script call, so no call holds Redis long.
+const sweepBatch = 500
+
+// sweeper runs Sweep every interval until Close.
+func (l *Limiter) sweeper(every time.Duration) {
+	defer l.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stopSweep:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		if _, err := l.Sweep(ctx); err != nil {
+			l.log.Warn("redis: sweeping unsettled reservations failed", "err", err)
+		}
+		cancel()
+	}
+}
+
+// Sweep releases the budget reservations whose deadline (admission plus
+// Options.ReservationTTL) has passed without a settle — their replica
+// crashed, or lost Redis — in every tag of the ledger registry, and
+// returns how many it released. Every replica sweeps; the script makes
+// each release happen once.
+func (l *Limiter) Sweep(ctx context.Context) (int, error) {
+	tags, err := l.c.Do(ctx, l.c.B().Smembers().Key(l.registryKey()).Build()).AsStrSlice()
+	if err != nil {
+		return 0, fmt.Errorf("redis: sweep: %w", err)
+	}
+	now := strconv.FormatInt(l.now().UnixMilli(), 10)
+	total := 0
+	for _, tag := range tags {
+		for {
+			n, err := l.run(ctx, &l.sweep, []string{l.ledgerKey(tag), l.ledgerHash(tag)}, []string{now, strconv.Itoa(sweepBatch)}).AsInt64()
+			if err != nil {
+				return total, fmt.Errorf("redis: sweep: %w", err)
+			}
+			total += int(n)
+			if n < sweepBatch {
+				break
+			}
+		}
+	}
+	if total > 0 {
+		l.log.Warn("redis: released budget reservations never settled (a replica stopped mid-request?)", "reservations", total)
 	}
 	return total, nil
 }

@@ -7,29 +7,44 @@ package redis
 // admitScript checks every counter of one request and reserves in all of
 // them or none.
 //
-//	KEYS  rate buckets (nr of them), then budget counters
-//	ARGV  1 now (µs)  2 nr  3 window (µs)
+//	KEYS  rate buckets (nr of them), then budget counters, then with
+//	      budgets the reservation ledger (a sorted set and a hash) and,
+//	      when the counters have a durable record, the tag's seeded marker
+//	ARGV  1 now (µs)  2 nr  3 window (µs)  4 ledger: 0 none, 1 ledger,
+//	      2 ledger and marker  5 reservation id  6 its deadline (ms)
 //	      then per rate bucket:    limit, cost
 //	      then per budget counter: limit, cost, expire-at (ms, 0 = never)
 //
 // A rate bucket holds its GCRA theoretical arrival time (µs) and expires
 // a second after that time passes (an absent bucket is a full one); the
 // TTL is relative, so Redis's own clock does not matter. A budget
-// counter holds micro-dollars spent and reserved.
+// counter holds micro-dollars spent and reserved. An admitted request
+// with budgets is written to the ledger (member: its id, score: its
+// deadline; the hash: its cost and counters), so a reservation its
+// replica never settles (a crash) is released by sweepScript, and a
+// settle knows whether its reservation is still counted.
 //
 // Reply: {allowed, refused (1-based index into KEYS, 0), retry-after (µs),
 // then per rate bucket: remaining, reset (µs), then per budget counter:
-// micro-dollars spent and reserved after this admission}.
+// micro-dollars spent and reserved after this admission}; or {-1} when
+// the seeded marker is missing: Redis lost the tag's counters, which
+// must be rebuilt from the durable record before anything is admitted
+// against them.
 const admitScript = `
 local now = tonumber(ARGV[1])
 local nr = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
+local mode = tonumber(ARGV[4])
+local extra = 0
+if mode == 1 then extra = 2 elseif mode == 2 then extra = 3 end
+local nb = #KEYS - nr - extra
+if mode == 2 and redis.call('EXISTS', KEYS[#KEYS]) == 0 then return {-1} end
 local refused, retry, refusedBudget, refusedLarge = 0, 0, false, false
 local tats = {}
 local out = {1, 0, 0}
 for i = 1, nr do
-  local limit = tonumber(ARGV[2 + 2 * i])
-  local cost = tonumber(ARGV[3 + 2 * i])
+  local limit = tonumber(ARGV[5 + 2 * i])
+  local cost = tonumber(ARGV[6 + 2 * i])
   local v = redis.call('GET', KEYS[i])
   local tat = now
   if v then tat = math.max(tonumber(v), now) end
@@ -45,8 +60,8 @@ for i = 1, nr do
     tats[i] = tat + inc
   end
 end
-local base = 3 + 2 * nr
-for j = 1, #KEYS - nr do
+local base = 6 + 2 * nr
+for j = 1, nb do
   local limit = tonumber(ARGV[base + 3 * j - 2])
   local cost = tonumber(ARGV[base + 3 * j - 1])
   local used = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
@@ -58,24 +73,31 @@ if refused == 0 then
   for i = 1, nr do
     redis.call('SET', KEYS[i], string.format('%d', tats[i]), 'PX', math.ceil((tats[i] - now) / 1000) + 1000)
   end
-  for j = 1, #KEYS - nr do
-    local cost = tonumber(ARGV[base + 3 * j - 1])
+  local counters = {}
+  local cost = 0
+  for j = 1, nb do
+    cost = tonumber(ARGV[base + 3 * j - 1])
     local exp = tonumber(ARGV[base + 3 * j])
     redis.call('INCRBY', KEYS[nr + j], cost)
     if exp > 0 then redis.call('PEXPIREAT', KEYS[nr + j], exp) end
+    counters[#counters + 1] = KEYS[nr + j]
+  end
+  if mode > 0 then
+    redis.call('ZADD', KEYS[nr + nb + 1], tonumber(ARGV[6]), ARGV[5])
+    redis.call('HSET', KEYS[nr + nb + 2], ARGV[5], cost .. '\31' .. table.concat(counters, '\31'))
   end
 else
   out[1], out[2], out[3] = 0, refused, retry
 end
 for i = 1, nr do
-  local limit = tonumber(ARGV[2 + 2 * i])
+  local limit = tonumber(ARGV[5 + 2 * i])
   local used = tats[i] - now
   local rem = 0
   if used < window then rem = math.floor((window - used) * limit / window) end
   out[#out + 1] = rem
   out[#out + 1] = used
 end
-for j = 1, #KEYS - nr do
+for j = 1, nb do
   out[#out + 1] = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
 end
 return out
@@ -85,24 +107,31 @@ return out
 // per reservation.
 //
 //	KEYS  1 the reservation's settled marker, then token buckets (nt),
-//	      then budget counters
-//	ARGV  1 now (µs)  2 nt  3 window (µs)  4 marker TTL (s)
+//	      then budget counters (nb), then with budgets the ledger's
+//	      sorted set and hash
+//	ARGV  1 now (µs)  2 nt  3 window (µs)  4 marker TTL (s)  5 nb
+//	      6 reservation id
 //	      then per token bucket:   limit, delta tokens
-//	      then per budget counter: delta micro-dollars
+//	      then per budget counter: delta micro-dollars, actual micro-dollars
 //
 // Returns 1, or 0 when the reservation had been settled already (a retry
 // after a lost reply). A refund to a bucket that has since emptied out
 // (expired) is dropped: it is full anyway. A budget counter that expired
-// or was lost is not recreated by a delta.
+// or was lost is not recreated. The reservation's estimate is in the
+// counters while the ledger holds it: then the delta applies; when the
+// ledger no longer does (swept after a crash's deadline, or lost with
+// the counters, which were rebuilt from the durable record since), the
+// actual cost is added whole.
 const settleScript = `
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[4])) then return 0 end
 local now = tonumber(ARGV[1])
 local nt = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
+local nb = tonumber(ARGV[5])
 for i = 1, nt do
   local k = KEYS[1 + i]
-  local limit = tonumber(ARGV[3 + 2 * i])
-  local delta = tonumber(ARGV[4 + 2 * i])
+  local limit = tonumber(ARGV[5 + 2 * i])
+  local delta = tonumber(ARGV[6 + 2 * i])
   local v = redis.call('GET', k)
   local tat
   if delta < 0 then
@@ -120,31 +149,70 @@ for i = 1, nt do
     end
   end
 end
-local base = 4 + 2 * nt
-for j = 1, #KEYS - 1 - nt do
-  local delta = tonumber(ARGV[base + j])
-  if delta ~= 0 and redis.call('EXISTS', KEYS[1 + nt + j]) == 1 then
-    redis.call('INCRBY', KEYS[1 + nt + j], delta)
+local held = 1
+if nb > 0 then
+  held = redis.call('ZREM', KEYS[2 + nt + nb], ARGV[6])
+  redis.call('HDEL', KEYS[3 + nt + nb], ARGV[6])
+end
+local base = 6 + 2 * nt
+for j = 1, nb do
+  local amount = tonumber(ARGV[base + 2 * j - 1])
+  if held == 0 then amount = tonumber(ARGV[base + 2 * j]) end
+  if amount ~= 0 and redis.call('EXISTS', KEYS[1 + nt + j]) == 1 then
+    redis.call('INCRBY', KEYS[1 + nt + j], amount)
   end
 end
 return 1
 `
 
 // seedScript restores budget counters from the durable record after Redis
-// lost them: SET if absent, with the counter's expiry.
+// lost them: SET if absent, with the counter's expiry. With the tag's
+// seeded marker as the last key it also sets the marker, after the
+// counters: admissions against the tag wait for it.
 //
-//	KEYS  budget counters   ARGV  per counter: micros, expire-at (ms, 0 = never)
+//	KEYS  budget counters, then the marker (when ARGV[1] is 1)
+//	ARGV  1 marker flag, then per counter: micros, expire-at (ms, 0 = never)
 const seedScript = `
 local n = 0
-for i = 1, #KEYS do
-  local exp = tonumber(ARGV[2 * i])
+local nc = #KEYS
+if ARGV[1] == '1' then nc = nc - 1 end
+for i = 1, nc do
+  local exp = tonumber(ARGV[2 * i + 1])
   local ok
   if exp > 0 then
-    ok = redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'NX', 'PXAT', exp)
+    ok = redis.call('SET', KEYS[i], ARGV[2 * i], 'NX', 'PXAT', exp)
   else
-    ok = redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'NX')
+    ok = redis.call('SET', KEYS[i], ARGV[2 * i], 'NX')
   end
   if ok then n = n + 1 end
 end
+if ARGV[1] == '1' then redis.call('SET', KEYS[#KEYS], '1') end
 return n
+`
+
+// sweepScript releases the reservations of one tag whose deadline has
+// passed — their replica crashed or lost Redis before settling — by
+// taking each one's cost back off its counters (never below zero), and
+// returns how many it released.
+//
+//	KEYS  1 the ledger's sorted set  2 its hash
+//	ARGV  1 now (ms)  2 at most this many
+const sweepScript = `
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(ids) do
+  local rec = redis.call('HGET', KEYS[2], id)
+  if rec then
+    local cost
+    for part in string.gmatch(rec, '[^\31]+') do
+      if not cost then
+        cost = tonumber(part)
+      elseif redis.call('EXISTS', part) == 1 then
+        if redis.call('DECRBY', part, cost) < 0 then redis.call('SET', part, '0', 'KEEPTTL') end
+      end
+    end
+  end
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+end
+return #ids
 `

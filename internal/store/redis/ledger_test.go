@@ -1,0 +1,167 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"gatehouse/internal/limit"
+)
+
+// loseKeys deletes every key of the prefix: what a Redis restarted
+// without persistence, or failed over to an empty replica, has lost.
+func loseKeys(t *testing.T, c rueidis.Client, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Do(ctx, c.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 {
+		t.Fatal("nothing to lose: the test set no keys")
+	}
+	if err := c.Do(ctx, c.B().Del().Key(keys...).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLostCountersAreRebuiltBeforeAdmitting: a key that spent its budget
+// stays refused after Redis loses every counter: the first admission of
+// its project finds the seeded marker gone and rebuilds the counters from
+// the durable record before anything is admitted against them.
+func TestLostCountersAreRebuiltBeforeAdmitting(t *testing.T) {
+	c := testClient(t)
+	prefix := testPrefix(t, c)
+	spend := &memSpend{}
+	l := newLimiter(t, c, Options{Prefix: prefix, Timeout: 10 * time.Second, Spend: spend, FlushEvery: 10 * time.Millisecond})
+	ctx := context.Background()
+	b := limit.Budget{Scope: limit.ScopeKey, ID: "k1", Limit: limit.USD(0.0005), Period: limit.Month}
+	a := limit.Admission{Tag: "proj", Budgets: []limit.Budget{b}, Cost: limit.USD(0.00001),
+		Rates: []limit.Rate{{Scope: limit.ScopeKey, ID: "k1", RPM: 1000}}}
+	admitted := 0
+	for range 200 {
+		d, err := l.Admit(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			break
+		}
+		admitted++
+		if err := l.Settle(ctx, d.Reservation, limit.Actual{Cost: limit.USD(0.00001)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if admitted != 50 {
+		t.Fatalf("%d admitted before the budget ran out, want 50", admitted)
+	}
+	waitDurable(t, spend, int64(limit.USD(0.0005)))
+
+	loseKeys(t, c, prefix)
+	if d, err := l.Admit(ctx, a); err != nil || d.Allowed {
+		t.Fatalf("after Redis lost its data: allowed %v (%v), want the key still refused", d.Allowed, err)
+	}
+	if got, _ := l.Spent(ctx, "proj", b, time.Now()); got != limit.USD(0.0005) {
+		t.Fatalf("rebuilt counter %v, want 0.000500", got)
+	}
+	// Another replica, which never saw the loss, refuses it too.
+	other := newLimiter(t, c, Options{Prefix: prefix, Timeout: 10 * time.Second, Spend: spend})
+	if d, _ := other.Admit(ctx, a); d.Allowed {
+		t.Fatal("the other replica admitted the spent key")
+	}
+}
+
+func waitDurable(t *testing.T, s *memSpend, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.total() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("durable record %d, want %d", s.total(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSettleAfterTheLoss: a reservation made before Redis lost its data
+// and settled after the counters were rebuilt adds its actual cost whole
+// (its estimate is no longer in the counter), not actual minus estimate.
+func TestSettleAfterTheLoss(t *testing.T) {
+	c := testClient(t)
+	prefix := testPrefix(t, c)
+	spend := &memSpend{}
+	l := newLimiter(t, c, Options{Prefix: prefix, Timeout: 10 * time.Second, Spend: spend})
+	ctx := context.Background()
+	b := limit.Budget{Scope: limit.ScopeProject, ID: "proj", Limit: limit.USD(1), Period: limit.Total}
+	a := limit.Admission{Tag: "proj", Budgets: []limit.Budget{b}, Cost: limit.USD(0.01)}
+	before, err := l.Admit(ctx, a)
+	if err != nil || !before.Allowed {
+		t.Fatal(err)
+	}
+	loseKeys(t, c, prefix)
+	after, err := l.Admit(ctx, a) // rebuilds (nothing settled yet) and reserves 0.01
+	if err != nil || !after.Allowed {
+		t.Fatal(err)
+	}
+	if err := l.Settle(ctx, before.Reservation, limit.Actual{Cost: limit.USD(0.004)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Settle(ctx, after.Reservation, limit.Actual{Cost: limit.USD(0.003)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Spent(ctx, "proj", b, time.Now()); got != limit.USD(0.007) {
+		t.Fatalf("counter %v, want 0.007000 (0.004 settled whole after the loss, 0.003 as a correction)", got)
+	}
+}
+
+// TestSweepReleasesUnsettledReservations: a replica that dies between
+// admission and settle leaves its reservation in the budget; past the
+// reservation's deadline any replica's sweep takes it back, once, and a
+// settle that comes after all adds the actual cost whole.
+func TestSweepReleasesUnsettledReservations(t *testing.T) {
+	c := testClient(t)
+	prefix := testPrefix(t, c)
+	clk := newClock(time.Now())
+	crashed := newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1, ReservationTTL: time.Minute})
+	survivor := newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1, ReservationTTL: time.Minute})
+	ctx := context.Background()
+	b := limit.Budget{Scope: limit.ScopeKey, ID: "k", Limit: limit.USD(1), Period: limit.Total}
+	a := limit.Admission{Tag: "t", Budgets: []limit.Budget{b}, Cost: limit.USD(0.4)}
+	lost, err := crashed.Admit(ctx, a)
+	if err != nil || !lost.Allowed {
+		t.Fatal(err)
+	}
+	kept, err := survivor.Admit(ctx, a)
+	if err != nil || !kept.Allowed {
+		t.Fatal(err)
+	}
+	if n, err := survivor.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("swept %d (%v) before any deadline", n, err)
+	}
+	clk.Advance(30 * time.Second)
+	if err := survivor.Settle(ctx, kept.Reservation, limit.Actual{Cost: limit.USD(0.1)}); err != nil {
+		t.Fatal(err)
+	}
+	survivor.Close(ctx) // the settle is applied
+	clk.Advance(31 * time.Second)
+	survivor = newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1})
+	if n, err := survivor.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("swept %d (%v), want the crashed replica's one reservation", n, err)
+	}
+	if n, _ := survivor.Sweep(ctx); n != 0 {
+		t.Fatalf("a second sweep released %d more", n)
+	}
+	if got, _ := survivor.Spent(ctx, "t", b, clk.Now()); got != limit.USD(0.1) {
+		t.Fatalf("after the sweep: %v, want 0.100000 (the settled one only)", got)
+	}
+	// The crashed replica comes back and settles after all.
+	crashed.Settle(ctx, lost.Reservation, limit.Actual{Cost: limit.USD(0.2)})
+	crashed.Close(ctx)
+	if got, _ := survivor.Spent(ctx, "t", b, clk.Now()); got != limit.USD(0.3) {
+		t.Fatalf("after the late settle: %v, want 0.300000", got)
+	}
+}
