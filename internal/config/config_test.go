@@ -41,7 +41,12 @@ func defaultUsage(spill string) Usage {
 func defaultLimits() Limits {
 	return Limits{FailurePolicy: DefaultFailurePolicy, Replicas: DefaultReplicas, RedisTimeout: DefaultRedisTimeout,
 		Cooldown: DefaultLimitCooldown, FlushEvery: DefaultSpendFlush, SettleQueue: DefaultSettleQueue, RedisPrefix: DefaultRedisPrefix,
-		Headers: RateLimitHeadersAll}
+		Headers: RateLimitHeadersAll, ReservationTTL: DefaultReservationTTL}
+}
+
+func withReservationTTL(l Limits, d time.Duration) Limits {
+	l.ReservationTTL = Duration(d)
+	return l
 }
 
 func defaultBreaker() Breaker {
@@ -130,7 +135,8 @@ func TestLoadEveryField(t *testing.T) {
 		Usage: Usage{Records: ptr(true), Retention: Duration(30*24*time.Hour + 12*time.Hour), SpillDir: "/var/lib/gatehouse/spill",
 			Queue: 1000, Bodies: Bodies{MaxBytes: 8 << 10, Redact: []Redaction{{Pattern: "acct-[0-9]+", Replace: "[ACCOUNT]"}}}},
 		Breaker: defaultBreaker(),
-		Limits:  defaultLimits(),
+		// The reservation TTL: the longest model total timeout (30m) + 5m.
+		Limits:  withReservationTTL(defaultLimits(), 35*time.Minute),
 		Pricing: Pricing{DefaultMaxOutput: DefaultMaxOutputTokens, Unknown: "refuse"},
 		UI:      UI{Enabled: ptr(false), SessionTTL: Duration(8 * time.Hour)},
 	}

@@ -15,6 +15,7 @@ const (
 	DefaultSpendFlush       = Duration(250 * time.Millisecond)
 	DefaultSettleQueue      = 4096
 	DefaultRedisPrefix      = "gh:"
+	DefaultReservationTTL   = Duration(15 * time.Minute)
 	DefaultMaxOutputTokens  = 4096
 	maxSpendFlush           = Duration(time.Second)
 	failurePolicyClosed     = "closed"
@@ -62,6 +63,12 @@ type Limits struct {
 	// measurable share of a small request's cost, for the client too
 	// (BENCHMARKS.md); clients that never read them can be spared.
 	Headers string `yaml:"headers"`
+	// ReservationTTL bounds, in cluster mode, how long the budget
+	// reservation of a request whose replica died before settling it
+	// keeps counting: past it, any replica releases it. It must be longer
+	// than the longest request (every model's total timeout); default
+	// that plus 5 minutes, at least 15 minutes.
+	ReservationTTL Duration `yaml:"reservation_ttl"`
 }
 
 // Pricing configures cost accounting. Prices are USD per million tokens.
@@ -104,6 +111,33 @@ func (c *checker) limits(l Limits) {
 	if l.SettleQueue < 0 {
 		c.errorf("limits.settle_queue", "must be 0 or more")
 	}
+	c.nonNegative("limits.reservation_ttl", float64(l.ReservationTTL))
+}
+
+// checkReservationTTL holds a configured reservation TTL above the
+// longest request: a reservation released while its request still runs
+// would let the budget be spent twice over until the settle.
+func (c *checker) checkReservationTTL(cfg *Config) {
+	ttl := cfg.Limits.ReservationTTL
+	if ttl <= 0 {
+		return
+	}
+	if longest := cfg.LongestRequest(); ttl <= longest {
+		c.errorf("limits.reservation_ttl", "must be longer than the longest model total timeout (%s)", longest)
+	}
+}
+
+// LongestRequest is the largest total timeout of any model (the top
+// level's, or the built-in default, when no model has its own).
+func (cfg *Config) LongestRequest() Duration {
+	longest := cfg.Timeouts.Total
+	if longest == 0 {
+		longest = DefaultTotalTimeout
+	}
+	for i := range cfg.Models {
+		longest = max(longest, cfg.Models[i].EffectiveTimeouts(cfg.Timeouts).Total)
+	}
+	return longest
 }
 
 func (c *checker) pricing(p Pricing) {
@@ -155,6 +189,9 @@ func limitsDefaults(cfg *Config) {
 	}
 	if l.SettleQueue == 0 {
 		l.SettleQueue = DefaultSettleQueue
+	}
+	if l.ReservationTTL == 0 {
+		l.ReservationTTL = max(DefaultReservationTTL, cfg.LongestRequest()+Duration(5*time.Minute))
 	}
 	if l.RedisPrefix == "" {
 		l.RedisPrefix = DefaultRedisPrefix

@@ -41,6 +41,8 @@ func TestLimitsValidation(t *testing.T) {
 		{"header mode", "limits: {headers: none}\n", []problem{{1, 19, "limits.headers", `unknown rate-limit header mode "none"; want one of all, refusals`}}},
 		{"flush bound", "limits: {flush_every: 5s}\n", []problem{{1, 23, "limits.flush_every", "at most 1s"}}},
 		{"replicas", "limits: {replicas: -2}\n", []problem{{1, 20, "limits.replicas", "0 or more"}}},
+		{"reservation ttl below the longest request", "timeouts: {total: 20m}\nlimits: {reservation_ttl: 15m}\n",
+			[]problem{{2, 27, "limits.reservation_ttl", "longer than the longest model total timeout (20m0s)"}}},
 		{"default price required", "pricing: {unknown: default}\n", []problem{{1, 10, "pricing.default", "required when pricing.unknown is default"}}},
 		{"negative price", "pricing:\n  overrides:\n    m: {input: -1, output: 2}\n", []problem{{3, 16, "pricing.overrides.m.input", "must not be negative"}}},
 	}

@@ -133,6 +133,7 @@ func (c *checker) config(cfg *Config) {
 	c.telemetry(cfg.Telemetry)
 	c.ui(cfg.UI)
 	c.limits(cfg.Limits)
+	c.checkReservationTTL(cfg)
 	c.pricing(cfg.Pricing)
 }
 
