@@ -15,12 +15,27 @@
 //	<prefix>{<tag>}:rt:<scope>:<id>                   token bucket
 //	<prefix>{<tag>}:b:<scope>:<period>:<start>:<id>   budget counter (micro-dollars)
 //	<prefix>{<tag>}:s:<reservation>                   settled marker (10 minutes)
+//	<prefix>{<tag>}:r, <prefix>{<tag>}:rh             reservation ledger: open reservations by deadline, and what each counts
+//	<prefix>{<tag>}:seeded                            the tag's budget counters are in Redis
+//	<prefix>ledgers                                   the tags with a ledger, for the sweep
 //
 // The tag is limit.Admission.Tag (the project ID): every key of one
 // script call carries it, so on Redis Cluster they hash to one slot, as
 // scripts require. The ID comes last, so IDs containing ':' (model names)
 // cannot make two keys collide. Rate buckets expire once full; budget
 // counters a day after their period ends; total budgets never.
+//
+// # When Redis loses its data, or a replica dies
+//
+// With a durable record, every admission with budgets checks its tag's
+// seeded marker in the same script; a missing marker means the counters
+// are gone, and the tag's are rebuilt from the record (seedTag) before
+// the admission is tried again. Every admitted budget reservation is in
+// its tag's ledger until settled; past its deadline (admission plus
+// Options.ReservationTTL) the sweep of any replica takes its estimate
+// back off the counters. A settle whose reservation has left the ledger
+// (swept, or lost with the data) adds the actual cost whole instead of
+// the correction.
 //
 // # When a settle is lost
 //
