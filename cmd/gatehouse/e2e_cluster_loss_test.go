@@ -18,12 +18,15 @@ import (
 )
 
 // budgetConfig is cluster mode on a private Redis (the tests below lose
-// its data on purpose) for one key with a total budget, on a priced model.
+// its data on purpose) for one key with a budget, on a priced model. The
+// key and its project are named afresh each time: their spend outlives
+// the test in the shared PostgreSQL.
 func budgetConfig(t *testing.T, up *upstream, redisURL, budget, extra string) string {
+	name := strings.TrimSuffix(uniquePrefix(), ":")
 	return `listen: 127.0.0.1:0
 providers:
 ` + upProvider(up) + `keys:
-  - {key: ` + clientKey + `, name: spender, project: qa, budget: ` + budget + `}
+  - {key: ` + clientKey + `, name: ` + name + `, project: ` + name + `, budget: ` + budget + `}
 models:
   - name: chat
     targets: [{provider: up, model: gpt-4o-mini}]
