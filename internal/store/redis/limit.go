@@ -619,6 +619,9 @@ func (l *Limiter) seedCounters(ctx context.Context, tag string, keys, pairs []st
 	return int(n), nil
 }
 
+// seedTimeout bounds the durable record's query of a rebuild.
+const seedTimeout = 5 * time.Second
+
 // seedCall is one rebuild of a tag's counters, shared by the admissions
 // that wait for it.
 type seedCall struct {
@@ -646,6 +649,11 @@ func (l *Limiter) seedTag(ctx context.Context, tag, raw string) error {
 		l.seeding.Delete(tag)
 		close(call.done)
 	}()
+	// The rebuild serves every admission of the tag waiting for it, so
+	// one client hanging up must not fail the others: it runs on its own
+	// bounded deadline, not the request's cancellation.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout+seedTimeout)
+	defer cancel()
 	now := l.now()
 	spend, err := l.tagSpend(ctx, raw, limit.Since(now))
 	if err != nil {
@@ -666,9 +674,7 @@ func (l *Limiter) seedTag(ctx context.Context, tag, raw string) error {
 		keys = append(keys, l.budgetKey(tag, &b, start))
 		pairs = append(pairs, strconv.FormatInt(v, 10), strconv.FormatInt(exp, 10))
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	n, err := l.seedCounters(cctx, tag, keys, pairs)
+	n, err := l.seedCounters(ctx, tag, keys, pairs)
 	if err != nil {
 		call.err = fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
 		return call.err
