@@ -175,7 +175,7 @@ func TestClusterReshard(t *testing.T) {
 	clk := newClock(t0)
 	prefix := testPrefix(t, c)
 	l := newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, Timeout: 10 * time.Second})
-	tag := "reshard-" + prefix[len("ghtest:") : len(prefix)-1]
+	tag := "reshard-" + prefix[len("ghtest:"):len(prefix)-1]
 	a := limit.Admission{Tag: tag, Rates: []limit.Rate{{Scope: limit.ScopeKey, ID: "k", RPM: 10}}}
 	admit := func(step string, n int) {
 		t.Helper()
