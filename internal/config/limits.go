@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -103,6 +104,12 @@ func (c *checker) limits(l Limits) {
 	}
 	if l.SettleQueue < 0 {
 		c.errorf("limits.settle_queue", "must be 0 or more")
+	}
+	// Redis Cluster hashes a key by the text between its first braces:
+	// braces in the prefix would move or empty that hash tag, and one
+	// script's keys could land in different slots.
+	if strings.ContainsAny(l.RedisPrefix, "{}") {
+		c.errorf("limits.redis_prefix", "must not contain { or }, which Redis Cluster reads as a hash tag")
 	}
 }
 

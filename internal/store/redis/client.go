@@ -127,7 +127,7 @@ func splitURL(rest string) (multiURL, error) {
 // does not quote a (it may be a mistyped password).
 func checkHostPort(a string) error {
 	host, port, err := net.SplitHostPort(a)
-	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || strings.ContainsAny(host, "@/,?# \t") || perr != nil || n < 1 || n > 65535 {
 		return errors.New("every address must be host:port, with a port from 1 to 65535, separated by commas")
 	}
 	return nil

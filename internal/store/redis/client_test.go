@@ -11,7 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/rueidis"
 
+	"gatehouse/internal/config"
 	"gatehouse/internal/limit"
+	"gatehouse/internal/provider"
 	"gatehouse/internal/store/redis/redistest"
 )
 
@@ -74,6 +76,26 @@ func TestClientOptionRefuses(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "Secret") {
 			t.Errorf("%s: the error quotes the password: %v", tt.url, err)
+		}
+	}
+}
+
+// TestConfigAgreesWithClient: the config accepts a storage.redis URL
+// exactly when NewClient can read it (each parses it itself: the config
+// package may not import this one).
+func TestConfigAgreesWithClient(t *testing.T) {
+	for _, url := range []string{
+		"redis://127.0.0.1:6379/0", "rediss://u:p@cache:6380",
+		"redis+cluster://a:1", "redis+cluster://a:1,b:2/", "redis+cluster://a:1/0", "redis+cluster://u:p@[::1]:1,[::1]:2",
+		"redis+cluster://:s%40@a:1", "redis+cluster://", "redis+cluster://a", "redis+cluster://a:1,", "redis+cluster://a:1/1",
+		"redis+cluster://a:1?x=1", "redis+cluster://a:1#f", "redis+cluster://u:%zz@a:1", "redis+cluster://a b:1", "redis+cluster://a:65536",
+		"redis+sentinel://s:1/m", "redis+sentinel://u:p@s:1,t:2/m", "redis+sentinel://s:1", "redis+sentinel://s:1/", "redis+sentinel://s:1/m/0",
+		"redis+sentinel://s:1/m?db=1", "redis+sentinel:///m", "redis+clusterx://a:1", "http://a:1",
+	} {
+		_, cerr := config.Parse([]byte("storage: {redis: '"+url+"'}\n"), "t.yaml", &provider.Registry{})
+		_, _, perr := clientOption(url)
+		if (cerr == nil) != (perr == nil) {
+			t.Errorf("%s: config says %v, NewClient says %v", url, cerr, perr)
 		}
 	}
 }
