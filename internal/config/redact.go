@@ -59,6 +59,7 @@ func redactURL(s string) string {
 	return u.String()
 }
 
+// hasPassword says whether u holds a password, even an empty one.
 func hasPassword(u *url.Userinfo) bool {
 	_, has := u.Password()
 	return has
