@@ -76,8 +76,12 @@ type Config struct {
 // Storage says where state lives. Embedded mode (the default) uses SQLite;
 // cluster mode is on when both Redis and Postgres are set.
 type Storage struct {
-	SQLite   string `yaml:"sqlite"`   // default ./data/gatehouse.db outside cluster mode
-	Redis    string `yaml:"redis"`    // redis://, rediss:// or unix:// URL; may hold a password
+	SQLite string `yaml:"sqlite"` // default ./data/gatehouse.db outside cluster mode
+	// Redis is a redis://, rediss://, unix://, redis+cluster:// or
+	// redis+sentinel:// URL (see redis.go); may hold a password. In the
+	// file it may also be a list of cluster nodes' host:port, read as the
+	// redis+cluster:// URL of them.
+	Redis    string `yaml:"redis" config:"redis"`
 	Postgres string `yaml:"postgres"` // postgres:// URL or key=value DSN; may hold a password
 }
 

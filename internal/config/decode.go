@@ -152,6 +152,8 @@ func (d *decoder) decode(path string, n ast.Node, v reflect.Value, tag reflect.S
 		d.sequence(path, r, v)
 	case v.Kind() == reflect.Map:
 		d.mapping(path, r, v)
+	case tag.Get("config") == "redis":
+		d.redis(path, r, v)
 	case v.Kind() == reflect.String:
 		s, ok := scalarText(r)
 		if !ok {

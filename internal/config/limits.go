@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -112,6 +113,12 @@ func (c *checker) limits(l Limits) {
 		c.errorf("limits.settle_queue", "must be 0 or more")
 	}
 	c.nonNegative("limits.reservation_ttl", float64(l.ReservationTTL))
+	// Redis Cluster hashes a key by the text between its first braces:
+	// braces in the prefix would move or empty that hash tag, and one
+	// script's keys could land in different slots.
+	if strings.ContainsAny(l.RedisPrefix, "{}") {
+		c.errorf("limits.redis_prefix", "must not contain { or }, which Redis Cluster reads as a hash tag")
+	}
 }
 
 // checkReservationTTL holds a configured reservation TTL above the

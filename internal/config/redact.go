@@ -27,6 +27,17 @@ func mask(s string) string {
 // password, as a key=value DSN can.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
+	if head, userinfo, tail, ok := multiHostUserinfo(s); ok && err != nil {
+		// A list of IPv6 hosts, which url.Parse cannot read.
+		user := parseUserinfo(userinfo)
+		switch {
+		case user == nil:
+			return head + redacted + "@" + tail
+		case hasPassword(user):
+			return head + url.UserPassword(user.Username(), "redacted").String() + "@" + tail
+		}
+		return s
+	}
 	if err != nil || u.Scheme == "" {
 		if strings.Contains(strings.ToLower(s), "password") {
 			return redacted
@@ -48,9 +59,22 @@ func redactURL(s string) string {
 	return u.String()
 }
 
+// hasPassword says whether u holds a password, even an empty one.
+func hasPassword(u *url.Userinfo) bool {
+	_, has := u.Password()
+	return has
+}
+
 // urlSecrets lists the secret parts of a URL or DSN, for scrubbing messages.
 func urlSecrets(s string) []string {
 	u, err := url.Parse(s)
+	if _, userinfo, _, ok := multiHostUserinfo(s); ok && err != nil {
+		if user := parseUserinfo(userinfo); user != nil {
+			p, _ := user.Password()
+			return []string{p}
+		}
+		return []string{userinfo}
+	}
 	if err != nil {
 		return nil
 	}

@@ -103,6 +103,9 @@ func TestErrorsRedactSecrets(t *testing.T) {
 		{"secret of the wrong type", "admin_key: [${GH_T_ADMIN}]\nproviders:\n  - {name: a, type: mock, api_key: {k: ${GH_T_OPENAI}}}\n"},
 		{"duplicate keys", "keys:\n  - key: ${GH_T_KEY}\n  - key: ${GH_T_KEY}\n"},
 		{"bad storage URLs", "storage:\n  redis: http://:${GH_T_REDIS}@cache\n  postgres: mysql://u:${GH_T_PG}@db/x\n"},
+		{"bad cluster URL", "storage:\n  redis: 'redis+cluster://:${GH_T_REDIS}@[::1]:1,[::1]:0'\n"},
+		{"bad Sentinel URL", "storage:\n  redis: 'redis+sentinel://:${GH_T_REDIS}@s:1'\n"},
+		{"password as a seed", "storage:\n  redis: ['${GH_T_REDIS}@a:1']\n"},
 		{"bad header value", "providers:\n  - {name: a, type: mock, headers: {X-A: \"${GH_T_HEADER}\\n\"}}\n"},
 		{"api key with a newline", "providers:\n  - {name: a, type: mock, api_key: \"${GH_T_OPENAI}\\n\"}\n"},
 		{"syntax error from a value", "admin_key: ${GH_T_BROKEN}\n"},
@@ -130,6 +133,12 @@ func TestRedactURL(t *testing.T) {
 		{"postgres://u:pw@db/x?sslmode=require", "postgres://u:redacted@db/x?sslmode=redacted"},
 		{"host=db user=u password=pw", redacted},
 		{"https://api.example/v1?key=abc", "https://api.example/v1?key=redacted"},
+		{"redis+cluster://u:pw@a:1,b:2", "redis+cluster://u:redacted@a:1,b:2"},
+		{"redis+cluster://a:1,b:2", "redis+cluster://a:1,b:2"},
+		{"redis+cluster://:pw@[::1]:1,[::1]:2/", "redis+cluster://:redacted@[::1]:1,[::1]:2/"},
+		{"redis+cluster://u@[::1]:1,[::1]:2", "redis+cluster://u@[::1]:1,[::1]:2"},
+		{"redis+cluster://u:p%zz@[::1]:1,[::1]:2", "redis+cluster://" + redacted + "@[::1]:1,[::1]:2"},
+		{"redis+sentinel://:pw@s1:1,s2:2/m", "redis+sentinel://:redacted@s1:1,s2:2/m"},
 	}
 	for _, tt := range tests {
 		if got := redactURL(tt.in); got != tt.want {

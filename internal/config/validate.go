@@ -146,9 +146,8 @@ func validPort(p string) bool {
 // carry passwords.
 func (c *checker) storage(s Storage) {
 	if s.Redis != "" {
-		u, err := url.Parse(s.Redis)
-		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
-			c.errorf("storage.redis", "must be a redis://, rediss:// or unix:// URL")
+		if msg := redisProblem(s.Redis); msg != "" {
+			c.errorf("storage.redis", "%s", msg)
 		}
 	}
 	if s.Postgres != "" && strings.Contains(s.Postgres, "://") {

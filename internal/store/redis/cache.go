@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -33,10 +34,26 @@ func NewCache(c rueidis.Client, prefix string) *Cache {
 
 // entryKey and indexKey share the project's hash tag.
 func (c *Cache) entryKey(project string, k cache.Key) string {
-	return c.prefix + "cache:{" + project + "}:" + string(k)
+	return c.prefix + "cache:{" + projectTag(project) + "}:" + string(k)
 }
 
-func (c *Cache) indexKey(project string) string { return c.prefix + "cache:{" + project + "}:index" }
+func (c *Cache) indexKey(project string) string {
+	return c.prefix + "cache:{" + projectTag(project) + "}:index"
+}
+
+// projectTag is project as its keys' hash tag. Redis Cluster hashes the
+// text between a key's first '{' and the next '}', or the whole key when
+// that text is empty: a project that is empty (a static key may have
+// none) or starts with '}' would scatter its entries and index over
+// slots, so it is written as '~' and its hex, as is one starting with
+// '~', which keeps the mapping one to one. Other names are kept as they
+// are, so entries written before stay found.
+func projectTag(project string) string {
+	if project == "" || project[0] == '}' || project[0] == '~' {
+		return "~" + hex.EncodeToString([]byte(project))
+	}
+	return project
+}
 
 func (c *Cache) projectsKey() string { return c.prefix + "cache:projects" }
 

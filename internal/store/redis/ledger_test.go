@@ -10,21 +10,24 @@ import (
 	"gatehouse/internal/limit"
 )
 
-// loseKeys deletes every key of the prefix: what a Redis restarted
-// without persistence, or failed over to an empty replica, has lost.
+// loseKeys deletes every key of the prefix, on every node: what a Redis
+// restarted without persistence, or failed over to an empty replica, has
+// lost.
 func loseKeys(t *testing.T, c rueidis.Client, prefix string) {
 	t.Helper()
 	ctx := context.Background()
-	keys, err := c.Do(ctx, c.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
-	if err != nil {
-		t.Fatal(err)
+	n := 0
+	for _, node := range c.Nodes() {
+		keys, err := node.Do(ctx, node.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(keys)
 	}
-	if len(keys) == 0 {
+	if n == 0 {
 		t.Fatal("nothing to lose: the test set no keys")
 	}
-	if err := c.Do(ctx, c.B().Del().Key(keys...).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	deleteMatching(c, prefix+"*")
 }
 
 // TestLostCountersAreRebuiltBeforeAdmitting: a key that spent its budget

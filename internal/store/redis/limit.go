@@ -154,22 +154,6 @@ func newScript(src string) script {
 	return script{src: src, sha: hex.EncodeToString(h[:])}
 }
 
-// NewClient connects to the Redis at url (redis://, rediss://,
-// unix://), as the Limiter wants it: no client-side caching. It fails
-// when the server cannot be reached.
-func NewClient(url string) (rueidis.Client, error) {
-	opt, err := rueidis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	return c, nil
-}
-
 // New builds a Limiter on c, loads its scripts and starts its settle
 // workers. It does not fail when Redis is down (scripts are loaded on
 // first use then); Close stops it. The caller keeps ownership of c.

@@ -1,9 +1,11 @@
 // Package redistest starts a private redis-server for a test that reads
 // server-wide statistics (INFO commandstats): on the shared test server,
 // other packages' tests running at the same moment would be counted too.
+// It also starts a private Sentinel setup, and finds the Redis Cluster
+// that scripts/test-services starts.
 //
-// It is used only from tests, and needs the redis-server binary that
-// scripts/test-services installs.
+// It is used only from tests, and needs the redis-server and redis-cli
+// binaries that scripts/test-services installs.
 package redistest
 
 import (
@@ -20,6 +22,15 @@ import (
 // the test.
 func Start(t testing.TB) string {
 	t.Helper()
+	return "redis://" + serve(t, "") + "/0"
+}
+
+// serve runs a redis-server on a free loopback port, without persistence,
+// with the config file conf (unless "") and the extra arguments given,
+// stopped when the test ends, and returns its host:port once it answers
+// PING.
+func serve(t testing.TB, conf string, extra ...string) string {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not found (%v): run `make test`, or scripts/test-services start, which install it", err)
@@ -31,8 +42,14 @@ func Start(t testing.TB) string {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	var args []string
+	if conf != "" {
+		args = append(args, conf) // redis-server reads a config file only as its first argument
+	}
+	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir())
+	args = append(args, extra...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("start redis-server: %v", err)
@@ -52,7 +69,7 @@ func Start(t testing.TB) string {
 			n, _ := c.Read(buf)
 			c.Close()
 			if string(buf[:n]) == "+PONG\r\n" {
-				return "redis://" + addr + "/0"
+				return addr
 			}
 		}
 		if time.Now().After(deadline) {
