@@ -14,10 +14,16 @@ BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 
+# What gatehouse --version reports (scripts/build computes the same for the
+# image and the release archives): the nearest tag, else dev; HEAD, with
+# -dirty when the tree has changes.
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; }; echo $${c:-unknown})
+
 .PHONY: run build test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance fuzz prices clean
 
 build:
-	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
+	$(GO) build -ldflags '-X main.version=$(VERSION) -X main.commit=$(COMMIT)' -o $(BIN)/gatehouse ./cmd/gatehouse
 	$(GO) build -o $(BIN)/mockllm ./cmd/mockllm
 
 run: build
