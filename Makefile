@@ -3,6 +3,8 @@
 #   make run    build and start the gateway in embedded mode with the demo config
 #   make test   check prerequisites, download modules, vet, lint, and run every test with the race detector
 #   make test-docker  the same inside a container (needs a container engine)
+#   make image  build the container image (Dockerfile), stamped with the version and commit
+#   make release  archives for linux and darwin on amd64 and arm64, with checksums and SBOMs, in dist/
 #   make test-real  end-to-end tests against real llama-server inference (builds it once; not in CI)
 #   make ui     rebuild the dashboard (web/dist, committed) from web/src with npm ci
 #   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
@@ -20,7 +22,7 @@ GOTESTFLAGS ?=
 VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; }; echo $${c:-unknown})
 
-.PHONY: run build test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance fuzz prices clean
+.PHONY: run build image release test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance fuzz prices clean
 
 build:
 	$(GO) build -ldflags '-X main.version=$(VERSION) -X main.commit=$(COMMIT)' -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -28,6 +30,11 @@ build:
 
 run: build
 	$(BIN)/gatehouse serve --config examples/demo.yaml
+
+# image builds the container image from the Dockerfile (distroless, non-root,
+# static binary), tagged with the version; DOCKER=podman works too.
+image:
+	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t gatehouse:$(VERSION) -t gatehouse:latest .
 
 test: prereqs deps ui-check vet lint unit
 
