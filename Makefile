@@ -66,19 +66,26 @@ ui-check: ui-deps
 prereqs:
 	@GO='$(GO)' $(CURDIR)/scripts/test-services check
 
+# The Helm chart's test is a module of its own (deploy/kubernetes/charttest),
+# so the gateway's module never depends on Kubernetes' libraries.
+CHARTTEST := deploy/kubernetes/charttest
+
 deps:
 	$(GO) mod download
 	cd bench && $(GO) mod download
+	cd $(CHARTTEST) && $(GO) mod download
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd $(CHARTTEST) && $(GO) vet ./...
 
 lint:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
+	cd $(CHARTTEST) && $(GO) run $(STATICCHECK) ./...
 
 # unit runs against real PostgreSQL and Redis servers (scripts/test-services),
 # started first and stopped on the way out, whether the tests pass or not. A
@@ -90,7 +97,8 @@ unit: prereqs
 	eval "$$services"; \
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
-	cd bench && $(GO) test -count=1 ./...
+	(cd bench && $(GO) test -count=1 ./...); \
+	cd $(CHARTTEST) && $(GO) test -count=1 ./...
 
 # test-docker runs make test inside a container (contrib/test/Dockerfile) on
 # this checkout, for a machine that should not run the services itself; it
