@@ -31,6 +31,11 @@ build:
 run: build
 	$(BIN)/gatehouse serve --config examples/demo.yaml
 
+# release builds, in dist/, an archive and an SBOM per platform (linux and
+# darwin on amd64 and arm64) and SHA256SUMS; see scripts/release.
+release:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) scripts/release dist
+
 # image builds the container image from the Dockerfile (distroless, non-root,
 # static binary), tagged with the version; DOCKER=podman works too.
 image:
@@ -145,4 +150,4 @@ fuzz:
 	done
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist
