@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"gatehouse/internal/config"
@@ -20,7 +21,9 @@ type healthcheckCmd struct {
 	Timeout time.Duration `default:"3s" help:"Give up after this long."`
 }
 
-func (c *healthcheckCmd) Run() error {
+func (c *healthcheckCmd) Run() error { return c.run(os.Stdout) }
+
+func (c *healthcheckCmd) run(w io.Writer) error {
 	url := c.URL
 	if url == "" {
 		listen := config.DefaultListen
@@ -41,7 +44,7 @@ func (c *healthcheckCmd) Run() error {
 	if err := probe(ctx, url); err != nil {
 		return err
 	}
-	fmt.Println("healthy:", url)
+	fmt.Fprintln(w, "healthy:", url)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -92,17 +93,21 @@ func TestHealthcheckFindsPortInConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &healthcheckCmd{Config: path, Timeout: 3 * time.Second}
-	if err := c.Run(); err != nil {
+	var out strings.Builder
+	if err := c.run(&out); err != nil {
 		t.Errorf("healthcheck against %s: %v", srv.URL, err)
 	}
+	if want := "healthy: http://127.0.0.1:" + port + "/healthz\n"; out.String() != want {
+		t.Errorf("healthcheck printed %q, want %q", out.String(), want)
+	}
 	srv.Close()
-	if err := c.Run(); err == nil {
+	if err := c.run(io.Discard); err == nil {
 		t.Error("healthcheck after the server closed: no error")
 	}
 	if err := os.WriteFile(path, []byte("listen: nonsense\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Run(); err == nil {
+	if err := c.run(io.Discard); err == nil {
 		t.Error("healthcheck with an invalid config: no error")
 	}
 }
