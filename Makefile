@@ -3,6 +3,8 @@
 #   make run    build and start the gateway in embedded mode with the demo config
 #   make test   check prerequisites, download modules, vet, lint, and run every test with the race detector
 #   make test-docker  the same inside a container (needs a container engine)
+#   make image  build the container image (Dockerfile), stamped with the version and commit
+#   make release  archives for linux and darwin on amd64 and arm64, with checksums and SBOMs, in dist/
 #   make test-real  end-to-end tests against real llama-server inference (builds it once; not in CI)
 #   make ui     rebuild the dashboard (web/dist, committed) from web/src with npm ci
 #   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
@@ -14,14 +16,30 @@ BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 
-.PHONY: run build test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance fuzz prices clean
+# What gatehouse --version reports (scripts/build computes the same for the
+# image and the release archives): the nearest tag, else dev; HEAD, with
+# -dirty when the tree has changes.
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; }; echo $${c:-unknown})
+
+.PHONY: run build image release test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance fuzz prices clean
 
 build:
-	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
+	$(GO) build -ldflags '-X main.version=$(VERSION) -X main.commit=$(COMMIT)' -o $(BIN)/gatehouse ./cmd/gatehouse
 	$(GO) build -o $(BIN)/mockllm ./cmd/mockllm
 
 run: build
 	$(BIN)/gatehouse serve --config examples/demo.yaml
+
+# release builds, in dist/, an archive and an SBOM per platform (linux and
+# darwin on amd64 and arm64) and SHA256SUMS; see scripts/release.
+release:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) scripts/release dist
+
+# image builds the container image from the Dockerfile (distroless, non-root,
+# static binary), tagged with the version; DOCKER=podman works too.
+image:
+	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t gatehouse:$(VERSION) -t gatehouse:latest .
 
 test: prereqs deps ui-check vet lint unit
 
@@ -53,19 +71,26 @@ ui-check: ui-deps
 prereqs:
 	@GO='$(GO)' $(CURDIR)/scripts/test-services check
 
+# The Helm chart's test is a module of its own (deploy/kubernetes/charttest),
+# so the gateway's module never depends on Kubernetes' libraries.
+CHARTTEST := deploy/kubernetes/charttest
+
 deps:
 	$(GO) mod download
 	cd bench && $(GO) mod download
+	cd $(CHARTTEST) && $(GO) mod download
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd $(CHARTTEST) && $(GO) vet ./...
 
 lint:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
+	cd $(CHARTTEST) && $(GO) run $(STATICCHECK) ./...
 
 # unit runs against real PostgreSQL and Redis servers (scripts/test-services),
 # started first and stopped on the way out, whether the tests pass or not. A
@@ -77,7 +102,8 @@ unit: prereqs
 	eval "$$services"; \
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
-	cd bench && $(GO) test -count=1 ./...
+	(cd bench && $(GO) test -count=1 ./...); \
+	cd $(CHARTTEST) && $(GO) test -count=1 ./...
 
 # test-docker runs make test inside a container (contrib/test/Dockerfile) on
 # this checkout, for a machine that should not run the services itself; it
@@ -124,4 +150,4 @@ fuzz:
 	done
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

@@ -12,8 +12,17 @@ import (
 	"gatehouse/internal/config"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and commit are stamped by the builds people download from:
+//
+//	go build -ldflags "-X main.version=v1.2.0 -X main.commit=$(git rev-parse HEAD)"
+//
+// (make build, scripts/build and scripts/release do). A plain go build or
+// go install leaves them empty, and currentVersion fills in what the go
+// command recorded instead. They are never written at run time.
+var (
+	version string
+	commit  string
+)
 
 type cli struct {
 	Serve  serveCmd  `cmd:"" help:"Run the gateway."`
@@ -28,7 +37,10 @@ type cli struct {
 	Cache     cacheCmd     `cmd:"" help:"Manage the response cache through a running gateway's admin API."`
 	Models    modelsCmd    `cmd:"" help:"The live routing state of the models a running gateway serves."`
 
-	Version versionCmd `cmd:"" help:"Print the version."`
+	Healthcheck healthcheckCmd `cmd:"" help:"Exit 0 when a gateway answers GET /healthz, 1 otherwise (for container health checks)."`
+	Version     versionCmd     `cmd:"" help:"Print the version and commit."`
+
+	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and commit, and exit."`
 }
 
 type serveCmd struct {
@@ -47,7 +59,7 @@ type checkCmd struct {
 type versionCmd struct{}
 
 func (versionCmd) Run() error {
-	fmt.Println("gatehouse", version)
+	fmt.Println(currentVersion())
 	return nil
 }
 
@@ -71,6 +83,7 @@ func main() {
 		kong.Name("gatehouse"),
 		kong.Description("A self-hosted LLM gateway: one OpenAI-compatible endpoint in front of many providers."),
 		kong.UsageOnError(),
+		kong.Vars{"version": currentVersion().String()},
 	)
 	if err := ctx.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "gatehouse:", err)

@@ -108,7 +108,7 @@ func startTracer(tr *config.Traces) (*telemetry.Tracer, error) {
 	if tr.Endpoint == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		return nil, telemetry.ErrNoEndpoint
 	}
-	return telemetry.New(context.Background(), telemetry.Options{Endpoint: tr.Endpoint, SampleRatio: *tr.SampleRatio, Version: version})
+	return telemetry.New(context.Background(), telemetry.Options{Endpoint: tr.Endpoint, SampleRatio: *tr.SampleRatio, Version: currentVersion().Version})
 }
 
 // run serves on ln until ctx ends, then drains: readiness fails at once,

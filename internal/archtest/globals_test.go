@@ -25,6 +25,7 @@ func packageVarAllowList() map[string]string {
 	)
 	return map[string]string{
 		"cmd/gatehouse/main.go version":                          "set by the linker (-ldflags -X), never written at run time",
+		"cmd/gatehouse/main.go commit":                           "set by the linker (-ldflags -X), never written at run time",
 		"cmd/gatehouse/cli_commands.go customerColumns":          columns,
 		"cmd/gatehouse/cli_commands.go customerFieldOrder":       columns,
 		"cmd/gatehouse/cli_commands.go keyColumns":               columns,
