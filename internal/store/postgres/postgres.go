@@ -17,6 +17,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -174,9 +176,45 @@ func (s *Store) KeyChanges(ctx context.Context) (<-chan auth.Hash, error) {
 
 // withConn runs fn on a pooled connection. pgxpool throws away, rather
 // than reuses, a connection that broke or that fn left inside a
-// transaction or mid-query.
+// transaction or mid-query. A failure to reach the server is marked
+// auth.ErrUnavailable, so the admin API answers 503, not 500.
 func (s *Store) withConn(ctx context.Context, fn func(*pgx.Conn) error) error {
-	return s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
+	return unavailable(s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) }))
+}
+
+// unavailable marks err with auth.ErrUnavailable when it says the server
+// could not be reached or went away, rather than that it refused the
+// statement.
+func unavailable(err error) error {
+	if err == nil || !serverDown(err) || errors.Is(err, auth.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", auth.ErrUnavailable, err)
+}
+
+// serverDown reports whether err is a connection failure: no connection
+// could be made (refused, timed out, the server starting up or shutting
+// down, out of connection slots), or the one in use broke. The caller's
+// own cancellation is not one.
+func serverDown(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03", "53300": // admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08") // connection_exception
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgconn.ErrConnClosed) || pgconn.SafeToRetry(err)
 }
 
 // tx runs fn in a transaction on a pooled connection.
