@@ -93,6 +93,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
+// migrationLock is the key of the advisory lock migrations hold: a
+// constant of gatehouse's own and the schema, so replicas of gateways in
+// other schemas of the database do not wait for each other.
+const migrationLock = "1734697840, hashtext(current_schema())"
+
 // migrate applies pending migrations in one transaction under an advisory
 // lock, so replicas starting together take turns: the first migrates,
 // the others then find nothing to do. The lock is per schema and is
@@ -103,7 +108,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(1734697840, hashtext(current_schema()))`); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+migrationLock+`)`); err != nil {
 			return fmt.Errorf("migrate: lock: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
