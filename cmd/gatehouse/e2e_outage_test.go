@@ -132,6 +132,9 @@ func startLoad(base, key, model string, workers int, stop <-chan struct{}) *load
 				if err != nil {
 					continue // no answer, no claim
 				}
+				if a.status != http.StatusOK {
+					time.Sleep(2 * time.Millisecond) // a refusal is instant: do not spin
+				}
 				l.mu.Lock()
 				l.statuses[a.status]++
 				if a.status == http.StatusOK {
