@@ -102,7 +102,7 @@ func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
 // Primary's reservation while Primary is unreachable waits for it.
 func (f *Fallback) Settle(ctx context.Context, r Reservation, actual Actual) error {
 	if !r.local {
-		if f.Degraded() && f.hold(r, actual) {
+		if r.Valid() && f.Degraded() && f.hold(r, actual) {
 			return nil
 		}
 		return f.Primary.Settle(ctx, r, actual)
