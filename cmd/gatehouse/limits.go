@@ -15,6 +15,15 @@ import (
 	"gatehouse/internal/tokens"
 )
 
+// settleAttempts is how often the Redis limiter tries one settlement: its
+// backoff doubles from 50 ms, so ten attempts span about 25 s. A request
+// admitted just before Redis went away settles into the queue before the
+// Fallback knows of the outage (the settlements after that it holds back
+// itself); were the settlement dropped, its worst case would stay
+// reserved. An outage longer than this still drops the few that were
+// being retried when it began (the log says so).
+const settleAttempts = 10
+
 // admitter is the process's one admission backend: it lives across
 // config reloads (its counters and unflushed spend are the state that
 // must not reset) and closes after the server has drained.
@@ -49,7 +58,8 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 		return nil, fmt.Errorf("storage.redis: %w", err)
 	}
 	rl, err := redis.New(ctx, client, redis.Options{Prefix: l.RedisPrefix, Timeout: l.RedisTimeout.D(), SettleQueue: l.SettleQueue,
-		Spend: spend, FlushEvery: l.FlushEvery.D(), Log: log, ReservationTTL: l.ReservationTTL.D(), SweepEvery: sweepEvery(l.ReservationTTL.D())})
+		SettleAttempts: settleAttempts, Spend: spend, FlushEvery: l.FlushEvery.D(), Log: log,
+		ReservationTTL: l.ReservationTTL.D(), SweepEvery: sweepEvery(l.ReservationTTL.D())})
 	if err != nil {
 		client.Close()
 		return nil, err
@@ -76,6 +86,9 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 		fb.Local = local
 		a.closers = append(a.closers, local.Close)
 	}
+	// Spend the local limiter settled in an outage goes to Redis before
+	// the client closes.
+	a.closers = append([]func(context.Context) error{fb.Close}, a.closers...)
 	a.admitter = fb
 	return a, nil
 }

@@ -303,6 +303,15 @@ func (h *Handler) toError(r *http.Request, err error) *llm.Error {
 	if errors.Is(err, r.Context().Err()) && r.Context().Err() != nil {
 		return &llm.Error{Kind: llm.KindCanceled, Status: 499, Type: "invalid_request_error", Message: "request canceled"}
 	}
+	if errors.Is(err, auth.ErrUnavailable) {
+		// The database is down or restarting: nothing was changed, and
+		// the same call will work once it is back. The request path
+		// meanwhile serves keys from its cache.
+		h.o.Log.Warn("admin: record store unavailable", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		return &llm.Error{Kind: llm.KindUnavailable, Status: http.StatusServiceUnavailable, Type: "server_error",
+			Code: "store_unavailable", Message: "The record store cannot be reached right now; try again shortly.",
+			RetryAfter: time.Second, Cause: err}
+	}
 	h.o.Log.Error("admin: store failure", "method", r.Method, "path", r.URL.Path, "error", err.Error())
 	return &llm.Error{Kind: llm.KindInternal, Status: http.StatusInternalServerError, Type: "server_error",
 		Code: "store_error", Message: "The record store failed; see the gateway log.", Cause: err}

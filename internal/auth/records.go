@@ -134,6 +134,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("already exists") // a unique name or id is taken
 	ErrInUse    = errors.New("still in use")   // a record others depend on cannot be removed yet
+	// ErrUnavailable: the store could not be reached (the database is
+	// down, restarting or refusing connections), so nothing was read or
+	// changed; the same call may succeed later.
+	ErrUnavailable = errors.New("record store unavailable")
 )
 
 // Page asks for one page of a list, ordered by ID. Store IDs begin with

@@ -320,9 +320,14 @@ func quotas(d *Decision, ops []op, now, window int64) (req, tok Quota) {
 // the difference between actual and reserved, and records the actual
 // cost for persistence.
 func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error {
-	if !r.Claim() {
-		return nil
+	if r.Claim() {
+		e.settle(r, actual)
 	}
+	return nil
+}
+
+// settle applies a claimed reservation's actual usage.
+func (e *Embedded) settle(r Reservation, actual Actual) {
 	a := &r.Admission
 	now := e.now().UnixNano()
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
@@ -359,7 +364,6 @@ func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error
 			e.spend.Add(BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
 		}
 	}
-	return nil
 }
 
 // Spent returns the spend counted (settled and reserved) on a budget in

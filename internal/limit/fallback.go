@@ -20,15 +20,34 @@ const (
 	FailOpen FailurePolicy = "open"
 )
 
+// SpendAdder is a Primary that can take spend settled elsewhere into its
+// budget counters: what a Fallback's local limiter settled while the
+// Primary could not be reached. The Redis limiter implements it.
+type SpendAdder interface {
+	// AddSpend adds delta micro-dollars to the counter of k. An error
+	// wrapping ErrUnavailable means it could not be reached.
+	AddSpend(ctx context.Context, k BudgetKey, delta int64) error
+}
+
 // Fallback is an Admitter that uses Primary and, when Primary returns
 // ErrUnavailable, applies Policy. After a failure it stays on the local
 // path for Cooldown before trying Primary again, so an outage does not
 // add Primary's timeout to every request.
 //
-// While degraded, budgets too are enforced per replica share, counted
-// from zero at the start of each outage: a replica cannot see what the
-// others spent, so an outage can let up to one whole budget (the sum of
-// the shares) through on top of what was spent before it.
+// While degraded, budgets too are enforced per replica share, counted by
+// the local limiter since the process started: a replica cannot see what
+// the others spent, so the outages of one period can let up to one whole
+// budget (the sum of the shares) through on top of what Primary counted.
+//
+// What the local limiter settles is carried into Primary's counters once
+// Primary answers again (when it is a SpendAdder), and settlements of
+// Primary's own reservations made while it was unreachable are held back
+// and handed to it then: by the first admission after the outage, by a
+// background retry every Cooldown meanwhile, and by Close. From then on
+// Primary's counters hold every request's cost again, reservations
+// included, and its limits are exact. Rate windows are not carried: the
+// requests admitted locally are forgiven by Primary's rate limits, at
+// most one window's worth.
 type Fallback struct {
 	Primary Admitter
 	Local   *Embedded // used only under FailOpen; required then
@@ -42,6 +61,8 @@ type Fallback struct {
 	OnDegraded func(error)
 
 	downUntil atomic.Int64 // Unix nanoseconds
+
+	owed owed // what Primary is owed from an outage (carry.go)
 }
 
 // Degraded reports whether the last Primary failure is within Cooldown.
@@ -50,18 +71,21 @@ func (f *Fallback) Degraded() bool { return time.Now().UnixNano() < f.downUntil.
 // Admit implements Admitter.
 func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
 	if !f.Degraded() {
-		d, err := f.Primary.Admit(ctx, a)
+		// Spend carried from an outage goes first, so this admission
+		// counts it; a carry failing for any other reason (this request's
+		// cancellation) is left for later.
+		_, err := f.flushCarry(ctx)
 		if err == nil || !errors.Is(err, ErrUnavailable) {
-			return d, err
+			var d Decision
+			if d, err = f.Primary.Admit(ctx, a); err == nil {
+				f.release(ctx) // Primary answers: it can take the held settlements
+				return d, nil
+			}
+			if !errors.Is(err, ErrUnavailable) {
+				return d, err
+			}
 		}
-		cool := f.Cooldown
-		if cool <= 0 {
-			cool = time.Second
-		}
-		f.downUntil.Store(time.Now().Add(cool).UnixNano())
-		if f.OnDegraded != nil {
-			f.OnDegraded(err)
-		}
+		f.degrade(err)
 		if f.Policy != FailOpen || f.Local == nil {
 			return Decision{}, err
 		}
@@ -73,12 +97,24 @@ func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
 	return d, err
 }
 
-// Settle implements Admitter, settling where the reservation was made.
+// Settle implements Admitter, settling where the reservation was made. A
+// local settlement's cost is also owed to Primary; a settlement of
+// Primary's reservation while Primary is unreachable waits for it.
 func (f *Fallback) Settle(ctx context.Context, r Reservation, actual Actual) error {
-	if r.local {
-		return f.Local.Settle(ctx, r, actual)
+	if !r.local {
+		if r.Valid() && f.Degraded() && f.hold(r, actual) {
+			return nil
+		}
+		return f.Primary.Settle(ctx, r, actual)
 	}
-	return f.Primary.Settle(ctx, r, actual)
+	if !r.Claim() {
+		return nil
+	}
+	f.Local.settle(r, actual)
+	if _, ok := f.Primary.(SpendAdder); ok && actual.Cost != 0 {
+		f.carry(r, actual.Cost)
+	}
+	return nil
 }
 
 // Share is a with every limit divided among n replicas: rates rounded

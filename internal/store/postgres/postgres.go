@@ -17,6 +17,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -91,6 +93,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
+// migrationLock is the key of the advisory lock migrations hold: a
+// constant of gatehouse's own and the schema, so replicas of gateways in
+// other schemas of the database do not wait for each other.
+const migrationLock = "1734697840, hashtext(current_schema())"
+
 // migrate applies pending migrations in one transaction under an advisory
 // lock, so replicas starting together take turns: the first migrates,
 // the others then find nothing to do. The lock is per schema and is
@@ -101,7 +108,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(1734697840, hashtext(current_schema()))`); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+migrationLock+`)`); err != nil {
 			return fmt.Errorf("migrate: lock: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -174,9 +181,45 @@ func (s *Store) KeyChanges(ctx context.Context) (<-chan auth.Hash, error) {
 
 // withConn runs fn on a pooled connection. pgxpool throws away, rather
 // than reuses, a connection that broke or that fn left inside a
-// transaction or mid-query.
+// transaction or mid-query. A failure to reach the server is marked
+// auth.ErrUnavailable, so the admin API answers 503, not 500.
 func (s *Store) withConn(ctx context.Context, fn func(*pgx.Conn) error) error {
-	return s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
+	return unavailable(s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) }))
+}
+
+// unavailable marks err with auth.ErrUnavailable when it says the server
+// could not be reached or went away, rather than that it refused the
+// statement.
+func unavailable(err error) error {
+	if err == nil || !serverDown(err) || errors.Is(err, auth.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", auth.ErrUnavailable, err)
+}
+
+// serverDown reports whether err is a connection failure: no connection
+// could be made (refused, timed out, the server starting up or shutting
+// down, out of connection slots), or the one in use broke. The caller's
+// own cancellation is not one.
+func serverDown(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03", "53300": // admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08") // connection_exception
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgconn.ErrConnClosed) || pgconn.SafeToRetry(err)
 }
 
 // tx runs fn in a transaction on a pooled connection.

@@ -86,7 +86,7 @@ func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]accoun
 	b.WriteString(" GROUP BY 1, 2")
 	rows, err := s.pool.Query(ctx, b.String(), args...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: usage: %w", err)
+		return nil, fmt.Errorf("postgres: usage: %w", unavailable(err))
 	}
 	defer rows.Close()
 	var sums account.UsageSums
@@ -128,7 +128,7 @@ func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]accou
 	b.WriteString(" GROUP BY 1, 2, 3, 4")
 	rows, err := s.pool.Query(ctx, b.String(), args...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: usage: %w", err)
+		return nil, fmt.Errorf("postgres: usage: %w", unavailable(err))
 	}
 	defer rows.Close()
 	var sums account.UsageSums
@@ -198,7 +198,7 @@ func (s *Store) Logs(ctx context.Context, q account.LogQuery) (account.LogPage, 
 	fmt.Fprintf(&b, " ORDER BY time DESC, request_id DESC LIMIT $%d", len(args))
 	rows, err := s.pool.Query(ctx, b.String(), args...)
 	if err != nil {
-		return account.LogPage{}, fmt.Errorf("postgres: logs: %w", err)
+		return account.LogPage{}, fmt.Errorf("postgres: logs: %w", unavailable(err))
 	}
 	defer rows.Close()
 	recs := []account.Record{}
@@ -222,7 +222,7 @@ func (s *Store) Record(ctx context.Context, requestID string) (account.Record, e
 		return r, account.ErrNotFound
 	}
 	if err != nil {
-		return r, fmt.Errorf("postgres: record: %w", err)
+		return r, fmt.Errorf("postgres: record: %w", unavailable(err))
 	}
 	return r, nil
 }

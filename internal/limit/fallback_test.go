@@ -1,0 +1,244 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// flakyPrimary is a Primary that can be taken down and brought back, and
+// takes carried spend (a SpendAdder).
+type flakyPrimary struct {
+	mu      sync.Mutex
+	down    bool
+	admits  int
+	added   map[BudgetKey]int64
+	adds    int
+	settled []Actual
+}
+
+func (p *flakyPrimary) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+}
+
+func (p *flakyPrimary) Admit(context.Context, Admission) (Decision, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return Decision{}, fmt.Errorf("redis: dial: %w", ErrUnavailable)
+	}
+	p.admits++
+	return Decision{Allowed: true, Reservation: NewReservation("r", Admission{}, time.Now())}, nil
+}
+
+func (p *flakyPrimary) Settle(_ context.Context, r Reservation, actual Actual) error {
+	if r.Claim() {
+		p.mu.Lock()
+		p.settled = append(p.settled, actual)
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+func (p *flakyPrimary) settledCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.settled)
+}
+
+func (p *flakyPrimary) AddSpend(ctx context.Context, k BudgetKey, delta int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.down {
+		return fmt.Errorf("redis: dial: %w", ErrUnavailable)
+	}
+	if p.added == nil {
+		p.added = map[BudgetKey]int64{}
+	}
+	p.added[k] += delta
+	p.adds++
+	return nil
+}
+
+func (p *flakyPrimary) addedSpend() map[BudgetKey]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[BudgetKey]int64{}
+	for k, v := range p.added {
+		out[k] = v
+	}
+	return out
+}
+
+func carried(f *Fallback) map[BudgetKey]int64 {
+	c, _ := f.Owed()
+	return c
+}
+
+// TestFallbackCarriesLocalSpend: what the local limiter settles while the
+// primary is down is added to the primary's counters once it answers
+// again, before the next admission there, once, and for every budget of
+// the request; while it stays down the carry is kept.
+func TestFallbackCarriesLocalSpend(t *testing.T) {
+	ctx := context.Background()
+	p := &flakyPrimary{down: true}
+	f := &Fallback{Primary: p, Local: newEmbedded(t, Options{}), Policy: FailOpen, Replicas: 2, Cooldown: 20 * time.Millisecond}
+	budgets := []Budget{
+		{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Month},
+		{Scope: ScopeProject, ID: "p", Limit: USD(10), Period: Total},
+	}
+	a := Admission{Tag: "p", Budgets: budgets, Cost: USD(0.2)}
+	var admitted []Reservation
+	for range 4 {
+		d, err := f.Admit(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted = append(admitted, d.Reservation)
+		}
+	}
+	// This replica's share of the key's $1 is $0.50: two worst cases.
+	if len(admitted) != 2 {
+		t.Fatalf("admitted %d locally, want the share's 2", len(admitted))
+	}
+	for _, r := range admitted {
+		if err := f.Settle(ctx, r, Actual{Cost: USD(0.15)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Settle(ctx, r, Actual{Cost: USD(0.15)}); err != nil { // a second settle of the same reservation
+			t.Fatal(err)
+		}
+	}
+	start, _ := Month.Span(time.Now())
+	want := map[BudgetKey]int64{
+		{Tag: "p", Scope: ScopeKey, ID: "k", Period: Month, Start: start}: int64(USD(0.3)),
+		{Tag: "p", Scope: ScopeProject, ID: "p", Period: Total}:           int64(USD(0.3)),
+	}
+	if diff := cmp.Diff(want, carried(f)); diff != "" {
+		t.Fatalf("carried (-want +got):\n%s", diff)
+	}
+
+	// Still down after the cooldown: the flush fails, the carry stays,
+	// the request is served locally.
+	time.Sleep(30 * time.Millisecond)
+	if d, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil || !d.Reservation.local {
+		t.Fatalf("primary still down: %+v, %v; want a local admission", d, err)
+	}
+	if diff := cmp.Diff(want, carried(f)); diff != "" {
+		t.Fatalf("carry after a failed flush (-want +got):\n%s", diff)
+	}
+
+	// Back: the next admission carries the spend over first.
+	p.setDown(false)
+	time.Sleep(30 * time.Millisecond)
+	if d, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil || d.Reservation.local {
+		t.Fatalf("primary back: %+v, %v; want the primary's admission", d, err)
+	}
+	if diff := cmp.Diff(want, p.addedSpend()); diff != "" {
+		t.Fatalf("added to the primary (-want +got):\n%s", diff)
+	}
+	if len(carried(f)) != 0 {
+		t.Fatalf("still carried after the flush: %v", carried(f))
+	}
+	if err := f.Close(ctx); err != nil || p.adds != 2 {
+		t.Fatalf("Close with nothing carried: %v, %d adds; want the 2 of the flush only", err, p.adds)
+	}
+}
+
+// TestFallbackCarryOnSettleAndClose: a local reservation settled after
+// the primary is back is carried by the background retry, with no
+// admission to trigger it; one settled while it is down is carried by
+// Close. A carry that fails because its caller gave up keeps the spend
+// and does not count as an outage.
+func TestFallbackCarryOnSettleAndClose(t *testing.T) {
+	ctx := context.Background()
+	p := &flakyPrimary{down: true}
+	f := &Fallback{Primary: p, Local: newEmbedded(t, Options{}), Policy: FailOpen, Cooldown: 20 * time.Millisecond}
+	a := Admission{Tag: "p", Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Total}}, Cost: USD(0.1)}
+	d1, _ := f.Admit(ctx, a)
+	d2, _ := f.Admit(ctx, a)
+	if !d1.Allowed || !d2.Allowed {
+		t.Fatal("local admissions refused")
+	}
+	p.setDown(false)
+	k := BudgetKey{Tag: "p", Scope: ScopeKey, ID: "k", Period: Total}
+	if err := f.Settle(ctx, d1.Reservation, Actual{Cost: USD(0.05)}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for p.addedSpend()[k] != int64(USD(0.05)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("settled after the primary came back: added %d after 2s, want the background retry to carry it", p.addedSpend()[k])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	f.downUntil.Store(time.Now().Add(time.Hour).UnixNano()) // degraded: nothing is carried in the background
+	if err := f.Settle(ctx, d2.Reservation, Actual{Cost: USD(0.07)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.flushCarry(canceled); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("carry with a canceled context: %v", err)
+	}
+	if f.downUntil.Load() < time.Now().Add(30*time.Minute).UnixNano() {
+		t.Error("a canceled carry changed the outage")
+	}
+	if err := f.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.addedSpend()[k]; got != int64(USD(0.12)) {
+		t.Fatalf("after Close: added %d, want %d", got, USD(0.12))
+	}
+	if f.owed.retrying {
+		t.Error("the background retry runs after Close")
+	}
+	if err := f.Close(ctx); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+}
+
+// TestFallbackHoldsPrimarySettles: a settlement of the primary's
+// reservation that comes while the primary is down is held, not handed
+// to a primary that would drop it, and handed over once an admission
+// finds the primary back.
+func TestFallbackHoldsPrimarySettles(t *testing.T) {
+	ctx := context.Background()
+	p := &flakyPrimary{}
+	f := &Fallback{Primary: p, Policy: FailClosed, Cooldown: 20 * time.Millisecond}
+	t.Cleanup(func() { f.Close(ctx) })
+	d, err := f.Admit(ctx, Admission{Tag: "p"})
+	if err != nil || !d.Allowed {
+		t.Fatalf("primary up: %+v, %v", d, err)
+	}
+	p.setDown(true)
+	if _, err := f.Admit(ctx, Admission{Tag: "p"}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("primary down, failing closed: %v", err)
+	}
+	if err := f.Settle(ctx, d.Reservation, Actual{Cost: 42}); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := f.Owed(); held != 1 || p.settledCount() != 0 {
+		t.Fatalf("%d held, %d handed to the primary; want the settlement held", held, p.settledCount())
+	}
+	p.setDown(false)
+	time.Sleep(30 * time.Millisecond)
+	if _, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := f.Owed(); held != 0 || p.settledCount() != 1 || p.settled[0].Cost != 42 {
+		t.Fatalf("after the primary is back: %d held, settled %v; want the held settlement handed over", held, p.settled)
+	}
+}
