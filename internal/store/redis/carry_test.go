@@ -68,3 +68,39 @@ func TestAddSpendUnavailable(t *testing.T) {
 		t.Fatalf("Redis stopped: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestAddSpendAfterTheLoss: when Redis lost its data during the outage,
+// the counter carried spend creates does not stand in for the whole
+// budget: the rebuild from the durable record, which holds the outage's
+// spend and all before it, raises it to the record's figure.
+func TestAddSpendAfterTheLoss(t *testing.T) {
+	c := testClient(t)
+	prefix := testPrefix(t, c)
+	spend := &memSpend{}
+	l := newLimiter(t, c, Options{Prefix: prefix, Timeout: 10 * time.Second, Spend: spend})
+	ctx := context.Background()
+	b := limit.Budget{Scope: limit.ScopeKey, ID: "k", Limit: limit.USD(1), Period: limit.Total}
+	a := limit.Admission{Tag: "p", Budgets: []limit.Budget{b}, Cost: limit.USD(0.6)}
+	d, err := l.Admit(ctx, a)
+	if err != nil || !d.Allowed {
+		t.Fatal(err)
+	}
+	l.Settle(ctx, d.Reservation, limit.Actual{Cost: limit.USD(0.6)})
+	if err := l.Close(ctx); err != nil { // settled, and in the durable record
+		t.Fatal(err)
+	}
+	loseKeys(t, c, prefix)
+	// The outage's own spend, settled locally and recorded durably.
+	k := limit.BudgetKey{Tag: "p", Scope: b.Scope, ID: b.ID, Period: b.Period}
+	spend.AddSpend(ctx, map[limit.BudgetKey]int64{k: int64(limit.USD(0.3))})
+	l = newLimiter(t, c, Options{Prefix: prefix, Timeout: 10 * time.Second, Spend: spend})
+	if err := l.AddSpend(ctx, k, int64(limit.USD(0.3))); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := l.Admit(ctx, limit.Admission{Tag: "p", Budgets: []limit.Budget{b}, Cost: limit.USD(0.2)}); d.Allowed {
+		t.Fatal("admitted $0.20 on a $1 budget with $0.90 spent")
+	}
+	if got, _ := l.Spent(ctx, "p", b, time.Now()); got != limit.USD(0.9) {
+		t.Fatalf("counter %v, want 0.900000 (rebuilt: before and during the outage)", got)
+	}
+}

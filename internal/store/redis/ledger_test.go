@@ -123,14 +123,17 @@ func TestSettleAfterTheLoss(t *testing.T) {
 
 // TestSweepReleasesUnsettledReservations: a replica that dies between
 // admission and settle leaves its reservation in the budget; past the
-// reservation's deadline any replica's sweep takes it back, once, and a
-// settle that comes after all adds the actual cost whole.
+// reservation's deadline, once the replica has been silent for the
+// replica timeout, any replica's sweep takes it back, once, and a settle
+// that comes after all adds the actual cost whole. A live replica's
+// expired reservation stays counted.
 func TestSweepReleasesUnsettledReservations(t *testing.T) {
 	c := testClient(t)
 	prefix := testPrefix(t, c)
 	clk := newClock(time.Now())
-	crashed := newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1, ReservationTTL: time.Minute})
-	survivor := newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1, ReservationTTL: time.Minute})
+	o := Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1, ReservationTTL: time.Minute, ReplicaTimeout: 30 * time.Second}
+	crashed := newLimiter(t, c, o)
+	survivor := newLimiter(t, c, o)
 	ctx := context.Background()
 	b := limit.Budget{Scope: limit.ScopeKey, ID: "k", Limit: limit.USD(1), Period: limit.Total}
 	a := limit.Admission{Tag: "t", Budgets: []limit.Budget{b}, Cost: limit.USD(0.4)}
@@ -150,21 +153,35 @@ func TestSweepReleasesUnsettledReservations(t *testing.T) {
 		t.Fatal(err)
 	}
 	survivor.Close(ctx) // the settle is applied
-	clk.Advance(31 * time.Second)
-	survivor = newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1})
+	clk.Advance(20 * time.Second)
+	// A third replica reserves; it will still be alive at the sweep.
+	lively := newLimiter(t, c, o)
+	late, err := lively.Admit(ctx, limit.Admission{Tag: "t", Budgets: []limit.Budget{b}, Cost: limit.USD(0.01)})
+	if err != nil || !late.Allowed {
+		t.Fatal(err)
+	}
+	clk.Advance(11 * time.Second) // the crashed replica: silent 61s; the lively one: 11s
+	survivor = newLimiter(t, c, o)
 	if n, err := survivor.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("swept %d (%v), want the crashed replica's one reservation", n, err)
 	}
 	if n, _ := survivor.Sweep(ctx); n != 0 {
 		t.Fatalf("a second sweep released %d more", n)
 	}
-	if got, _ := survivor.Spent(ctx, "t", b, clk.Now()); got != limit.USD(0.1) {
-		t.Fatalf("after the sweep: %v, want 0.100000 (the settled one only)", got)
+	if got, _ := survivor.Spent(ctx, "t", b, clk.Now()); got != limit.USD(0.11) {
+		t.Fatalf("after the sweep: %v, want 0.110000 (the settled one, and the live replica's reservation)", got)
 	}
+	clk.Advance(2 * time.Minute) // the lively replica's reservation expires, and it is still heard
+	lively.heartbeat(ctx)
+	if n, _ := survivor.Sweep(ctx); n != 0 {
+		t.Fatalf("swept %d reservations of a live replica", n)
+	}
+	lively.Settle(ctx, late.Reservation, limit.Actual{Cost: 0})
+	lively.Close(ctx)
 	// The crashed replica comes back and settles after all.
 	crashed.Settle(ctx, lost.Reservation, limit.Actual{Cost: limit.USD(0.2)})
 	crashed.Close(ctx)
 	if got, _ := survivor.Spent(ctx, "t", b, clk.Now()); got != limit.USD(0.3) {
-		t.Fatalf("after the late settle: %v, want 0.300000", got)
+		t.Fatalf("after the late settles: %v, want 0.300000", got)
 	}
 }

@@ -103,6 +103,11 @@ type Options struct {
 	// SweepEvery is how often the sweep looks for such reservations (30
 	// seconds when zero; negative: never, for tests that sweep by hand).
 	SweepEvery time.Duration
+	// ReplicaTimeout is how long after its last sign of life (every
+	// sweep) a replica is taken for gone: only a gone replica's expired
+	// reservations are released. Default three sweeps (90 seconds when
+	// sweeping by hand).
+	ReplicaTimeout time.Duration
 }
 
 // budgetGrace keeps a period's counter after the period ends, so late
@@ -132,6 +137,7 @@ type Limiter struct {
 	idBase string
 
 	reservationTTL time.Duration
+	replicaTimeout time.Duration
 	// registered holds when this replica last added a tag to the ledger
 	// registry (tag → time.Time), so it does so once in a while, not on
 	// every admission.
@@ -209,6 +215,15 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	if every == 0 {
 		every = 30 * time.Second
 	}
+	l.replicaTimeout = o.ReplicaTimeout
+	switch {
+	case l.replicaTimeout > 0:
+	case every > 0:
+		l.replicaTimeout = 3 * every
+	default:
+		l.replicaTimeout = 90 * time.Second
+	}
+	l.heartbeat(ctx)
 	if every > 0 {
 		l.wg.Add(1)
 		go l.sweeper(every)
@@ -259,6 +274,27 @@ func (l *Limiter) ledgerKey(tag string) string  { return l.prefix + "{" + tag + 
 func (l *Limiter) ledgerHash(tag string) string { return l.prefix + "{" + tag + "}:rh" }
 func (l *Limiter) seededKey(tag string) string  { return l.prefix + "{" + tag + "}:seeded" }
 func (l *Limiter) registryKey() string          { return l.prefix + "ledgers" }
+
+// replicasKey is the sorted set of replicas by their last sign of life:
+// the sweep releases only the reservations of replicas gone from it.
+func (l *Limiter) replicasKey() string { return l.prefix + "replicas" }
+
+// heartbeat says this replica is alive (its id, the prefix of its
+// reservations' ids, scored by now) and forgets replicas silent for a
+// day. A failure is only logged: the next sweep tries again.
+func (l *Limiter) heartbeat(ctx context.Context) {
+	now := l.now()
+	cmds := rueidis.Commands{
+		l.c.B().Zadd().Key(l.replicasKey()).ScoreMember().ScoreMember(float64(now.UnixMilli()), l.idBase).Build(),
+		l.c.B().Zremrangebyscore().Key(l.replicasKey()).Min("-inf").Max(strconv.FormatInt(now.Add(-24*time.Hour).UnixMilli(), 10)).Build(),
+	}
+	for _, r := range l.c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			l.log.Debug("redis: heartbeat failed", "err", err)
+			return
+		}
+	}
+}
 
 // ref maps a script key back to the limit it counts.
 type ref struct {
@@ -552,7 +588,7 @@ func (l *Limiter) Close(ctx context.Context) error {
 // Seed restores budget counters of the current periods that Redis lacks
 // (after a flush, a failover to an empty replica, a restart without
 // persistence) from the durable record, and returns how many it set.
-// Counters Redis still has are left alone. Call it at start; spend
+// Counters Redis still has are left alone unless the record holds more. Call it at start; spend
 // reserved between the loss and the Seed is not restored.
 func (l *Limiter) Seed(ctx context.Context) (int, error) {
 	if l.store == nil {
@@ -595,7 +631,7 @@ func (l *Limiter) Seed(ctx context.Context) (int, error) {
 // marker, in one script.
 func (l *Limiter) seedCounters(ctx context.Context, tag string, keys, pairs []string) (int, error) {
 	keys = append(keys, l.seededKey(tag))
-	args := append([]string{"1"}, pairs...)
+	args := append([]string{strconv.FormatInt(l.now().UnixMilli(), 10)}, pairs...)
 	n, err := l.run(ctx, &l.seed, keys, args).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("redis: seed: %w", err)
@@ -713,25 +749,36 @@ func (l *Limiter) sweeper(every time.Duration) {
 }
 
 // Sweep releases the budget reservations whose deadline (admission plus
-// Options.ReservationTTL) has passed without a settle — their replica
-// crashed, or lost Redis — in every tag of the ledger registry, and
-// returns how many it released. Every replica sweeps; the script makes
-// each release happen once.
+// Options.ReservationTTL) has passed without a settle and whose replica
+// has shown no sign of life for Options.ReplicaTimeout — it crashed, or
+// lost Redis — in every tag of the ledger registry, and returns how many
+// it released. Every replica sweeps; the script makes each release
+// happen once.
 func (l *Limiter) Sweep(ctx context.Context) (int, error) {
+	l.heartbeat(ctx)
+	now := l.now()
+	live, err := l.c.Do(ctx, l.c.B().Zrangebyscore().Key(l.replicasKey()).
+		Min(strconv.FormatInt(now.Add(-l.replicaTimeout).UnixMilli(), 10)).Max("+inf").Build()).AsStrSlice()
+	if err != nil {
+		return 0, fmt.Errorf("redis: sweep: %w", err)
+	}
 	tags, err := l.c.Do(ctx, l.c.B().Smembers().Key(l.registryKey()).Build()).AsStrSlice()
 	if err != nil {
 		return 0, fmt.Errorf("redis: sweep: %w", err)
 	}
-	now := strconv.FormatInt(l.now().UnixMilli(), 10)
 	total := 0
 	for _, tag := range tags {
+		skipped := 0
 		for {
-			n, err := l.run(ctx, &l.sweep, []string{l.ledgerKey(tag), l.ledgerHash(tag)}, []string{now, strconv.Itoa(sweepBatch)}).AsInt64()
-			if err != nil {
-				return total, fmt.Errorf("redis: sweep: %w", err)
+			args := append([]string{strconv.FormatInt(now.UnixMilli(), 10), strconv.Itoa(skipped), strconv.Itoa(sweepBatch)}, live...)
+			out, err := l.run(ctx, &l.sweep, []string{l.ledgerKey(tag), l.ledgerHash(tag)}, args).AsIntSlice()
+			if err != nil || len(out) != 2 {
+				return total, fmt.Errorf("redis: sweep: %w (reply %v)", err, out)
 			}
-			total += int(n)
-			if n < sweepBatch {
+			released, looked := int(out[0]), int(out[1])
+			total += released
+			skipped += looked - released // a live replica's, kept
+			if looked < sweepBatch {
 				break
 			}
 		}

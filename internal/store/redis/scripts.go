@@ -166,53 +166,75 @@ return 1
 `
 
 // seedScript restores budget counters from the durable record after Redis
-// lost them: SET if absent, with the counter's expiry. With the tag's
-// seeded marker as the last key it also sets the marker, after the
-// counters: admissions against the tag wait for it.
+// lost them. A counter Redis has is kept unless the record holds more:
+// a live counter counts reservations the record does not, while one
+// created since the loss (spend a fallback carried back after an outage)
+// counts less than the record, which holds that spend and all before
+// it. The expiry is the counter's own. With the tag's seeded marker as
+// the last key it also sets the marker, after the counters, to the time
+// of the rebuild: admissions against the tag wait for it.
 //
-//	KEYS  budget counters, then the marker (when ARGV[1] is 1)
-//	ARGV  1 marker flag, then per counter: micros, expire-at (ms, 0 = never)
+//	KEYS  budget counters, then the marker (when ARGV[1] is not empty)
+//	ARGV  1 the marker's value (the rebuild's time, ms) or '', then per
+//	      counter: micros, expire-at (ms, 0 = never)
+//
+// Returns how many counters it set.
 const seedScript = `
 local n = 0
 local nc = #KEYS
-if ARGV[1] == '1' then nc = nc - 1 end
+if ARGV[1] ~= '' then nc = nc - 1 end
 for i = 1, nc do
-  local exp = tonumber(ARGV[2 * i + 1])
-  local ok
-  if exp > 0 then
-    ok = redis.call('SET', KEYS[i], ARGV[2 * i], 'NX', 'PXAT', exp)
-  else
-    ok = redis.call('SET', KEYS[i], ARGV[2 * i], 'NX')
+  local want = tonumber(ARGV[2 * i])
+  local have = tonumber(redis.call('GET', KEYS[i]) or '-1')
+  if want > have then
+    local exp = tonumber(ARGV[2 * i + 1])
+    if exp > 0 then
+      redis.call('SET', KEYS[i], ARGV[2 * i], 'PXAT', exp)
+    else
+      redis.call('SET', KEYS[i], ARGV[2 * i])
+    end
+    n = n + 1
   end
-  if ok then n = n + 1 end
 end
-if ARGV[1] == '1' then redis.call('SET', KEYS[#KEYS], '1') end
+if ARGV[1] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[1]) end
 return n
 `
 
 // sweepScript releases the reservations of one tag whose deadline has
-// passed — their replica crashed or lost Redis before settling — by
-// taking each one's cost back off its counters (never below zero), and
-// returns how many it released.
+// passed and whose replica is gone — it crashed, or lost Redis, before
+// settling — by taking each one's cost back off its counters (never below
+// zero). An expired reservation of a replica still alive stays: its
+// settle is late or was dropped, and counting the estimate errs on the
+// safe side. A reservation's id starts with its replica's id.
 //
 //	KEYS  1 the ledger's sorted set  2 its hash
-//	ARGV  1 now (ms)  2 at most this many
+//	ARGV  1 now (ms)  2 skip this many expired ones  3 look at most at this
+//	      many  4… the ids of the replicas alive
+//
+// Returns {released, looked at}.
 const sweepScript = `
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local live = {}
+for i = 4, #ARGV do live[ARGV[i]] = true end
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', tonumber(ARGV[2]), tonumber(ARGV[3]))
+local released = 0
 for _, id in ipairs(ids) do
-  local rec = redis.call('HGET', KEYS[2], id)
-  if rec then
-    local cost
-    for part in string.gmatch(rec, '[^\31]+') do
-      if not cost then
-        cost = tonumber(part)
-      elseif redis.call('EXISTS', part) == 1 then
-        if redis.call('DECRBY', part, cost) < 0 then redis.call('SET', part, '0', 'KEEPTTL') end
+  local owner = string.match(id, '^[^-]*%-')
+  if not (owner and live[owner]) then
+    local rec = redis.call('HGET', KEYS[2], id)
+    if rec then
+      local cost
+      for part in string.gmatch(rec, '[^\31]+') do
+        if not cost then
+          cost = tonumber(part)
+        elseif redis.call('EXISTS', part) == 1 then
+          if redis.call('DECRBY', part, cost) < 0 then redis.call('SET', part, '0', 'KEEPTTL') end
+        end
       end
     end
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+    released = released + 1
   end
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('HDEL', KEYS[2], id)
 end
-return #ids
+return {released, #ids}
 `
