@@ -43,6 +43,7 @@ func TestOnRedisCluster(t *testing.T) {
 		{"LostCountersAreRebuiltBeforeAdmitting", TestLostCountersAreRebuiltBeforeAdmitting},
 		{"SettleAfterTheLoss", TestSettleAfterTheLoss},
 		{"SweepReleasesUnsettledReservations", TestSweepReleasesUnsettledReservations},
+		{"ReleaseAnAdmissionOfUnknownOutcome", TestReleaseAnAdmissionOfUnknownOutcome},
 		{"CacheTier", TestCacheTier},
 		{"CacheEntriesExpireInRedis", TestCacheEntriesExpireInRedis},
 		{"CacheOddProjects", TestCacheOddProjects},

@@ -185,3 +185,39 @@ func TestSweepReleasesUnsettledReservations(t *testing.T) {
 		t.Fatalf("after the late settles: %v, want 0.300000", got)
 	}
 }
+
+// TestReleaseAnAdmissionOfUnknownOutcome: an admission whose reply never
+// came is undone through the settle queue — its estimate taken back if
+// the script had reserved, nothing changed if it had not run.
+func TestReleaseAnAdmissionOfUnknownOutcome(t *testing.T) {
+	c := testClient(t)
+	prefix := testPrefix(t, c)
+	l := newLimiter(t, c, Options{Prefix: prefix, Timeout: 10 * time.Second})
+	ctx := context.Background()
+	b := limit.Budget{Scope: limit.ScopeKey, ID: "k", Limit: limit.USD(1), Period: limit.Total}
+	a := limit.Admission{Tag: "u", Budgets: []limit.Budget{b}, Cost: limit.USD(0.25)}
+	kept, err := l.Admit(ctx, a)
+	if err != nil || !kept.Allowed {
+		t.Fatal(err)
+	}
+	lost, err := l.Admit(ctx, a) // reserved; pretend its reply was lost
+	if err != nil || !lost.Allowed {
+		t.Fatal(err)
+	}
+	l.releaseAdmission(lost.Reservation.ID, a, lost.Reservation.At)
+	l.releaseAdmission(l.newID(), a, time.Now()) // never ran
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := l.Admit(cancelled, a); err == nil { // never sent: released as never run
+		t.Fatal("an admission with a cancelled context succeeded")
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Spent(ctx, "u", b, time.Now()); got != limit.USD(0.25) {
+		t.Fatalf("counter %v, want 0.250000: the kept reservation only", got)
+	}
+	if n, err := c.Do(ctx, c.B().Zcard().Key(l.ledgerKey("u")).Build()).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("ledger holds %d reservations (%v), want the kept one", n, err)
+	}
+}

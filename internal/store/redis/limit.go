@@ -377,6 +377,11 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		}
 	}
 	if err != nil {
+		if nb > 0 {
+			// The script may have run and reserved with its reply lost
+			// (a timeout, a dropped connection): undo it, if it did.
+			l.releaseAdmission(id, a, now)
+		}
 		return limit.Decision{}, err
 	}
 	if want := 3 + 2*nr + nb; len(out) != want {
@@ -419,6 +424,28 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		d.RetryAfter = time.Duration(out[2]) * time.Microsecond
 	}
 	return d, nil
+}
+
+// releaseAdmission undoes, through the settle queue, an admission whose
+// outcome is unknown: a settle of nothing. If the script reserved, the
+// ledger holds the reservation and the settle takes its estimate back;
+// if it never ran, the ledger does not, and the settle adds the actual
+// cost, zero. The tokens are settled at the estimate, leaving the token
+// buckets as they are: a rate bucket's refill soon forgives either way.
+//
+// Most such failures are an outage, where nothing was reserved and every
+// admission fails: the releases then take at most half the settle queue,
+// so they never crowd out the settles of real reservations; one not
+// queued leaves its estimate counted, on the safe side, until the replica
+// is gone and the sweep releases it.
+func (l *Limiter) releaseAdmission(id string, a limit.Admission, at time.Time) {
+	l.qmu.RLock()
+	full := l.closed || len(l.queue) >= cap(l.queue)/2
+	l.qmu.RUnlock()
+	if full {
+		return
+	}
+	_ = l.Settle(context.Background(), limit.NewReservation(id, a, at), limit.Actual{Tokens: a.Tokens})
 }
 
 // admitOnce runs the admission script within the admission timeout.
