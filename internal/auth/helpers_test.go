@@ -40,6 +40,7 @@ func (c *clock) Advance(d time.Duration) {
 type spy struct {
 	auth.Store
 	lookups atomic.Int64
+	reads   atomic.Int64 // lookups whose read of the store is done
 	fail    atomic.Bool
 	gate    chan struct{} // if set, each lookup waits for a receive after reading
 	changes chan auth.Hash
@@ -53,6 +54,7 @@ func (s *spy) KeyByHash(ctx context.Context, h auth.Hash) (*auth.Key, *auth.Proj
 		return nil, nil, errDown
 	}
 	k, p, err := s.Store.KeyByHash(ctx, h)
+	s.reads.Add(1)
 	if s.gate != nil {
 		<-s.gate
 	}

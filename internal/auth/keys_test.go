@@ -301,7 +301,7 @@ func TestKeysStaleLookupNotCached(t *testing.T) {
 		p, err := k.Resolve(ctx, "gh-racy-secret")
 		done <- result{p, err}
 	}()
-	for sp.lookups.Load() == 0 {
+	for sp.reads.Load() == 0 { // the record is read, not merely asked for
 		time.Sleep(time.Millisecond)
 	}
 	// The lookup has read the active key; now it is revoked and the
