@@ -14,33 +14,12 @@ import (
 	"time"
 
 	"gatehouse/internal/config"
-	"gatehouse/internal/provider"
-	"gatehouse/internal/provider/anthropic"
-	"gatehouse/internal/provider/azure"
-	"gatehouse/internal/provider/bedrock"
-	"gatehouse/internal/provider/demo"
-	"gatehouse/internal/provider/gemini"
-	"gatehouse/internal/provider/ollama"
-	"gatehouse/internal/provider/openai"
+	"gatehouse/internal/providers"
 )
 
 // root is the repository's root: go test runs in this package's folder.
 const root = ".."
 
-// providerTypes is the registry cmd/gatehouse's providerTypes builds, so
-// configs are validated here exactly as `gatehouse config check` does.
-func providerTypes() *provider.Registry {
-	r := &provider.Registry{}
-	r.Register(openai.Type())
-	r.Register(openai.CompatibleType())
-	r.Register(anthropic.Type())
-	r.Register(gemini.Type())
-	r.Register(ollama.Type())
-	r.Register(azure.Type())
-	r.Register(bedrock.Type())
-	r.Register(demo.Type())
-	return r
-}
 
 // checkConfig validates the config file at path with env as the only
 // environment its ${VAR} references see.
@@ -55,7 +34,7 @@ func checkConfig(t *testing.T, path string, env map[string]string) *config.Confi
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	cfg, err := config.Load(path, providerTypes())
+	cfg, err := config.Load(path, providers.Builtin())
 	if err != nil {
 		t.Fatalf("%s does not pass config check:\n%v", path, err)
 	}

@@ -5,30 +5,12 @@ import (
 
 	"gatehouse/internal/config"
 	"gatehouse/internal/provider"
-	"gatehouse/internal/provider/anthropic"
-	"gatehouse/internal/provider/azure"
-	"gatehouse/internal/provider/bedrock"
-	"gatehouse/internal/provider/demo"
-	"gatehouse/internal/provider/gemini"
-	"gatehouse/internal/provider/ollama"
-	"gatehouse/internal/provider/openai"
+	"gatehouse/internal/providers"
 )
 
-// providerTypes is the registry of the provider types this build serves:
-// one line per type. Config validation takes its list of types from it.
-// Adding a provider: docs/providers.md.
-func providerTypes() *provider.Registry {
-	r := &provider.Registry{}
-	r.Register(openai.Type())
-	r.Register(openai.CompatibleType())
-	r.Register(anthropic.Type())
-	r.Register(gemini.Type())
-	r.Register(ollama.Type())
-	r.Register(azure.Type())
-	r.Register(bedrock.Type())
-	r.Register(demo.Type())
-	return r
-}
+// providerTypes is the registry of the provider types this build serves
+// (internal/providers). Adding a provider: docs/providers.md.
+func providerTypes() *provider.Registry { return providers.Builtin() }
 
 // providerSettings is a configured provider in the provider packages'
 // terms.
