@@ -20,7 +20,6 @@ import (
 // root is the repository's root: go test runs in this package's folder.
 const root = ".."
 
-
 // checkConfig validates the config file at path with env as the only
 // environment its ${VAR} references see.
 func checkConfig(t *testing.T, path string, env map[string]string) *config.Config {
