@@ -43,16 +43,19 @@ type textPart struct {
 func (r *Request) input(v []byte) *llm.Error {
 	switch llm.KindOf(v) {
 	case llm.KindNull:
+		r.Input, r.items = nil, nil
 		return nil
 	case llm.KindString:
 		b := append([]byte(`[{"type":"message","role":"user","content":`), v...)
 		r.Input = append(b, "}]"...)
+		r.items = []item{{Type: "message", Role: llm.RoleUser, Content: json.RawMessage(v)}}
 		return nil
 	case llm.KindArray:
-		if _, err := decodeItems(v); err != nil {
+		items, err := decodeItems(v)
+		if err != nil {
 			return err
 		}
-		r.Input = compact(v)
+		r.Input, r.items = compact(v), items
 		return nil
 	}
 	return invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
@@ -203,17 +206,18 @@ func (r *Request) Chat(prior []byte) (*llm.ChatRequest, error) {
 	if r.instructions != nil && *r.instructions != "" {
 		p.Messages = append(p.Messages, llm.Message{Role: llm.RoleSystem, Content: []llm.Part{{Type: llm.PartText, Text: *r.instructions}}})
 	}
-	for _, v := range [][]byte{prior, r.Input} {
-		if len(v) == 0 {
-			continue
-		}
-		items, err := decodeItems(v)
+	if len(prior) > 0 {
+		items, err := decodeItems(prior)
 		if err != nil {
 			return nil, err
 		}
 		if p.Messages, err = appendMessages(p.Messages, items); err != nil {
 			return nil, err
 		}
+	}
+	var err *llm.Error
+	if p.Messages, err = appendMessages(p.Messages, r.items); err != nil {
+		return nil, err
 	}
 	if err := checkCalls(p.Messages); err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ type Request struct {
 	// into reasoning items, so a stateless client can hand it back.
 	IncludeEncrypted bool
 
+	items  []item         // Input, decoded (and checked) once
 	params llm.ChatParams // everything but the conversation
 	// summary is reasoning.summary: the client reads reasoning as a
 	// summary, so a translated backend's visible reasoning is given as
@@ -52,6 +53,18 @@ type echo struct {
 	tools, toolChoice, text, reasoning, metadata, truncation []byte
 	temperature, topP, maxOutputTokens, parallelToolCalls    []byte
 	user, safetyIdentifier, promptCacheKey, serviceTier      []byte
+}
+
+// compact makes the repeated values compact once, here: the response
+// object repeats them in every snapshot of a stream.
+func (e *echo) compact() {
+	for _, v := range []*[]byte{&e.tools, &e.toolChoice, &e.text, &e.reasoning, &e.metadata, &e.truncation,
+		&e.temperature, &e.topP, &e.maxOutputTokens, &e.parallelToolCalls, &e.user, &e.safetyIdentifier,
+		&e.promptCacheKey, &e.serviceTier} {
+		if len(*v) > 0 {
+			*v = compact(*v)
+		}
+	}
 }
 
 // ignored are parameters that change how OpenAI runs or bills a request,
@@ -102,6 +115,7 @@ func ParseRequest(body []byte) (*Request, error) {
 	if r.Input == nil {
 		r.Input = []byte("[]")
 	}
+	r.echo.compact()
 	r.params.Model = r.Model
 	r.params.Stream = r.Stream
 	r.params.IncludeUsage = r.Stream

@@ -294,13 +294,13 @@ func (b *builder) appendResponse(dst []byte) []byte {
 	return append(dst, '}')
 }
 
-// appendRaw writes a value the client sent (compacted: it is repeated in
-// every snapshot), or def when it sent none or null.
+// appendRaw writes a value the client sent (compacted at parse), or def
+// when it sent none or null.
 func appendRaw(dst, v []byte, def string) []byte {
 	if len(v) == 0 || llm.KindOf(v) == llm.KindNull {
 		return append(dst, def...)
 	}
-	return append(dst, compact(v)...)
+	return append(dst, v...)
 }
 
 // appendUsage writes the Responses API's usage object; cost, when set, is
