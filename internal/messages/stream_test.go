@@ -29,29 +29,11 @@ func TestStreamGolden(t *testing.T) {
 	for _, in := range files {
 		t.Run(filepath.Base(in), func(t *testing.T) {
 			s := NewStream("msg_test", "requested-model")
-			var all []byte
-			for i, c := range readChunks(t, in) {
-				out, err := s.Chunk(nil, c)
-				if err != nil {
-					t.Fatalf("chunk %d: %v", i, err)
-				}
-				if i == 0 && !bytes.HasPrefix(out, []byte("event: message_start\n")) {
-					t.Errorf("first chunk wrote %q, want message_start at once", out)
-				}
-				var ch chunk
-				_ = json.Unmarshal(c.Data, &ch)
-				for _, it := range ch.Choices {
-					for _, text := range []string{ptr(it.Delta.Content), it.Delta.ReasoningContent} {
-						if text != "" && !bytes.Contains(out, llm.AppendQuote(nil, text)) {
-							t.Errorf("chunk %d: %q held back; wrote %q", i, text, out)
-						}
-					}
-				}
+			all := llmtest.Feed(t, s, readChunks(t, in), "message_start", func(i int, all, out []byte) {
 				if bytes.Contains(all, []byte("event: message_stop")) && len(out) > 0 {
 					t.Errorf("chunk %d wrote after message_stop: %q", i, out)
 				}
-				all = append(all, out...)
-			}
+			})
 			all = s.End(all)
 			checkSequence(t, all)
 			want := golden(t, strings.TrimSuffix(in, ".openai.sse")+".anthropic.sse", all)
@@ -60,13 +42,6 @@ func TestStreamGolden(t *testing.T) {
 			}
 		})
 	}
-}
-
-func ptr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // checkSequence parses the output back and checks Anthropic's grammar:

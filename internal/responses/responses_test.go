@@ -253,26 +253,7 @@ func TestStreamGolden(t *testing.T) {
 			s.UsageCost = func(llm.Usage) string { return "0.000123" }
 			var completed *Encoded
 			s.OnComplete = func(e *Encoded) { completed = e }
-			var all []byte
-			for i, c := range readChunks(t, in) {
-				out, err := s.Chunk(nil, c)
-				if err != nil {
-					t.Fatalf("chunk %d: %v", i, err)
-				}
-				if i == 0 && !bytes.HasPrefix(out, []byte("event: response.created\n")) {
-					t.Errorf("first chunk wrote %q, want response.created at once", out)
-				}
-				var ch chunk
-				_ = json.Unmarshal(c.Data, &ch)
-				for _, it := range ch.Choices {
-					for _, text := range []string{ptr(it.Delta.Content), it.Delta.ReasoningContent} {
-						if text != "" && !bytes.Contains(out, llm.AppendQuote(nil, text)) {
-							t.Errorf("chunk %d: %q held back; wrote %q", i, text, out)
-						}
-					}
-				}
-				all = append(all, out...)
-			}
+			all := llmtest.Feed(t, s, readChunks(t, in), "response.created", nil)
 			all = s.End(all)
 			final := checkEvents(t, all)
 			if completed == nil || !bytes.Equal(completed.Body, final) {
@@ -284,13 +265,6 @@ func TestStreamGolden(t *testing.T) {
 			}
 		})
 	}
-}
-
-func ptr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // checkEvents parses a Responses stream back and checks its grammar:

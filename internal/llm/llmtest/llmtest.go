@@ -7,6 +7,7 @@ package llmtest
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"testing"
@@ -60,4 +61,47 @@ func ReadChunks(t testing.TB, path string) []llm.Chunk {
 		}
 		out = append(out, c)
 	}
+}
+
+// Encoder is what a dialect's stream translation does with one chunk
+// (stream.Encoder's Chunk, without importing the relay).
+type Encoder interface {
+	Chunk(b []byte, c llm.Chunk) ([]byte, error)
+}
+
+// Feed gives enc the chunks one at a time, as the relay does, and
+// returns all it wrote. It checks the rules every translation keeps: the
+// first chunk writes first, the event named first; and no text or
+// reasoning is held back past the chunk that carried it. after, when
+// set, sees what each chunk wrote, for a dialect's own rules.
+func Feed(t testing.TB, enc Encoder, chunks []llm.Chunk, first string, after func(i int, all, out []byte)) []byte {
+	t.Helper()
+	var all []byte
+	for i, c := range chunks {
+		out, err := enc.Chunk(nil, c)
+		if err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+		if i == 0 && !bytes.HasPrefix(out, []byte("event: "+first+"\n")) {
+			t.Errorf("first chunk wrote %q, want %s at once", out, first)
+		}
+		var ch llm.ChatChunk
+		_ = json.Unmarshal(c.Data, &ch)
+		for _, it := range ch.Choices {
+			content := ""
+			if it.Delta.Content != nil {
+				content = *it.Delta.Content
+			}
+			for _, text := range []string{content, it.Delta.ReasoningContent} {
+				if text != "" && !bytes.Contains(out, llm.AppendQuote(nil, text)) {
+					t.Errorf("chunk %d: %q held back; wrote %q", i, text, out)
+				}
+			}
+		}
+		if after != nil {
+			after(i, all, out)
+		}
+		all = append(all, out...)
+	}
+	return all
 }
