@@ -17,6 +17,19 @@ type Attempt struct {
 	// Timeouts are the group's, with Total cut to what is left of the
 	// request's budget.
 	Timeouts provider.Timeouts
+
+	lease *Lease
+}
+
+// Relayed reports that n reply tokens of this attempt reached the client
+// (a stream relays them as they come), so the deployment's in-flight
+// tokens fall as the reply goes out and least-tokens sees the work it
+// has left. Calling it is optional: the lease gives back everything when
+// the attempt ends.
+func (a Attempt) Relayed(n int) {
+	if a.lease != nil {
+		a.lease.Relayed(int64(n))
+	}
 }
 
 // Result is how an attempt ended, as the caller's Try reports it.
@@ -220,7 +233,8 @@ func (s *run) group(g *Group, last bool) step {
 // is over either way.
 func (s *run) attempt(g *Group, lease *Lease) verdict {
 	s.rep.Attempts++
-	a := Attempt{N: s.rep.Attempts, Group: g, Deployment: lease.Deployment, Timeouts: s.timeouts(g)}
+	lease.prompt = min(int64(max(s.PromptTokens, 0)), s.cost)
+	a := Attempt{N: s.rep.Attempts, Group: g, Deployment: lease.Deployment, Timeouts: s.timeouts(g), lease: lease}
 	s.rep.Last = a
 	res := s.Try(s.ctx, a)
 	o := g.Retry.health(res.Err)

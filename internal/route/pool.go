@@ -284,9 +284,37 @@ type Lease struct {
 	Backend    *Backend
 	Deployment *provider.Deployment
 
-	cost  int64
-	probe bool
+	cost   int64 // prompt + expected reply, added to the in-flight tokens
+	prompt int64 // the prompt's share of cost
+	probe  bool
 	done  atomic.Bool
+	// relayed is the part of cost already taken off the deployment's
+	// in-flight tokens while the attempt streamed (see Relayed).
+	relayed atomic.Int64
+}
+
+// Relayed tells the lease that n more reply tokens reached the client:
+// the deployment's in-flight tokens fall by as much, so least-tokens sees
+// the work a stream has left rather than what it reserved at the start
+// (bench/balance -simulate measures what that buys). The prompt's share
+// stays counted until Done: the server holds it for the whole reply. A
+// lease never gives back more than it took, and Relayed after Done does
+// nothing.
+func (l *Lease) Relayed(n int64) {
+	if n <= 0 || l.done.Load() {
+		return
+	}
+	for {
+		cur := l.relayed.Load()
+		give := min(n, l.cost-l.prompt-cur)
+		if give <= 0 {
+			return
+		}
+		if l.relayed.CompareAndSwap(cur, cur+give) {
+			l.Backend.tokens.Add(-give)
+			return
+		}
+	}
 }
 
 // Done releases the lease and feeds the outcome to the breaker and, on
@@ -298,7 +326,7 @@ func (l *Lease) Done(o Outcome, firstByte, retryAfter time.Duration) {
 		return
 	}
 	b := l.Backend
-	b.tokens.Add(-l.cost)
+	b.tokens.Add(-(l.cost - l.relayed.Swap(l.cost)))
 	b.requests.Add(-1)
 	now := b.pool.clock.Now()
 	if retryAfter > 0 {

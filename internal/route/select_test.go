@@ -1,6 +1,8 @@
 package route
 
 import (
+	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -293,5 +295,53 @@ func TestTokenScoreCountsOnlyForeignLoad(t *testing.T) {
 		if got := tokenScore(b, 100); got != c.want {
 			t.Errorf("%+v: score %v, want %v", c.load, got, c.want)
 		}
+	}
+}
+
+// TestRelayedTokensLowerInFlight: a streaming attempt's relayed chunks
+// take its reply tokens off the deployment's in-flight count as they go
+// out — never its prompt, never more than it reserved — so least-tokens
+// sends the next request to a deployment whose stream is nearly done;
+// the attempt's end gives back exactly the rest.
+func TestRelayedTokensLowerInFlight(t *testing.T) {
+	pool := NewPool(PoolOptions{})
+	g := pool.Group(Spec{Name: "m", Strategy: LeastTokens, Targets: targets(2)})
+	other := g.Members()[1].Backend
+	other.tokens.Add(700) // another request in flight on b
+	defer other.tokens.Add(-700)
+	var during []int64
+	var next string
+	r := Runner{PromptTokens: 100, MaxTokens: 900, Try: func(_ context.Context, a Attempt) Result {
+		be := g.Members()[0].Backend
+		if a.Deployment != be.Deployment {
+			t.Fatalf("first pick %s", a.Deployment.Provider)
+		}
+		during = append(during, be.InFlightTokens())
+		a.Relayed(250)
+		during = append(during, be.InFlightTokens())
+		// 250 relayed: a holds 750, b 700; 500 more and a holds 250.
+		if l, _ := g.Pick(nil, 10, true); l != nil {
+			next = l.Deployment.Provider + ","
+			l.Done(Success, 0, 0)
+		}
+		a.Relayed(500)
+		during = append(during, be.InFlightTokens())
+		if l, _ := g.Pick(nil, 10, true); l != nil {
+			next += l.Deployment.Provider
+			l.Done(Success, 0, 0)
+		}
+		a.Relayed(10_000) // more chunks than max_tokens: the prompt's share stays
+		during = append(during, be.InFlightTokens())
+		return Result{}
+	}}
+	r.Run(context.Background(), g)
+	if want := []int64{1000, 750, 250, 100}; !slices.Equal(during, want) {
+		t.Fatalf("in-flight tokens while streaming %v, want %v", during, want)
+	}
+	if next != "b,a" {
+		t.Fatalf("picks while streaming %q, want b then a", next)
+	}
+	if n := g.Members()[0].Backend.InFlightTokens(); n != 0 {
+		t.Fatalf("after the attempt %d tokens still in flight", n)
 	}
 }

@@ -165,7 +165,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	}
 	res, err := stream.Relay(x.w, relayed, stream.Options{
 		IncludeUsage: req.IncludeUsage,
-		OnChunk:      call.Progress,
+		OnChunk:      func() { call.Progress(); a.Relayed(1) }, // one token a chunk: least-tokens sees the reply's progress
 		Classify:     func(err error) *llm.Error { return call.Err(d.Provider, err) },
 		Now:          x.s.now,
 		Encoder:      enc,

@@ -269,7 +269,7 @@ func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provid
 	sp := x.span.Child(x.rt.Tracer, "stream", false)
 	defer sp.End()
 	res, err := stream.Relay(x.w, st, stream.Options{
-		OnChunk:   call.Progress,
+		OnChunk:   func() { call.Progress(); a.Relayed(1) }, // one token a chunk: least-tokens sees the reply's progress
 		Classify:  func(err error) *llm.Error { return call.Err(d.Provider, err) },
 		Now:       x.s.now,
 		Encoder:   enc,

@@ -134,6 +134,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.capacity, "capacity", 4096, "other requests' in-flight tokens that double a backend's time per token (mockllm -capacity)")
 	fs.Float64Var(&o.jitter, "jitter", 0.2, "± share of each request's work (mockllm -jitter)")
 	fs.BoolVar(&o.loadSignal, "load-signal", false, "also give gatehouse each backend's /metrics as a llama.cpp load signal")
+	stream := fs.Bool("stream", false, "stream the replies (gatehouse lowers in-flight tokens as it relays their chunks)")
 	fs.IntVar(&o.simulate, "simulate", 0, "instead of running processes, play this many request sequences through a model of the backends under each strategy and an oracle (simulate.go)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -160,6 +161,7 @@ func parseFlags(args []string) (options, error) {
 		if !ok {
 			return o, fmt.Errorf("-scenarios: unknown scenario %q", f)
 		}
+		sc.stream = *stream
 		o.scenarios = append(o.scenarios, sc)
 	}
 	return o, o.Absolute()
@@ -216,7 +218,7 @@ func setup(ctx context.Context, o options) (*bench, error) {
 			return b, err
 		}
 		url := "http://" + addrs[i] + "/v1/chat/completions"
-		if r := send(ctx, newClient(1), url, chatBody(0, 20, 8, rand.New(rand.NewPCG(0, 0)))); r.err != "" {
+		if r := send(ctx, newClient(1), url, chatBody(0, 20, 8, false, rand.New(rand.NewPCG(0, 0)))); r.err != "" {
 			return b, fmt.Errorf("probe %s: %s\n--- last lines of %s ---\n%s", name, r.err, p.Log, p.Tail(20))
 		}
 		b.gateways[st], b.gatewayOf[st] = url, p

@@ -136,7 +136,11 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
 
 // writeTable prints one scenario's table, strategies in the given order.
 func writeTable(w io.Writer, sc scenario, rounds int, rows []stats) {
-	fmt.Fprintf(w, "## %s: %s\n\n", sc.name, sc.about)
+	streamed := ""
+	if sc.stream {
+		streamed = "; replies streamed"
+	}
+	fmt.Fprintf(w, "## %s: %s%s\n\n", sc.name, sc.about, streamed)
 	var base *stats
 	for i := range rows {
 		if rows[i].strategy == baseline {

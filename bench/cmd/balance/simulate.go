@@ -27,6 +27,36 @@ type simRequest struct {
 	tokens     int64   // tokens it holds (prompt + reply), as mockllm counts them
 	cost       int64   // what gatehouse reserves for it: estimated prompt + max_tokens
 	start      float64
+	// For the streamed-progress policies: the prompt's share of cost, and
+	// the reply's tokens and its work per token, from which the tokens a
+	// stream has relayed so far follow.
+	prompt   int64
+	out      int64
+	outTotal float64
+}
+
+// relayed is the reply tokens r has streamed so far, as a gateway relaying
+// its chunks (one token each) counts them.
+func (r simRequest) relayed() int64 {
+	if r.promptWork > 0 || r.outTotal <= 0 {
+		return 0
+	}
+	return int64(float64(r.out) * (1 - max(r.outWork, 0)/r.outTotal))
+}
+
+// streamedCost is what gatehouse's least-tokens counts for r in flight
+// when a stream's relayed chunks lower it: the reservation less the reply
+// tokens relayed, and, with releasePrompt, less the prompt once the first
+// token is out (the server has read it).
+func (r simRequest) streamedCost(releasePrompt bool) int64 {
+	c := r.cost
+	if r.promptWork <= 0 {
+		c -= r.relayed()
+		if releasePrompt {
+			c -= r.prompt
+		}
+	}
+	return max(c, 0)
 }
 
 // simBackends is the state of the three backends at one moment.
@@ -105,6 +135,15 @@ var simPolicies = []struct {
 		}
 		return lowest(scores, turn)
 	}},
+	// least-tokens as gatehouse counts a streamed request: its in-flight
+	// tokens fall by one for every chunk relayed.
+	{"least-tokens, streamed", func(bs simBackends, r simRequest, _ float64, turn int) int {
+		return lowestStreamed(bs, r, turn, false)
+	}},
+	// The same, and the prompt's share released with the first token.
+	{"least-tokens, streamed, prompt released", func(bs simBackends, r simRequest, _ float64, turn int) int {
+		return lowestStreamed(bs, r, turn, true)
+	}},
 	// oracle knows every request's exact remaining work (jitter included)
 	// and sends r where the requests in flight, r among them, finish
 	// soonest in total, assuming nothing else arrives: the best a greedy
@@ -130,6 +169,18 @@ var simPolicies = []struct {
 		}
 		return lowest(scores, turn)
 	}},
+}
+
+// lowestStreamed is least-tokens over streamedCost.
+func lowestStreamed(bs simBackends, r simRequest, turn int, releasePrompt bool) int {
+	scores := make([]float64, len(bs))
+	for k, reqs := range bs {
+		for _, x := range reqs {
+			scores[k] += float64(x.streamedCost(releasePrompt))
+		}
+		scores[k] += float64(r.cost)
+	}
+	return lowest(scores, turn)
 }
 
 // simCapacity is mockllm's -capacity as the benchmark runs it; set from
@@ -161,7 +212,10 @@ func simulate(sc scenario, reqs []request, o options, pick simPolicy, jitterSeed
 			tokens:     int64(q.promptTokens + out),
 			cost:       int64(q.promptTokens + sc.maxTokens),
 			start:      now,
+			prompt:     int64(q.promptTokens),
+			out:        int64(out),
 		}
+		r.outTotal = r.outWork
 		k := pick(bs, r, now, turn)
 		turn++
 		bs[k] = append(bs[k], r)

@@ -45,6 +45,10 @@ type scenario struct {
 	concurrency int
 	mix         []band
 	maxTokens   int // sent as max_tokens: bounds the reply and is gatehouse's output estimate
+	// stream asks for the replies streamed (-stream): gatehouse then
+	// lowers a deployment's in-flight tokens chunk by chunk as it relays
+	// them, instead of only when a reply ends.
+	stream bool
 }
 
 // scenarios are the two workloads of the benchmark, by name.
@@ -98,7 +102,7 @@ func generate(sc scenario, seed uint64) []request {
 	out := make([]request, sc.requests)
 	for i := range out {
 		n := drawSize(rng, sc.mix, total)
-		out[i] = request{promptTokens: n, body: chatBody(i, n, sc.maxTokens, rng)}
+		out[i] = request{promptTokens: n, body: chatBody(i, n, sc.maxTokens, sc.stream, rng)}
 	}
 	return out
 }
@@ -124,18 +128,22 @@ func drawSize(rng *rand.Rand, mix []band, total float64) int {
 // chatBody is a chat completion request whose one user message holds
 // about tokens tokens. The request's index leads the prompt, so no two
 // requests are the same (mockllm draws its jitter from the body).
-func chatBody(i, tokens, maxTokens int, rng *rand.Rand) []byte {
+func chatBody(i, tokens, maxTokens int, stream bool, rng *rand.Rand) []byte {
 	var p strings.Builder
 	p.WriteString("req" + strconv.Itoa(i))
 	for range max(tokens-1, 0) {
 		p.WriteByte(' ')
 		p.WriteString(words[rng.IntN(len(words))])
 	}
-	b, _ := json.Marshal(map[string]any{
+	req := map[string]any{
 		"model":      benchModel,
 		"messages":   []map[string]string{{"role": "user", "content": p.String()}},
 		"max_tokens": maxTokens,
-	})
+	}
+	if stream {
+		req["stream"] = true
+	}
+	b, _ := json.Marshal(req)
 	return b
 }
 
@@ -225,6 +233,8 @@ func send(ctx context.Context, client *http.Client, url string, body []byte) res
 		r.err = err.Error()
 	case resp.StatusCode != http.StatusOK:
 		r.err = fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, b)
+	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") && !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")):
+		r.err = "the stream ended before [DONE]"
 	case resp.Header.Get("X-Gatehouse-Attempts") != "" && resp.Header.Get("X-Gatehouse-Attempts") != "1":
 		// A retried request measures failover, not balancing.
 		r.err = "answered after " + resp.Header.Get("X-Gatehouse-Attempts") + " attempts"
