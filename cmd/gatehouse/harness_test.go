@@ -118,6 +118,13 @@ func startGatewayMode(t testing.TB, yaml string, bare bool) *testGateway {
 // end).
 func launchGateway(t testing.TB, path string, bare bool) (gw *testGateway, stop func()) {
 	t.Helper()
+	return launchGatewayOn(t, path, bare, nil)
+}
+
+// launchGatewayOn is launchGateway with the listener wrapped by wrap (a
+// TLS listener, say: the URL is then https) unless wrap is nil.
+func launchGatewayOn(t testing.TB, path string, bare bool, wrap func(net.Listener) net.Listener) (gw *testGateway, stop func()) {
+	t.Helper()
 	types := providerTypes()
 	cfg, err := config.Load(path, types)
 	if err != nil {
@@ -138,6 +145,10 @@ func launchGateway(t testing.TB, path string, bare bool) (gw *testGateway, stop 
 	if err != nil {
 		t.Fatal(err)
 	}
+	scheme := "http://"
+	if wrap != nil {
+		ln, scheme = wrap(ln), "https://"
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.run(ctx, ln, cfg) }()
@@ -156,7 +167,7 @@ func launchGateway(t testing.TB, path string, bare bool) (gw *testGateway, stop 
 		})
 	}
 	t.Cleanup(stop)
-	return &testGateway{URL: "http://" + ln.Addr().String(), Path: path, Logs: logs}, stop
+	return &testGateway{URL: scheme + ln.Addr().String(), Path: path, Logs: logs}, stop
 }
 
 func (g *testGateway) client(opts ...option.RequestOption) openai.Client {

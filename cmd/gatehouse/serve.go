@@ -121,6 +121,7 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		Protocols:         serverProtocols(cfg.Server),
 	}
 	// SIGHUP is caught before the listener announces itself: its default
 	// action ends the process, so a reload asked for early must not kill it.
@@ -189,6 +190,17 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	}
 	g.log.Info("stopped")
 	return nil
+}
+
+// serverProtocols is HTTP/1.1, HTTP/2 where TLS negotiates it, and
+// HTTP/2 over plain TCP for clients that open with its preface unless
+// server.h2c is off.
+func serverProtocols(c config.Server) *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(c.H2C == nil || *c.H2C)
+	return p
 }
 
 // watch reloads the config on SIGHUP and whenever its file changes.

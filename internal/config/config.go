@@ -90,6 +90,10 @@ type Server struct {
 	MaxBodyBytes      int64    `yaml:"max_body_bytes" config:"size"` // default 10 MiB; "10MiB", "512KB" or a byte count
 	ShutdownGrace     Duration `yaml:"shutdown_grace"`               // default 30s
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`          // default 10s
+	// H2C serves HTTP/2 over plain TCP to clients that open with its
+	// preface (prior knowledge, as gRPC-style clients and service meshes
+	// do); HTTP/1.1 clients are served as before. Default true.
+	H2C *bool `yaml:"h2c"`
 }
 
 // Timeouts bound one upstream call. A zero field inherits: model → top

@@ -351,6 +351,9 @@ func applyDefaults(cfg *Config, d *decoder) {
 	if cfg.Server.ReadHeaderTimeout == 0 {
 		cfg.Server.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
+	if cfg.Server.H2C == nil {
+		cfg.Server.H2C = ptr(true)
+	}
 	cfg.Timeouts = (&Model{Timeouts: cfg.Timeouts}).EffectiveTimeouts(Timeouts{})
 	if cfg.Log.Level == "" {
 		cfg.Log.Level = DefaultLogLevel
