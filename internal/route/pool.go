@@ -287,7 +287,7 @@ type Lease struct {
 	cost   int64 // prompt + expected reply, added to the in-flight tokens
 	prompt int64 // the prompt's share of cost
 	probe  bool
-	done  atomic.Bool
+	done   atomic.Bool
 	// relayed is the part of cost already taken off the deployment's
 	// in-flight tokens while the attempt streamed (see Relayed).
 	relayed atomic.Int64
