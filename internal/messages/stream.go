@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"encoding/json"
 	"strconv"
 
 	"gatehouse/internal/llm"
@@ -40,6 +39,9 @@ type Stream struct {
 	called  bool
 	usage   *llm.Usage
 	done    bool // message_stop is out
+	// chunk is the last upstream chunk decoded, its choices reused by
+	// the next.
+	chunk llm.StreamChunk
 }
 
 type blockKind uint8
@@ -59,18 +61,6 @@ func NewStream(id, model string) *Stream {
 
 // chunk is the part of an OpenAI chunk the translation reads, plus vLLM's
 // stop_reason (see completion).
-type chunk struct {
-	Model   string      `json:"model"`
-	Choices []chunkItem `json:"choices"`
-}
-
-type chunkItem struct {
-	Index        int             `json:"index"`
-	Delta        llm.Delta       `json:"delta"`
-	FinishReason *string         `json:"finish_reason"`
-	StopReason   json.RawMessage `json:"stop_reason"`
-}
-
 // Chunk appends the events one upstream chunk causes to b (possibly
 // none). An error means the backend broke the protocol; the caller ends
 // the stream with it.
@@ -78,8 +68,8 @@ func (s *Stream) Chunk(b []byte, c llm.Chunk) ([]byte, error) {
 	if s.done {
 		return b, nil
 	}
-	var ch chunk
-	if err := json.Unmarshal(c.Data, &ch); err != nil {
+	ch := &s.chunk
+	if err := llm.DecodeStreamChunk(c.Data, ch); err != nil {
 		return b, protocolError("the backend sent a stream chunk that is not valid JSON: %v", err)
 	}
 	if !s.started {

@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"encoding/json"
 	"strconv"
 
 	"gatehouse/internal/llm"
@@ -39,22 +38,14 @@ type Stream struct {
 	finish  string
 	done    bool
 	cut     bool // the stream broke: items close as incomplete
+	// chunk is the last upstream chunk decoded, its choices reused by
+	// the next.
+	chunk llm.StreamChunk
 }
 
 // NewStream starts a translation for r.
 func NewStream(r *Request, m Meta) *Stream {
 	return &Stream{b: builder{req: r, meta: m, status: StatusInProgress}}
-}
-
-type chunk struct {
-	Model   string      `json:"model"`
-	Choices []chunkItem `json:"choices"`
-}
-
-type chunkItem struct {
-	Index        int       `json:"index"`
-	Delta        llm.Delta `json:"delta"`
-	FinishReason *string   `json:"finish_reason"`
 }
 
 // event appends one event; body is the event's fields after "type" and
@@ -83,8 +74,8 @@ func (s *Stream) Chunk(b []byte, c llm.Chunk) ([]byte, error) {
 	if s.done {
 		return b, nil
 	}
-	var ch chunk
-	if err := json.Unmarshal(c.Data, &ch); err != nil {
+	ch := &s.chunk
+	if err := llm.DecodeStreamChunk(c.Data, ch); err != nil {
 		return b, protocolError("the backend sent a stream chunk that is not valid JSON: %v", err)
 	}
 	if ch.Model != "" {
