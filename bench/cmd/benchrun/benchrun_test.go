@@ -180,7 +180,7 @@ func TestWriteTableAndVerdict(t *testing.T) {
 		},
 	}
 	var b bytes.Buffer
-	writeTable(&b, c, 3)
+	writeTable(&b, c)
 	writeRatios(&b, []cell{c})
 	writeVerdicts(&b, []cell{c}, 3)
 	out := b.String()
@@ -190,10 +190,10 @@ func TestWriteTableAndVerdict(t *testing.T) {
 		"| direct           | 1000 |   1.00 |   4.00 |         - |         - |          - |            - |        200.0% |  208.3% |    100.0% |                     - |         0 |         3% |       0.00 |",
 		"Failures of gatehouse full — over 0.1%: NOT A MEASUREMENT",
 		"- 2 × HTTP 429: slow down",
-		"| pinned nonstream c=32 |                 0.94× |                    +1.00 |                     1.30× |           0.98× |                   - |                    - |                - |                    - |",
+		"| pinned nonstream c=32 |                 0.94× |                    +1.00 |                     1.30× |           0.98× |                   - |                    - |                - |                   - |                - |",
 		"- pinned nonstream c=32: gatehouse full / plainproxy throughput = 0.94× (goal ≥ 1.00×) MISSED; p99 +1.00 ms vs plainproxy (goal ≤ +0.00) MISSED; proxy CPU per request 2340.4 vs 1800.0 µs",
 		"- pinned nonstream c=32: gatehouse full / bare throughput = 97.9% (goal ≥ 97%) met; p99 added = +0.50 ms (goal ≤ 1 ms) met",
-		"- NOISY: other processes used up to 0.30 cores during a run (rps spread between rounds up to 12%).",
+		"- NOISY: other processes used up to 0.30 cores during a run (rps spread between runs up to 12%).",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q; got:\n%s", want, out)
@@ -242,13 +242,13 @@ func TestVerdicts(t *testing.T) {
 		},
 		{
 			name: "redis mode",
-			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 790, redisCalls: 2}}),
-			want: []string{"Redis mode / embedded throughput = 79.0% (goal ≥ 80%) MISSED; 2.00 Redis commands per request"},
+			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 790, redisScripts: 2, redisCmds: 14}}),
+			want: []string{"Redis mode / embedded throughput = 79.0% (goal ≥ 80%) MISSED; per request 2.00 Redis script calls, 14.00 commands in all (those scripts ran included)"},
 		},
 		{
 			name: "redis mode met",
-			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 800, redisCalls: 1}}),
-			want: []string{"Redis mode / embedded throughput = 80.0% (goal ≥ 80%) met; 1.00 Redis commands per request"},
+			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 800, redisScripts: 1, redisCmds: 1}}),
+			want: []string{"Redis mode / embedded throughput = 80.0% (goal ≥ 80%) met; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included)"},
 		},
 		{
 			name: "nothing to compare",
@@ -298,10 +298,10 @@ func TestABBACancelsLinearDrift(t *testing.T) {
 
 func TestMean(t *testing.T) {
 	got := mean([]sample{
-		{requests: 10, failed: 1, errs: map[string]int{"x": 1}, rps: 100, p50: 2, p99: 10, gwP50: 0.1, cores: 1, rssMiB: 30, other: 0.2, redisCalls: 1},
-		{requests: 20, errs: map[string]int{}, rps: 300, p50: 4, p99: 20, gwP50: 0.3, cores: 0.5, rssMiB: 20, other: 0.1, redisCalls: 3},
+		{requests: 10, failed: 1, errs: map[string]int{"x": 1}, rps: 100, p50: 2, p99: 10, gwP50: 0.1, cores: 1, rssMiB: 30, other: 0.2, redisCmds: 1, redisScripts: 4},
+		{requests: 20, errs: map[string]int{}, rps: 300, p50: 4, p99: 20, gwP50: 0.3, cores: 0.5, rssMiB: 20, other: 0.1, redisCmds: 3, redisScripts: 2},
 	})
-	want := sample{requests: 30, failed: 1, rps: 200, p50: 3, p99: 15, gwP50: 0.2, cores: 0.75, rssMiB: 30, other: 0.2, redisCalls: 2}
+	want := sample{requests: 30, failed: 1, rps: 200, p50: 3, p99: 15, gwP50: 0.2, cores: 0.75, rssMiB: 30, other: 0.2, redisCmds: 2, redisScripts: 3}
 	got.errs = nil
 	if math.Abs(got.gwP50-want.gwP50) > 1e-9 {
 		t.Errorf("gwP50 = %v, want %v", got.gwP50, want.gwP50)
@@ -368,11 +368,11 @@ func TestParseCommandStats(t *testing.T) {
 	if want := map[string]uint64{"evalsha": 120, "hello": 3}; err != nil || !maps.Equal(got, want) {
 		t.Errorf("parseCommandStats() = %v, %v; want %v (INFO's own calls left out)", got, err, want)
 	}
-	total, top := perRequest(map[string]uint64{"evalsha": 20, "hello": 3}, map[string]uint64{"evalsha": 120, "hello": 3, "get": 50}, 100)
-	if total != 1.5 || top != "evalsha 1.00, get 0.50" {
-		t.Errorf("perRequest() = %v, %q; want 1.5, \"evalsha 1.00, get 0.50\"", total, top)
+	total, scripts, top := perRequest(map[string]uint64{"evalsha": 20, "hello": 3}, map[string]uint64{"evalsha": 120, "hello": 3, "get": 50}, 100)
+	if total != 1.5 || scripts != 1 || top != "evalsha 1.00, get 0.50" {
+		t.Errorf("perRequest() = %v, %v, %q; want 1.5, 1, \"evalsha 1.00, get 0.50\"", total, scripts, top)
 	}
-	if total, _ := perRequest(nil, nil, 0); !math.IsNaN(total) {
+	if total, _, _ := perRequest(nil, nil, 0); !math.IsNaN(total) {
 		t.Errorf("perRequest with no requests = %v, want NaN", total)
 	}
 	if _, err := parseCommandStats("cmdstat_get:calls=x,usec=1\r\n"); err == nil {
@@ -478,5 +478,18 @@ func TestRequestBody(t *testing.T) {
 	}
 	if n := len(nonstream); n < 300 || n > 450 {
 		t.Errorf("body is %d bytes, want a ~300-byte prompt", n)
+	}
+}
+
+func TestSpreadOf(t *testing.T) {
+	// The spread is over every run, so one round (two runs) has one.
+	if got := spreadOf([]float64{900, 1100}); got != 0.2 {
+		t.Errorf("spreadOf(900, 1100) = %v, want 0.2", got)
+	}
+	if got := spreadOf([]float64{100, 300, 200, 200}); got != 1 {
+		t.Errorf("spreadOf(100, 300, 200, 200) = %v, want 1", got)
+	}
+	if got := spreadOf(nil); got != 0 {
+		t.Errorf("spreadOf(nil) = %v, want 0", got)
 	}
 }

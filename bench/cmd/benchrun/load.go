@@ -70,13 +70,14 @@ type sample struct {
 	// time inside the gateway, upstream waits excluded), in ms; NaN for
 	// targets that do not send it.
 	gwP50 float64
-	// redisCalls is the Redis commands run per request during the run;
-	// NaN for targets without Redis.
-	redisCalls float64
-	cores      float64 // CPU seconds the proxy used per second of run; NaN when direct
-	rssMiB     float64 // the proxy's peak resident memory during the run; NaN when direct
-	other      float64 // cores used during the run by processes not in the benchmark
-	spread     float64 // (max−min)/median of rps over rounds; 0 for one round
+	// redisCmds is the Redis commands run per request during the run,
+	// those inside scripts included, and redisScripts the script calls
+	// among them (each one round trip); NaN for targets without Redis.
+	redisCmds, redisScripts float64
+	cores                   float64 // CPU seconds the proxy used per second of run; NaN when direct
+	rssMiB                  float64 // the proxy's peak resident memory during the run; NaN when direct
+	other                   float64 // cores used during the run by processes not in the benchmark
+	spread                  float64 // (max−min)/median of rps over all runs of a cell (runCell sets it)
 }
 
 // errorRate is the fraction of requests that failed.
@@ -136,7 +137,7 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	if spec.warmup > 0 {
 		attack(ctx, client, tg, body, spec, spec.warmup)
 	}
-	s := sample{cores: math.NaN(), rssMiB: math.NaN(), redisCalls: math.NaN()}
+	s := sample{cores: math.NaN(), rssMiB: math.NaN(), redisCmds: math.NaN(), redisScripts: math.NaN()}
 	var cpu0 time.Duration
 	var calls0 map[string]uint64
 	var err error
@@ -173,7 +174,7 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 			return s, fmt.Errorf("redis INFO: %w", err)
 		}
 		var top string
-		s.redisCalls, top = perRequest(calls0, calls1, len(t.latencies)+t.failed)
+		s.redisCmds, s.redisScripts, top = perRequest(calls0, calls1, len(t.latencies)+t.failed)
 		fmt.Fprintf(os.Stderr, "  %s: Redis commands per request: %s\n", tg.name, top)
 	}
 	// Clock-tick rounding can make this slightly negative on a quiet machine.
@@ -365,7 +366,7 @@ func median(rounds []sample) sample {
 		return rounds[0]
 	}
 	out := sample{errs: map[string]int{}}
-	var rps, cores, rss, other, gw, calls []float64
+	var rps, cores, rss, other, gw, cmds, scripts []float64
 	var p50, p99 []time.Duration
 	for _, s := range rounds {
 		out.requests += s.requests
@@ -375,12 +376,12 @@ func median(rounds []sample) sample {
 		}
 		rps, cores, rss = append(rps, s.rps), append(cores, s.cores), append(rss, s.rssMiB)
 		other = append(other, s.other)
-		gw, calls = append(gw, s.gwP50), append(calls, s.redisCalls)
+		gw, cmds, scripts = append(gw, s.gwP50), append(cmds, s.redisCmds), append(scripts, s.redisScripts)
 		p50, p99 = append(p50, s.p50), append(p99, s.p99)
 	}
 	out.rps, out.cores, out.rssMiB = middle(rps), middle(cores), middle(rss)
 	out.p50, out.p99 = middle(p50), middle(p99)
-	out.gwP50, out.redisCalls = middle(gw), middle(calls)
+	out.gwP50, out.redisCmds, out.redisScripts = middle(gw), middle(cmds), middle(scripts)
 	// Other tenants' load is a warning, so the worst round is the one to show.
 	out.other = slices.Max(other)
 	if out.rps > 0 {

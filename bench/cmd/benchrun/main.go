@@ -184,7 +184,7 @@ func (h *harness) runLayout(ctx context.Context, w io.Writer, layout string) ([]
 			if err != nil {
 				return cells, err
 			}
-			writeTable(w, cl, h.o.Rounds)
+			writeTable(w, cl)
 			cells = append(cells, cl)
 		}
 		// Stopped, the proxies write their CPU profiles of this scenario.

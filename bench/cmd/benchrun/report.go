@@ -97,7 +97,7 @@ func writeHeader(w io.Writer, o options, names []string) {
 
 // writeTable prints one cell: a row per target, then the failure reasons
 // of any target that had failures.
-func writeTable(w io.Writer, c cell, rounds int) {
+func writeTable(w io.Writer, c cell) {
 	fmt.Fprintf(w, "## %s, %s, %d concurrent clients\n\n", c.spec.layout, c.spec.name, c.spec.concurrency)
 	plain, _ := c.get(plainproxy)
 	bareS, _ := c.get(bare)
@@ -125,7 +125,7 @@ func writeTable(w io.Writer, c cell, rounds int) {
 			pct(r.rps, dir.rps),
 			p99Added,
 			failed(r.sample),
-			spread(r.sample, rounds),
+			spread(r.sample),
 			fmt.Sprintf("%.2f", r.other),
 		})
 	}
@@ -158,7 +158,7 @@ func writeTable(w io.Writer, c cell, rounds int) {
 func writeRatios(w io.Writer, cells []cell) {
 	fmt.Fprintf(w, "## Ratios\n\n")
 	header := []string{"cell", "full / plainproxy rps", "full − plainproxy p99 ms", "full / plainproxy CPU/req", "full / bare rps",
-		"cache hit gw p50 ms", "cache hit / miss rps", "redis / full rps", "Redis cmds / request"}
+		"cache hit gw p50 ms", "cache hit / miss rps", "redis / full rps", "Redis scripts / req", "Redis cmds / req"}
 	var rows [][]string
 	for _, c := range cells {
 		f, okF := c.get(full)
@@ -167,7 +167,7 @@ func writeRatios(w io.Writer, cells []cell) {
 		hit, okH := c.get(cacheHits)
 		miss, okM := c.get(cacheMisses)
 		red, okR := c.get(redisMode)
-		row := []string{c.label(), "-", "-", "-", "-", "-", "-", "-", "-"}
+		row := []string{c.label(), "-", "-", "-", "-", "-", "-", "-", "-", "-"}
 		if okF && okP {
 			row[1], row[2] = ratio(f.rps, p.rps), fmt.Sprintf("%+.2f", msf(f.p99)-msf(p.p99))
 			row[3] = ratio(f.cpuPerRequest(), p.cpuPerRequest())
@@ -182,7 +182,7 @@ func writeRatios(w io.Writer, cells []cell) {
 			row[6] = ratio(hit.rps, miss.rps)
 		}
 		if okR {
-			row[8] = num(red.redisCalls, 2)
+			row[8], row[9] = num(red.redisScripts, 2), num(red.redisCmds, 2)
 			if okF {
 				row[7] = ratio(red.rps, f.rps)
 			}
@@ -258,8 +258,8 @@ func verdicts(c cell) []string {
 		out = append(out, line)
 	}
 	if red, ok := c.get(redisMode); ok && okF {
-		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; %s Redis commands per request",
-			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisCalls, 2)))
+		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)",
+			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisScripts, 2), num(red.redisCmds, 2)))
 	}
 	return out
 }
@@ -267,7 +267,7 @@ func verdicts(c cell) []string {
 // Above these, the noise note tells the reader not to trust small differences.
 const (
 	noisyOther  = 0.10 // cores used by other processes during a run
-	noisySpread = 0.05 // (max−min)/median of one target's rps over rounds
+	noisySpread = 0.05 // (max−min)/median of one target's rps over its runs in a cell
 )
 
 // writeNoise says how far the run can be trusted: the budgets are a few
@@ -282,17 +282,17 @@ func writeNoise(w io.Writer, cells []cell, rounds int) {
 	}
 	switch {
 	case other > noisyOther:
-		fmt.Fprintf(w, "- NOISY: other processes used up to %.2f cores during a run (rps spread between rounds up to %.0f%%). "+
+		fmt.Fprintf(w, "- NOISY: other processes used up to %.2f cores during a run (rps spread between runs up to %.0f%%). "+
 			"Ratios within a few percent of a budget are not findings: rerun on a quiet machine.\n", other, 100*spread)
 	case spread > noisySpread:
-		fmt.Fprintf(w, "- NOISY: one target's rps varied by up to %.0f%% between rounds with no outside load (≤ %.2f cores): "+
+		fmt.Fprintf(w, "- NOISY: one target's rps varied by up to %.0f%% between runs with no outside load (≤ %.2f cores): "+
 			"scheduling noise of a small machine. Read differences smaller than that as ties, or use more -rounds and a longer -duration.\n",
 			100*spread, other)
 	case rounds < 2:
-		fmt.Fprintf(w, "- Noise: other processes ≤ %.2f cores; one round only, so the run-to-run spread "+
-			"(10–25%% on a 2-core machine) is unknown: use -rounds 3 or more before reading a verdict.\n", other)
+		fmt.Fprintf(w, "- Noise: other processes ≤ %.2f cores, rps spread between runs ≤ %.0f%%; one round only, so each "+
+			"figure rests on two runs (10–25%% apart on a 2-core machine): use -rounds 3 or more before reading a verdict.\n", other, 100*spread)
 	default:
-		fmt.Fprintf(w, "- Noise: low (other processes ≤ %.2f cores, rps spread between rounds ≤ %.0f%%).\n", other, 100*spread)
+		fmt.Fprintf(w, "- Noise: low (other processes ≤ %.2f cores, rps spread between runs ≤ %.0f%%).\n", other, 100*spread)
 	}
 }
 
@@ -333,13 +333,8 @@ func num(x float64, prec int) string {
 	return fmt.Sprintf("%.*f", prec, x)
 }
 
-// spread is the rps spread over rounds as a percentage; "-" for one round.
-func spread(s sample, rounds int) string {
-	if rounds < 2 {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", 100*s.spread)
-}
+// spread is the rps spread over a target's runs as a percentage.
+func spread(s sample) string { return fmt.Sprintf("%.0f%%", 100*s.spread) }
 
 // failed is "0", or the count with its share of all requests.
 func failed(s sample) string {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -32,6 +33,7 @@ func abba(n int) []int {
 func runCell(ctx context.Context, targets []target, spec runSpec, rounds int) (cell, error) {
 	m := meter{root: os.Getpid()}
 	byName := map[string][]sample{}
+	allRPS := map[string][]float64{} // every run's, for the spread
 	for r := range rounds {
 		runs := map[string][]sample{}
 		for _, i := range abba(len(targets)) {
@@ -43,6 +45,7 @@ func runCell(ctx context.Context, targets []target, spec runSpec, rounds int) (c
 			fmt.Fprintf(os.Stderr, "  %-8s %-12s c=%-4d round %d/%d  %-30s %9.0f rps  p99 %7.2f ms  %d failed  other load %.2f cores\n",
 				spec.layout, spec.name, spec.concurrency, r+1, rounds, tg.name, s.rps, msf(s.p99), s.failed, s.other)
 			runs[tg.name] = append(runs[tg.name], s)
+			allRPS[tg.name] = append(allRPS[tg.name], s.rps)
 			if tg.proc != nil {
 				waitIdle(ctx, tg.proc.Pid(), 3*time.Second)
 			}
@@ -54,9 +57,26 @@ func runCell(ctx context.Context, targets []target, spec runSpec, rounds int) (c
 	fmt.Fprintln(os.Stderr)
 	c := cell{spec: spec}
 	for _, tg := range targets {
-		c.rows = append(c.rows, row{name: tg.name, sample: median(byName[tg.name])})
+		s := median(byName[tg.name])
+		s.spread = spreadOf(allRPS[tg.name])
+		c.rows = append(c.rows, row{name: tg.name, sample: s})
 	}
 	return c, nil
+}
+
+// spreadOf is (max − min) / median of a target's rps over all its runs
+// (two per round): how far the runs the medians come from disagree, which
+// one round already shows.
+func spreadOf(rps []float64) float64 {
+	if len(rps) == 0 {
+		return 0
+	}
+	lo, hi := slices.Min(rps), slices.Max(rps)
+	m := middle(slices.Clone(rps))
+	if m <= 0 {
+		return 0
+	}
+	return (hi - lo) / m
 }
 
 // mean combines the runs of one target in one round (its A and its
@@ -80,7 +100,8 @@ func mean(runs []sample) sample {
 		p50 += s.p50 / time.Duration(len(runs))
 		p99 += s.p99 / time.Duration(len(runs))
 		out.gwP50 += s.gwP50 / n
-		out.redisCalls += s.redisCalls / n
+		out.redisCmds += s.redisCmds / n
+		out.redisScripts += s.redisScripts / n
 		out.cores += s.cores / n
 		out.rssMiB = max(out.rssMiB, s.rssMiB)
 		out.other = max(out.other, s.other)

@@ -104,30 +104,39 @@ func parseCommandStats(info string) (map[string]uint64, error) {
 	return calls, nil
 }
 
-// perRequest turns two readings of redisCalls into commands per request:
-// the total, and the commands by name, most frequent first.
-func perRequest(before, after map[string]uint64, requests int) (total float64, top string) {
+// scriptCommands run a server-side script: one round trip however many
+// commands the script runs (which commandstats counts too, under their
+// own names).
+var scriptCommands = map[string]bool{"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "fcall": true, "fcall_ro": true}
+
+// perRequest turns two readings of redisCalls into figures per request:
+// all commands (those scripts ran included), script calls, and the
+// commands by name, most frequent first.
+func perRequest(before, after map[string]uint64, requests int) (total, scripts float64, top string) {
 	type cmd struct {
 		name string
 		n    uint64
 	}
 	var cmds []cmd
-	var sum uint64
+	var sum, scriptCalls uint64
 	for name, n := range after {
 		if d := n - before[name]; d > 0 {
 			cmds = append(cmds, cmd{name, d})
 			sum += d
+			if scriptCommands[name] {
+				scriptCalls += d
+			}
 		}
 	}
 	if requests == 0 {
-		return math.NaN(), ""
+		return math.NaN(), math.NaN(), ""
 	}
 	slices.SortFunc(cmds, func(a, b cmd) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.name, b.name)) })
 	parts := make([]string, len(cmds))
 	for i, c := range cmds {
 		parts[i] = fmt.Sprintf("%s %.2f", c.name, float64(c.n)/float64(requests))
 	}
-	return float64(sum) / float64(requests), strings.Join(parts, ", ")
+	return float64(sum) / float64(requests), float64(scriptCalls) / float64(requests), strings.Join(parts, ", ")
 }
 
 // postgres is a PostgreSQL data directory made for the run and how to
