@@ -134,7 +134,7 @@ test-real: build
 # and PostgreSQL; pinning needs taskset), targets in ABBA order, medians of
 # 3 rounds; about 35 minutes. The report goes to bin/bench-report.md, a CPU
 # profile per layout, scenario and target to bin/bench-profiles/.
-# make bench BENCHFLAGS=-quick is the smoke test (about 4 minutes).
+# make bench BENCHFLAGS=-quick is the smoke test (about 3 minutes).
 # The 1,000 and 10,000 concurrent streams scenario (memory per stream) is
 # a tool of its own, bench/cmd/streams, with its own target bench-streams:
 # once that directory exists, make bench runs it after the load benchmark.

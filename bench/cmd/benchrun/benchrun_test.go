@@ -493,3 +493,26 @@ func TestSpreadOf(t *testing.T) {
 		t.Errorf("spreadOf(nil) = %v, want 0", got)
 	}
 }
+
+// The header names the exact command, where it ran, and the code measured.
+func TestWriteHeader(t *testing.T) {
+	o := options{duration: 5 * time.Second, warmup: time.Second, layouts: []string{pinned, unpinned},
+		command: []string{"go", "run", "./cmd/benchrun", "-gatehouse", "../bin/gatehouse", "-quick"},
+		dir:     "/src/gatehouse/bench", version: "gatehouse dev (commit abc123, go1.26 linux/amd64)"}
+	o.Rounds = 3
+	var b bytes.Buffer
+	writeHeader(&b, o, []string{plainproxy, full})
+	out := b.String()
+	for _, want := range []string{
+		"    cd /src/gatehouse/bench && go run ./cmd/benchrun -gatehouse ../bin/gatehouse -quick\n",
+		"Measuring gatehouse dev (commit abc123, go1.26 linux/amd64).",
+		"targets: plainproxy, gatehouse full",
+		"median of 3 rounds",
+		"- pinned: the proxy alone on one CPU",
+		"- unpinned: no pinning; the proxy at GOMAXPROCS=2.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("header lacks %q; got:\n%s", want, out)
+		}
+	}
+}

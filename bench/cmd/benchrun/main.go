@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -98,6 +99,8 @@ type options struct {
 	targets          map[string]bool // by target name
 	profiles         string          // directory for CPU profiles; "" keeps none
 	command          []string        // the command line, for the report's header
+	dir              string          // the directory it ran in, for the same
+	version          string          // what the gatehouse binary says it is, for the same
 }
 
 func main() { os.Exit(run()) }
@@ -110,7 +113,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "benchrun:", err)
 		return exitSetup
 	}
-	o.command = append([]string{"benchrun"}, os.Args[1:]...)
+	o.command = append([]string{"go", "run", "./cmd/benchrun"}, os.Args[1:]...)
+	o.dir, _ = os.Getwd()
+	o.version = gatehouseVersion(o.Gatehouse)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -306,6 +311,20 @@ func (o options) profilePath(layout, scenario, target string) string {
 		return ""
 	}
 	return filepath.Join(o.profiles, layout+"-"+scenario+"-"+targetFlag(target)+".pprof")
+}
+
+// gatehouseVersion is what `gatehouse version` prints (the release and
+// commit make build stamps), so a report names the code it measured; ""
+// without a binary or an answer.
+func gatehouseVersion(bin string) string {
+	if bin == "" {
+		return ""
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // commandLine quotes args for a POSIX shell where they need it, so the

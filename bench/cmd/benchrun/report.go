@@ -71,7 +71,14 @@ func (c cell) label() string {
 
 func writeHeader(w io.Writer, o options, names []string) {
 	fmt.Fprintf(w, "# gatehouse load benchmark\n\n")
-	fmt.Fprintf(w, "    %s\n\n", commandLine(o.command))
+	cmd := commandLine(o.command)
+	if o.dir != "" {
+		cmd = "cd " + commandLine([]string{o.dir}) + " && " + cmd
+	}
+	fmt.Fprintf(w, "    %s\n\n", cmd)
+	if o.version != "" {
+		fmt.Fprintf(w, "Measuring %s.\n\n", o.version)
+	}
 	fmt.Fprintf(w, "%s · %s/%s · %d CPUs · %s · targets: %s\n\n",
 		time.Now().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
 		runtime.Version(), strings.Join(names, ", "))
