@@ -203,7 +203,6 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	s.p99 = percentile(t.latencies, 0.99)
 	s.gwP50 = math.NaN()
 	if len(t.overhead) > 0 {
-		slices.Sort(t.overhead)
 		s.gwP50 = middle(t.overhead)
 	}
 	return s, nil
