@@ -7,7 +7,7 @@
 #   make release  archives for linux and darwin on amd64 and arm64, with checksums and SBOMs, in dist/
 #   make test-real  end-to-end tests against real llama-server inference (builds it once; not in CI)
 #   make ui     rebuild the dashboard (web/dist, committed) from web/src with npm ci
-#   make bench  load benchmark: gatehouse vs bare proxy vs plain reverse proxy vs direct
+#   make bench  the standing load benchmark (issue 16): gatehouse vs a plain reverse proxy, pinned and unpinned
 #   make bench-balance  balancing benchmark: round-robin vs least-requests vs least-tokens
 #   make prices  regenerate the embedded price catalog from LiteLLM's dataset (pinned; needs PyPI)
 
@@ -128,8 +128,22 @@ test-docker:
 test-real: build
 	@set -e; llama=$$($(CURDIR)/scripts/llama-server build); eval "$$llama"; $(GO) test -tags realinference -count=1 -run 'Real' -v ./cmd/gatehouse/
 
+# bench is the standing load benchmark (bench/README.md): the pinned and
+# unpinned layouts, 32 and 256 clients, streaming and not, the exact cache's
+# hits and misses, embedded and Redis mode (it starts its own redis-server
+# and PostgreSQL; pinning needs taskset), targets in ABBA order, medians of
+# 3 rounds; about 35 minutes. The report goes to bin/bench-report.md, a CPU
+# profile per layout, scenario and target to bin/bench-profiles/.
+# make bench BENCHFLAGS=-quick is the smoke test (about 3 minutes).
+# The 1,000 and 10,000 concurrent streams scenario (memory per stream) is
+# a tool of its own, bench/cmd/streams, with its own target bench-streams:
+# once that directory exists, make bench runs it after the load benchmark.
 bench: build
-	cd bench && $(GO) run ./cmd/benchrun -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BENCHFLAGS)
+	cd bench && $(GO) run ./cmd/benchrun -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm \
+		-out ../$(BIN)/bench-report.md -profiles ../$(BIN)/bench-profiles $(BENCHFLAGS)
+ifneq ($(wildcard bench/cmd/streams),)
+	$(MAKE) bench-streams
+endif
 
 bench-balance: build
 	cd bench && $(GO) run ./cmd/balance -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BALANCEFLAGS)

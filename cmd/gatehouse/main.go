@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -46,6 +47,8 @@ type cli struct {
 type serveCmd struct {
 	Config string `short:"c" env:"GATEHOUSE_CONFIG" required:"" type:"path" help:"Path to the YAML config file."`
 	Bare   bool   `help:"Run as a bare proxy: no auth, limits or request logging (for benchmarks)."`
+
+	CPUProfile string `name:"cpuprofile" type:"path" placeholder:"FILE" help:"Write a CPU profile (go tool pprof) of the process to FILE, from start until shutdown."`
 }
 
 type configCmd struct {
@@ -73,7 +76,14 @@ func (c *checkCmd) Run() error {
 	return nil
 }
 
-func (s *serveCmd) Run() error {
+func (s *serveCmd) Run() (err error) {
+	if s.CPUProfile != "" {
+		stop, err := startCPUProfile(s.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
 	return serve(s.Config, s.Bare)
 }
 

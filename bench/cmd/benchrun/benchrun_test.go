@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"math"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,28 +169,31 @@ func TestFormatting(t *testing.T) {
 }
 
 func TestWriteTableAndVerdict(t *testing.T) {
+	nan := math.NaN()
 	c := cell{
-		spec: runSpec{scenario: scenario{name: "nonstream"}, concurrency: 32},
+		spec: runSpec{scenario: scenario{name: "nonstream"}, layout: pinned, concurrency: 32},
 		rows: []row{
-			{direct, sample{requests: 1000, rps: 1000, p50: time.Millisecond, p99: 4 * time.Millisecond, cores: math.NaN(), rssMiB: math.NaN(), spread: 0.03}},
-			{plainproxy, sample{requests: 1000, rps: 500, p50: 2 * time.Millisecond, p99: 5 * time.Millisecond, cores: 0.9, rssMiB: 14.5}},
-			{bare, sample{requests: 1000, rps: 480, p50: 2 * time.Millisecond, p99: 5500 * time.Microsecond, cores: 0.9, rssMiB: 20}},
-			{full, sample{requests: 1000, failed: 2, errs: map[string]int{"HTTP 429: slow down": 2}, rps: 470, p50: 2 * time.Millisecond, p99: 6 * time.Millisecond, cores: 1.1, rssMiB: 22, other: 0.3, spread: 0.12}},
+			{direct, sample{requests: 1000, rps: 1000, p50: time.Millisecond, p99: 4 * time.Millisecond, gwP50: nan, cores: nan, rssMiB: nan, spread: 0.03}},
+			{plainproxy, sample{requests: 1000, rps: 500, p50: 2 * time.Millisecond, p99: 5 * time.Millisecond, gwP50: nan, cores: 0.9, rssMiB: 14.5}},
+			{bare, sample{requests: 1000, rps: 480, p50: 2 * time.Millisecond, p99: 5500 * time.Microsecond, gwP50: 0.02, cores: 0.9, rssMiB: 20}},
+			{full, sample{requests: 1000, failed: 2, errs: map[string]int{"HTTP 429: slow down": 2}, rps: 470, p50: 2 * time.Millisecond, p99: 6 * time.Millisecond, gwP50: 0.051, cores: 1.1, rssMiB: 22, other: 0.3, spread: 0.12}},
 		},
 	}
 	var b bytes.Buffer
-	writeTable(&b, c, 3)
+	writeTable(&b, c)
+	writeRatios(&b, []cell{c})
 	writeVerdicts(&b, []cell{c}, 3)
 	out := b.String()
 	for _, want := range []string{
-		"## nonstream, 32 concurrent clients",
-		"| gatehouse full   |  470 |   2.00 |   6.00 |      1.10 |         22.0 |         94.0% |   97.9% |     47.0% |                 +1.00 | 2 (0.20%) |        12% |       0.30 |",
-		"| direct           | 1000 |   1.00 |   4.00 |         - |            - |        200.0% |  208.3% |    100.0% |                     - |         0 |         3% |       0.00 |",
+		"## pinned, nonstream, 32 concurrent clients",
+		"| gatehouse full   |  470 |   2.00 |   6.00 |     0.051 |      1.10 |     2340.4 |         22.0 |         94.0% |   97.9% |     47.0% |                 +1.00 | 2 (0.20%) |        12% |       0.30 |",
+		"| direct           | 1000 |   1.00 |   4.00 |         - |         - |          - |            - |        200.0% |  208.3% |    100.0% |                     - |         0 |         3% |       0.00 |",
 		"Failures of gatehouse full — over 0.1%: NOT A MEASUREMENT",
 		"- 2 × HTTP 429: slow down",
-		"- nonstream c=32: gatehouse full / plainproxy throughput = 94.0% (target ≥ 90%) met",
-		"- nonstream c=32: gatehouse full / bare throughput = 97.9% (target ≥ 97%) met; p99 added = +0.50 ms (target ≤ 1 ms) met",
-		"- NOISY: other processes used up to 0.30 cores during a run (rps spread between rounds up to 12%).",
+		"| pinned nonstream c=32 |                 0.94× |                    +1.00 |                     1.30× |           0.98× |                   - |                    - |                - |                   - |                - |",
+		"- pinned nonstream c=32: gatehouse full / plainproxy throughput = 0.94× (goal ≥ 1.00×) MISSED; p99 +1.00 ms vs plainproxy (goal ≤ +0.00) MISSED; proxy CPU per request 2340.4 vs 1800.0 µs",
+		"- pinned nonstream c=32: gatehouse full / bare throughput = 97.9% (goal ≥ 97%) met; p99 added = +0.50 ms (goal ≤ 1 ms) met",
+		"- NOISY: other processes used up to 0.30 cores during a run (rps spread between runs up to 12%).",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q; got:\n%s", want, out)
@@ -194,6 +201,269 @@ func TestWriteTableAndVerdict(t *testing.T) {
 	}
 	if !c.tooManyErrors() {
 		t.Error("tooManyErrors() = false with 0.2% failed")
+	}
+}
+
+// Each of issue 16's goals, met and missed, and where it does not apply.
+func TestVerdicts(t *testing.T) {
+	ms := time.Millisecond
+	mk := func(stream bool, rows ...row) cell {
+		return cell{spec: runSpec{scenario: scenario{name: "x", stream: stream}, layout: unpinned, concurrency: 256}, rows: rows}
+	}
+	tests := []struct {
+		name string
+		c    cell
+		want []string
+	}{
+		{
+			name: "full beats plainproxy",
+			c:    mk(false, row{plainproxy, sample{rps: 1000, p99: 5 * ms, cores: 0.049}}, row{full, sample{rps: 1010, p99: 5 * ms, cores: 0.05353}}),
+			want: []string{"gatehouse full / plainproxy throughput = 1.01× (goal ≥ 1.00×) met; p99 +0.00 ms vs plainproxy (goal ≤ +0.00) met; proxy CPU per request 53.0 vs 49.0 µs"},
+		},
+		{
+			name: "p99 worse",
+			c:    mk(false, row{plainproxy, sample{rps: 1000, p99: 5 * ms, cores: math.NaN()}}, row{full, sample{rps: 1010, p99: 6 * ms}}),
+			want: []string{"gatehouse full / plainproxy throughput = 1.01× (goal ≥ 1.00×) met; p99 +1.00 ms vs plainproxy (goal ≤ +0.00) MISSED"},
+		},
+		{
+			name: "streams are informational",
+			c:    mk(true, row{plainproxy, sample{rps: 1000, p99: 5 * ms, cores: 0.5}}, row{full, sample{rps: 900, p99: 6 * ms, cores: 0.5}}),
+			want: []string{"gatehouse full / plainproxy throughput = 0.90× (goal ≥ 1.00×), p99 +1.00 ms; proxy CPU per request 555.6 vs 500.0 µs: informational, the goal is for non-streaming"},
+		},
+		{
+			name: "cache hit fast and twice the misses",
+			c:    mk(false, row{cacheHits, sample{rps: 2000, p50: 400 * time.Microsecond, gwP50: 0.12}}, row{cacheMisses, sample{rps: 1000}}),
+			want: []string{"cache hit p50 inside the gateway = 0.120 ms (goal ≤ 0.3 ms) met; at the client 0.400 ms; hit / miss throughput = 2.00× (goal ≥ 2.00×) met"},
+		},
+		{
+			name: "cache hit slow",
+			c:    mk(false, row{cacheHits, sample{rps: 1500, gwP50: 0.31}}, row{cacheMisses, sample{rps: 1000}}),
+			want: []string{"cache hit p50 inside the gateway = 0.310 ms (goal ≤ 0.3 ms) MISSED; at the client 0.000 ms; hit / miss throughput = 1.50× (goal ≥ 2.00×) MISSED"},
+		},
+		{
+			name: "redis mode",
+			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 790, redisScripts: 2, redisCmds: 14}}),
+			want: []string{"Redis mode / embedded throughput = 79.0% (goal ≥ 80%) MISSED; per request 2.00 Redis script calls, 14.00 commands in all (those scripts ran included)"},
+		},
+		{
+			name: "redis mode met",
+			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 800, redisScripts: 1, redisCmds: 1}}),
+			want: []string{"Redis mode / embedded throughput = 80.0% (goal ≥ 80%) met; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included)"},
+		},
+		{
+			name: "nothing to compare",
+			c:    mk(false, row{plainproxy, sample{rps: 1000}}, row{redisMode, sample{rps: 800}}),
+			want: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := verdicts(tt.c)
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("verdicts() =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestABBA(t *testing.T) {
+	tests := []struct {
+		n    int
+		want []int
+	}{
+		{1, []int{0, 0}},
+		{2, []int{0, 1, 1, 0}},
+		{3, []int{0, 1, 2, 2, 1, 0}},
+	}
+	for _, tt := range tests {
+		if got := abba(tt.n); !slices.Equal(got, tt.want) {
+			t.Errorf("abba(%d) = %v, want %v", tt.n, got, tt.want)
+		}
+	}
+}
+
+// A drift that is linear over the round (each run 10 rps slower than the
+// one before) leaves two targets equal after ABBA and the mean.
+func TestABBACancelsLinearDrift(t *testing.T) {
+	const base, drift = 1000.0, 10.0
+	runs := map[int][]sample{}
+	for pos, i := range abba(2) {
+		runs[i] = append(runs[i], sample{rps: base - drift*float64(pos)})
+	}
+	a, b := mean(runs[0]), mean(runs[1])
+	if a.rps != b.rps {
+		t.Errorf("after ABBA: A %v rps, B %v rps; want equal", a.rps, b.rps)
+	}
+}
+
+func TestMean(t *testing.T) {
+	got := mean([]sample{
+		{requests: 10, failed: 1, errs: map[string]int{"x": 1}, rps: 100, p50: 2, p99: 10, gwP50: 0.1, cores: 1, rssMiB: 30, other: 0.2, redisCmds: 1, redisScripts: 4},
+		{requests: 20, errs: map[string]int{}, rps: 300, p50: 4, p99: 20, gwP50: 0.3, cores: 0.5, rssMiB: 20, other: 0.1, redisCmds: 3, redisScripts: 2},
+	})
+	want := sample{requests: 30, failed: 1, rps: 200, p50: 3, p99: 15, gwP50: 0.2, cores: 0.75, rssMiB: 30, other: 0.2, redisCmds: 2, redisScripts: 3}
+	got.errs = nil
+	if math.Abs(got.gwP50-want.gwP50) > 1e-9 {
+		t.Errorf("gwP50 = %v, want %v", got.gwP50, want.gwP50)
+	}
+	got.gwP50 = want.gwP50
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mean() = %+v\nwant %+v", got, want)
+	}
+	if nan := mean([]sample{{cores: math.NaN()}, {cores: math.NaN()}}); !math.IsNaN(nan.cores) {
+		t.Errorf("mean of NaN cores = %v, want NaN (no proxy)", nan.cores)
+	}
+}
+
+func TestParseAffinity(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{"pid 42's current affinity list: 0,1\n", []int{0, 1}, false},
+		{"pid 42's current affinity list: 0-3,6\n", []int{0, 1, 2, 3, 6}, false},
+		{"pid 42's current affinity list: 5\n", []int{5}, false},
+		{"pid 42's current affinity mask: 3\n", nil, true},
+		{"pid 42's current affinity list: 3-1\n", nil, true},
+		{"pid 42's current affinity list: a\n", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := parseAffinity(tt.in)
+		if (err != nil) != tt.wantErr || !slices.Equal(got, tt.want) {
+			t.Errorf("parseAffinity(%q) = %v, %v; want %v (error %t)", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestPlace(t *testing.T) {
+	p, err := place(pinned, []int{2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.proxy.CPUs != "2" || p.load.CPUs != "3" || p.harnessCPUs != "3" || p.harnessProcs != 1 ||
+		!slices.Equal(p.proxy.Env, []string{"GOMAXPROCS=1"}) || !slices.Equal(p.load.Env, []string{"GOMAXPROCS=1"}) {
+		t.Errorf("pinned = %+v", p)
+	}
+	u, err := place(unpinned, []int{2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.proxy.CPUs != "" || u.load.CPUs != "" || u.harnessCPUs != "2,3,4" || u.harnessProcs != 0 ||
+		!slices.Equal(u.proxy.Env, []string{"GOMAXPROCS=2"}) {
+		t.Errorf("unpinned = %+v", u)
+	}
+	if _, err := place(pinned, []int{0}); err == nil {
+		t.Error("pinned on one CPU: no error")
+	}
+	if _, err := place("sideways", []int{0, 1}); err == nil {
+		t.Error("unknown layout: no error")
+	}
+}
+
+func TestParseCommandStats(t *testing.T) {
+	info := "# Commandstats\r\ncmdstat_evalsha:calls=120,usec=900,usec_per_call=7.50,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=7,usec=70,usec_per_call=10.00\r\ncmdstat_hello:calls=3,usec=3\r\n"
+	got, err := parseCommandStats(info)
+	if want := map[string]uint64{"evalsha": 120, "hello": 3}; err != nil || !maps.Equal(got, want) {
+		t.Errorf("parseCommandStats() = %v, %v; want %v (INFO's own calls left out)", got, err, want)
+	}
+	total, scripts, top := perRequest(map[string]uint64{"evalsha": 20, "hello": 3}, map[string]uint64{"evalsha": 120, "hello": 3, "get": 50}, 100)
+	if total != 1.5 || scripts != 1 || top != "evalsha 1.00, get 0.50" {
+		t.Errorf("perRequest() = %v, %v, %q; want 1.5, 1, \"evalsha 1.00, get 0.50\"", total, scripts, top)
+	}
+	if total, _, _ := perRequest(nil, nil, 0); !math.IsNaN(total) {
+		t.Errorf("perRequest with no requests = %v, want NaN", total)
+	}
+	if _, err := parseCommandStats("cmdstat_get:calls=x,usec=1\r\n"); err == nil {
+		t.Error("parseCommandStats with a bad count: no error")
+	}
+}
+
+func TestParseStatPPID(t *testing.T) {
+	if got, err := parseStatPPID("42 (my ) proc) S 7 42 42 0"); err != nil || got != 7 {
+		t.Errorf("parseStatPPID() = %d, %v; want 7", got, err)
+	}
+	if _, err := parseStatPPID("42 (x) S"); err == nil {
+		t.Error("parseStatPPID of a truncated line: no error")
+	}
+}
+
+// family finds this test's children: what the meter bills to the benchmark.
+func TestFamily(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pids, err := family(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pids[0] != os.Getpid() || !slices.Contains(pids, cmd.Process.Pid) {
+		t.Errorf("family() = %v, want this process first and its child %d", pids, cmd.Process.Pid)
+	}
+}
+
+func TestGatehouseConfig(t *testing.T) {
+	embedded := gatehouseConfig{listen: "127.0.0.1:1", mockAddr: "127.0.0.1:2", sqlite: "/tmp/x.db", limits: true}.yaml()
+	cluster := gatehouseConfig{listen: "127.0.0.1:1", mockAddr: "127.0.0.1:2", redis: "redis://127.0.0.1:3/0",
+		postgres: "postgres://bench@127.0.0.1:4/postgres?sslmode=disable", spill: "/tmp/spill", limits: true}.yaml()
+	for _, tt := range []struct{ yaml, want string }{
+		{embedded, "storage: {sqlite: /tmp/x.db}\n"},
+		{embedded, "rpm: 100000000, tpm: 1000000000000, budget: {usd: 1000000000, period: total}"},
+		{embedded, "exact: {enabled: false}"},
+		// Cluster mode needs both: Redis alone would leave gatehouse embedded.
+		{cluster, "storage: {redis: 'redis://127.0.0.1:3/0', postgres: 'postgres://bench@127.0.0.1:4/postgres?sslmode=disable'}\n"},
+		{cluster, "usage: {spill_dir: /tmp/spill}\n"},
+	} {
+		if !strings.Contains(tt.yaml, tt.want) {
+			t.Errorf("config lacks %q:\n%s", tt.want, tt.yaml)
+		}
+	}
+	if strings.Contains(cluster, "sqlite") {
+		t.Errorf("cluster config names SQLite:\n%s", cluster)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-mockllm", "m", "-gatehouse", "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.layouts, []string{pinned, unpinned}) || !slices.Equal(o.concurrency, []int{32, 256}) ||
+		len(o.scenarios) != 2 || o.Rounds != 3 || o.duration != 5*time.Second {
+		t.Errorf("defaults = layouts %v, concurrency %v, %d scenarios, %d rounds, %s", o.layouts, o.concurrency, len(o.scenarios), o.Rounds, o.duration)
+	}
+	for _, name := range []string{plainproxy, bare, full, cacheHits, cacheMisses, redisMode} {
+		if !o.targets[name] {
+			t.Errorf("default targets lack %q", name)
+		}
+	}
+	q, err := parseFlags([]string{"-mockllm", "m", "-quick", "-rounds", "2", "-layout", "unpinned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.duration != time.Second || q.Rounds != 2 || !slices.Equal(q.layouts, []string{unpinned}) || q.targets[full] {
+		t.Errorf("-quick -rounds 2 without -gatehouse = %s, %d rounds, layouts %v, full %t", q.duration, q.Rounds, q.layouts, q.targets[full])
+	}
+	for _, bad := range [][]string{
+		{"-mockllm", "m", "-layout", "diagonal"},
+		{"-mockllm", "m", "-targets", "full,nginx"},
+		{"-mockllm", "m", "-layout", ""},
+		{"-gatehouse", "g"},
+	} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("parseFlags(%q): no error", bad)
+		}
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	got := commandLine([]string{"benchrun", "-gatehouse", "../bin/gatehouse", "-targets", "full,redis", "-out", "my report.md", "-x", "it's"})
+	want := `benchrun -gatehouse ../bin/gatehouse -targets full,redis -out 'my report.md' -x 'it'\''s'`
+	if got != want {
+		t.Errorf("commandLine() = %s, want %s", got, want)
 	}
 }
 
@@ -208,5 +478,41 @@ func TestRequestBody(t *testing.T) {
 	}
 	if n := len(nonstream); n < 300 || n > 450 {
 		t.Errorf("body is %d bytes, want a ~300-byte prompt", n)
+	}
+}
+
+func TestSpreadOf(t *testing.T) {
+	// The spread is over every run, so one round (two runs) has one.
+	if got := spreadOf([]float64{900, 1100}); got != 0.2 {
+		t.Errorf("spreadOf(900, 1100) = %v, want 0.2", got)
+	}
+	if got := spreadOf([]float64{100, 300, 200, 200}); got != 1 {
+		t.Errorf("spreadOf(100, 300, 200, 200) = %v, want 1", got)
+	}
+	if got := spreadOf(nil); got != 0 {
+		t.Errorf("spreadOf(nil) = %v, want 0", got)
+	}
+}
+
+// The header names the exact command, where it ran, and the code measured.
+func TestWriteHeader(t *testing.T) {
+	o := options{duration: 5 * time.Second, warmup: time.Second, layouts: []string{pinned, unpinned},
+		command: []string{"go", "run", "./cmd/benchrun", "-gatehouse", "../bin/gatehouse", "-quick"},
+		dir:     "/src/gatehouse/bench", version: "gatehouse dev (commit abc123, go1.26 linux/amd64)"}
+	o.Rounds = 3
+	var b bytes.Buffer
+	writeHeader(&b, o, []string{plainproxy, full})
+	out := b.String()
+	for _, want := range []string{
+		"    cd /src/gatehouse/bench && go run ./cmd/benchrun -gatehouse ../bin/gatehouse -quick\n",
+		"Measuring gatehouse dev (commit abc123, go1.26 linux/amd64).",
+		"targets: plainproxy, gatehouse full",
+		"median of 3 rounds",
+		"- pinned: the proxy alone on one CPU",
+		"- unpinned: no pinning; the proxy at GOMAXPROCS=2.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("header lacks %q; got:\n%s", want, out)
+		}
 	}
 }

@@ -16,7 +16,9 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,11 +47,13 @@ type target struct {
 	url    string      // the chat completions URL
 	proc   *proc.Proc  // the process between client and mockllm; nil when direct
 	header http.Header // sent with every request besides the key, if any
+	redis  string      // the Redis the target uses, whose commands per request are counted; "" for none
 }
 
 // runSpec is one cell of the matrix, as run against each target.
 type runSpec struct {
 	scenario
+	layout      string // pinned or unpinned
 	concurrency int
 	warmup      time.Duration // load sent first and discarded: connections, caches, GC pacing
 	duration    time.Duration
@@ -62,10 +66,18 @@ type sample struct {
 	errs     map[string]int // failure reasons, capped at maxErrKinds
 	rps      float64        // successful requests per second
 	p50, p99 time.Duration  // over successful requests
-	cores    float64        // CPU seconds the proxy used per second of run; NaN when direct
-	rssMiB   float64        // the proxy's peak resident memory during the run; NaN when direct
-	other    float64        // cores used during the run by processes not in the benchmark
-	spread   float64        // (max−min)/median of rps over rounds; 0 for one round
+	// gwP50 is the median of gatehouse's own x-gatehouse-overhead-ms (the
+	// time inside the gateway, upstream waits excluded), in ms; NaN for
+	// targets that do not send it.
+	gwP50 float64
+	// redisCmds is the Redis commands run per request during the run,
+	// those inside scripts included, and redisScripts the script calls
+	// among them (each one round trip); NaN for targets without Redis.
+	redisCmds, redisScripts float64
+	cores                   float64 // CPU seconds the proxy used per second of run; NaN when direct
+	rssMiB                  float64 // the proxy's peak resident memory during the run; NaN when direct
+	other                   float64 // cores used during the run by processes not in the benchmark
+	spread                  float64 // (max−min)/median of rps over all runs of a cell (runCell sets it)
 }
 
 // errorRate is the fraction of requests that failed.
@@ -76,20 +88,38 @@ func (s sample) errorRate() float64 {
 	return float64(s.failed) / float64(s.requests)
 }
 
+// cpuPerRequest is the proxy's CPU time per successful request in µs, or
+// NaN: where the load generator, not the proxy, is the bottleneck (as it
+// can be in the pinned layout, where the proxy has a core of its own),
+// throughput ties and this is where proxies differ.
+func (s sample) cpuPerRequest() float64 {
+	if s.rps <= 0 {
+		return math.NaN()
+	}
+	return s.cores / s.rps * 1e6
+}
+
 // meter tells the benchmark's own CPU use from everyone else's: on a
 // shared machine, another tenant's compile during one run skews its ratio
 // and the report should say so.
 type meter struct {
-	pids []int // the harness (which is also the load generator) and every process it started
+	root int // the harness, which is also the load generator
 }
 
-// read returns the CPU time used so far by the meter's processes and by
-// the whole machine.
+// read returns the CPU time used so far by the harness and every process
+// below it (PostgreSQL's backends included), and by the whole machine.
 func (m meter) read() (ours, machine time.Duration, err error) {
-	for _, pid := range m.pids {
+	pids, err := family(m.root)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, pid := range pids {
 		d, err := cpuTime(pid)
 		if err != nil {
-			return 0, 0, err
+			if pid == m.root {
+				return 0, 0, err
+			}
+			continue // it exited since the listing
 		}
 		ours += d
 	}
@@ -107,9 +137,15 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	if spec.warmup > 0 {
 		attack(ctx, client, tg, body, spec, spec.warmup)
 	}
-	s := sample{cores: math.NaN(), rssMiB: math.NaN()}
+	s := sample{cores: math.NaN(), rssMiB: math.NaN(), redisCmds: math.NaN(), redisScripts: math.NaN()}
 	var cpu0 time.Duration
+	var calls0 map[string]uint64
 	var err error
+	if tg.redis != "" {
+		if calls0, err = redisCalls(tg.redis); err != nil {
+			return s, fmt.Errorf("redis INFO: %w", err)
+		}
+	}
 	if tg.proc != nil {
 		if err = resetPeakRSS(tg.proc.Pid()); err != nil {
 			return s, fmt.Errorf("reset peak RSS of %s: %w", tg.name, err)
@@ -131,6 +167,15 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	ours1, machine1, err := m.read()
 	if err != nil {
 		return s, err
+	}
+	if tg.redis != "" {
+		calls1, err := redisCalls(tg.redis)
+		if err != nil {
+			return s, fmt.Errorf("redis INFO: %w", err)
+		}
+		var top string
+		s.redisCmds, s.redisScripts, top = perRequest(calls0, calls1, len(t.latencies)+t.failed)
+		fmt.Fprintf(os.Stderr, "  %s: Redis commands per request: %s\n", tg.name, top)
 	}
 	// Clock-tick rounding can make this slightly negative on a quiet machine.
 	s.other = max(0, ((machine1-machine0)-(ours1-ours0)).Seconds()/t.elapsed.Seconds())
@@ -156,6 +201,10 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	s.rps = float64(len(t.latencies)) / t.elapsed.Seconds()
 	s.p50 = percentile(t.latencies, 0.50)
 	s.p99 = percentile(t.latencies, 0.99)
+	s.gwP50 = math.NaN()
+	if len(t.overhead) > 0 {
+		s.gwP50 = middle(t.overhead)
+	}
 	return s, nil
 }
 
@@ -176,6 +225,7 @@ func newClient(concurrency int) *http.Client {
 // tally is the raw outcome of one attack.
 type tally struct {
 	latencies []time.Duration // of successful requests, in arrival order
+	overhead  []float64       // x-gatehouse-overhead-ms of successful requests that carry it
 	failed    int
 	errs      map[string]int
 	elapsed   time.Duration // first request sent → last answer read
@@ -228,6 +278,11 @@ func attack(ctx context.Context, client *http.Client, tg target, body []byte, sp
 			continue
 		}
 		t.latencies = append(t.latencies, r.Latency)
+		if v := r.Headers.Get("X-Gatehouse-Overhead-Ms"); v != "" {
+			if ms, err := strconv.ParseFloat(v, 64); err == nil {
+				t.overhead = append(t.overhead, ms)
+			}
+		}
 	}
 	t.elapsed = time.Since(start)
 	return t
@@ -310,7 +365,7 @@ func median(rounds []sample) sample {
 		return rounds[0]
 	}
 	out := sample{errs: map[string]int{}}
-	var rps, cores, rss, other []float64
+	var rps, cores, rss, other, gw, cmds, scripts []float64
 	var p50, p99 []time.Duration
 	for _, s := range rounds {
 		out.requests += s.requests
@@ -320,10 +375,12 @@ func median(rounds []sample) sample {
 		}
 		rps, cores, rss = append(rps, s.rps), append(cores, s.cores), append(rss, s.rssMiB)
 		other = append(other, s.other)
+		gw, cmds, scripts = append(gw, s.gwP50), append(cmds, s.redisCmds), append(scripts, s.redisScripts)
 		p50, p99 = append(p50, s.p50), append(p99, s.p99)
 	}
 	out.rps, out.cores, out.rssMiB = middle(rps), middle(cores), middle(rss)
 	out.p50, out.p99 = middle(p50), middle(p99)
+	out.gwP50, out.redisCmds, out.redisScripts = middle(gw), middle(cmds), middle(scripts)
 	// Other tenants' load is a warning, so the worst round is the one to show.
 	out.other = slices.Max(other)
 	if out.rps > 0 {

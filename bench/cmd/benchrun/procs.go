@@ -147,3 +147,44 @@ func waitIdle(ctx context.Context, pid int, max time.Duration) {
 		}
 	}
 }
+
+// family is root and every process below it, found by reading each
+// process's parent from /proc.
+func family(root int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // it exited since the listing
+		}
+		if ppid, err := parseStatPPID(string(b)); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	out := []int{root}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out, nil
+}
+
+// parseStatPPID returns the parent pid (field 4) of a /proc/PID/stat line.
+func parseStatPPID(line string) (int, error) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return 0, errors.New("no ')' after the command name")
+	}
+	f := strings.Fields(line[i+1:])
+	if len(f) < 2 {
+		return 0, errors.New("no parent pid")
+	}
+	return strconv.Atoi(f[1])
+}

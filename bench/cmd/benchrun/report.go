@@ -1,8 +1,9 @@
 // This file turns measurements into the report: one markdown table per
-// scenario and concurrency, readable as plain text in a terminal, then the
-// verdict against the performance budgets in DESIGN.md. Every ratio
-// compares targets measured in the same cell of the same run, which is the
-// only comparison a shared, noisy machine supports.
+// layout, scenario and concurrency, readable as plain text in a terminal,
+// then a table of the ratios issue 16 sets goals for, one row per cell,
+// and the verdicts against those goals and DESIGN.md's budgets. Every
+// ratio compares targets measured in the same cell of the same run, which
+// is the only comparison a shared, noisy machine supports.
 
 package main
 
@@ -17,12 +18,23 @@ import (
 	"unicode/utf8"
 )
 
-// The budgets the verdict checks (DESIGN.md, "Performance budgets", and
-// the issue that asked for this harness).
+// The goals the verdict checks: issue 16's, and DESIGN.md's "Performance
+// budgets".
 const (
-	minFullVsPlain = 0.90 // gatehouse full / plainproxy throughput
-	minFullVsBare  = 0.97 // gatehouse full / gatehouse --bare throughput
-	maxP99Added    = 1.0  // ms, gatehouse full p99 − gatehouse --bare p99
+	// minFullVsPlain is gatehouse full / plainproxy throughput, non-streaming
+	// (issue 16), with maxP99VsPlain ms of p99 at most on top of the plain
+	// proxy's ("p99 no worse").
+	minFullVsPlain = 1.0
+	maxP99VsPlain  = 0.0
+	minFullVsBare  = 0.97 // gatehouse full / gatehouse --bare throughput (DESIGN.md)
+	maxP99Added    = 1.0  // ms, gatehouse full p99 − gatehouse --bare p99 (DESIGN.md)
+	// maxCacheHitP50 is the exact-cache hit's p50 inside the gateway, in
+	// ms, and minHitVsMiss its throughput against the miss path (issue 16).
+	maxCacheHitP50 = 0.3
+	minHitVsMiss   = 2.0
+	// minRedisVsEmbedded is cluster mode's throughput against embedded
+	// mode's, the full stack in both (issue 16).
+	minRedisVsEmbedded = 0.80
 	// maxAdmissionDrop is issue 5's bound, in percentage points of the
 	// plainproxy throughput: full with limits vs full without.
 	maxAdmissionDrop = 3.0
@@ -53,14 +65,20 @@ func (c cell) tooManyErrors() bool {
 	return slices.ContainsFunc(c.rows, func(r row) bool { return r.errorRate() > maxErrorRate })
 }
 
-func (c cell) label() string { return fmt.Sprintf("%s c=%d", c.spec.name, c.spec.concurrency) }
+func (c cell) label() string {
+	return fmt.Sprintf("%s %s c=%d", c.spec.layout, c.spec.name, c.spec.concurrency)
+}
 
-func writeHeader(w io.Writer, o options, targets []target) {
-	var names []string
-	for _, t := range targets {
-		names = append(names, t.name)
-	}
+func writeHeader(w io.Writer, o options, names []string) {
 	fmt.Fprintf(w, "# gatehouse load benchmark\n\n")
+	cmd := commandLine(o.command)
+	if o.dir != "" {
+		cmd = "cd " + commandLine([]string{o.dir}) + " && " + cmd
+	}
+	fmt.Fprintf(w, "    %s\n\n", cmd)
+	if o.version != "" {
+		fmt.Fprintf(w, "Measuring %s.\n\n", o.version)
+	}
 	fmt.Fprintf(w, "%s · %s/%s · %d CPUs · %s · targets: %s\n\n",
 		time.Now().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
 		runtime.Version(), strings.Join(names, ", "))
@@ -69,19 +87,29 @@ func writeHeader(w io.Writer, o options, targets []target) {
 		rounds = fmt.Sprintf("median of %d rounds", o.Rounds)
 	}
 	fmt.Fprintf(w, "Closed loop: each client sends its next request as soon as the last is answered; "+
-		"%s per run after %s of warm-up, %s. The load generator shares the machine with what it "+
+		"%s per run after %s of warm-up; each round runs the targets forward then mirrored (ABBA) "+
+		"and takes the mean of each target's two runs; %s. The load generator shares the machine with what it "+
 		"measures: compare the ratios within a table, not absolute numbers.\n\n",
 		o.duration, o.warmup, rounds)
+	for _, l := range o.layouts {
+		switch l {
+		case pinned:
+			fmt.Fprintf(w, "- pinned: the proxy alone on one CPU (taskset) at GOMAXPROCS=1; the load generator, mockllm, Redis and PostgreSQL on another, Go ones at GOMAXPROCS=1.\n")
+		case unpinned:
+			fmt.Fprintf(w, "- unpinned: no pinning; the proxy at GOMAXPROCS=2.\n")
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // writeTable prints one cell: a row per target, then the failure reasons
 // of any target that had failures.
-func writeTable(w io.Writer, c cell, rounds int) {
-	fmt.Fprintf(w, "## %s, %d concurrent clients\n\n", c.spec.name, c.spec.concurrency)
+func writeTable(w io.Writer, c cell) {
+	fmt.Fprintf(w, "## %s, %s, %d concurrent clients\n\n", c.spec.layout, c.spec.name, c.spec.concurrency)
 	plain, _ := c.get(plainproxy)
 	bareS, _ := c.get(bare)
 	dir, _ := c.get(direct)
-	header := []string{"target", "rps", "p50 ms", "p99 ms", "CPU cores", "peak RSS MiB",
+	header := []string{"target", "rps", "p50 ms", "p99 ms", "gw p50 ms", "CPU cores", "CPU µs/req", "peak RSS MiB",
 		"vs plainproxy", "vs bare", "vs direct", "p99 +ms vs plainproxy", "failed",
 		"rps spread", "other load"}
 	var rows [][]string
@@ -95,14 +123,16 @@ func writeTable(w io.Writer, c cell, rounds int) {
 			fmt.Sprintf("%.0f", r.rps),
 			fmt.Sprintf("%.2f", msf(r.p50)),
 			fmt.Sprintf("%.2f", msf(r.p99)),
+			num(r.gwP50, 3),
 			num(r.cores, 2),
+			num(r.cpuPerRequest(), 1),
 			num(r.rssMiB, 1),
 			pct(r.rps, plain.rps),
 			pct(r.rps, bareS.rps),
 			pct(r.rps, dir.rps),
 			p99Added,
 			failed(r.sample),
-			spread(r.sample, rounds),
+			spread(r.sample),
 			fmt.Sprintf("%.2f", r.other),
 		})
 	}
@@ -129,59 +159,122 @@ func writeTable(w io.Writer, c cell, rounds int) {
 	}
 }
 
-// writeVerdicts checks each cell against the throughput budgets. Missing a
-// budget is a finding, not a harness failure, so it changes no exit code.
+// writeRatios prints one row per cell with the ratios issue 16 sets goals
+// for, so the whole run reads at a glance; "-" where a target it needs
+// was not measured.
+func writeRatios(w io.Writer, cells []cell) {
+	fmt.Fprintf(w, "## Ratios\n\n")
+	header := []string{"cell", "full / plainproxy rps", "full − plainproxy p99 ms", "full / plainproxy CPU/req", "full / bare rps",
+		"cache hit gw p50 ms", "cache hit / miss rps", "redis / full rps", "Redis scripts / req", "Redis cmds / req"}
+	var rows [][]string
+	for _, c := range cells {
+		f, okF := c.get(full)
+		p, okP := c.get(plainproxy)
+		b, okB := c.get(bare)
+		hit, okH := c.get(cacheHits)
+		miss, okM := c.get(cacheMisses)
+		red, okR := c.get(redisMode)
+		row := []string{c.label(), "-", "-", "-", "-", "-", "-", "-", "-", "-"}
+		if okF && okP {
+			row[1], row[2] = ratio(f.rps, p.rps), fmt.Sprintf("%+.2f", msf(f.p99)-msf(p.p99))
+			row[3] = ratio(f.cpuPerRequest(), p.cpuPerRequest())
+		}
+		if okF && okB {
+			row[4] = ratio(f.rps, b.rps)
+		}
+		if okH {
+			row[5] = num(hit.gwP50, 3)
+		}
+		if okH && okM {
+			row[6] = ratio(hit.rps, miss.rps)
+		}
+		if okR {
+			row[8], row[9] = num(red.redisScripts, 2), num(red.redisCmds, 2)
+			if okF {
+				row[7] = ratio(red.rps, f.rps)
+			}
+		}
+		rows = append(rows, row)
+	}
+	writeMarkdownTable(w, header, rows)
+	fmt.Fprintln(w)
+}
+
+// writeVerdicts checks each cell against issue 16's goals and DESIGN.md's
+// budgets. Missing one is a finding, not a harness failure, so it changes
+// no exit code.
 func writeVerdicts(w io.Writer, cells []cell, rounds int) {
 	fmt.Fprintf(w, "## Verdict\n\n")
 	judged := false
 	for _, c := range cells {
-		f, ok := c.get(full)
-		if !ok {
-			continue
-		}
-		if p, ok := c.get(plainproxy); ok {
+		for _, line := range verdicts(c) {
 			judged = true
-			r := f.rps / p.rps
-			fmt.Fprintf(w, "- %s: gatehouse full / plainproxy throughput = %s (target ≥ %.0f%%) %s\n",
-				c.label(), pct(f.rps, p.rps), minFullVsPlain*100, met(r >= minFullVsPlain))
-		}
-		if n, ok := c.get(noLimits); ok {
-			if p, ok := c.get(plainproxy); ok {
-				judged = true
-				drop := (n.rps - f.rps) / p.rps * 100
-				fmt.Fprintf(w, "- %s: admission control costs %.1f percentage points of throughput vs plainproxy (full %s, no limits %s; target ≤ %.0f) %s\n",
-					c.label(), drop, pct(f.rps, p.rps), pct(n.rps, p.rps), maxAdmissionDrop, met(drop <= maxAdmissionDrop))
-			}
-		}
-		if q, ok := c.get(quiet); ok {
-			n, okN := c.get(noLimits)
-			p, okP := c.get(plainproxy)
-			if okN && okP {
-				judged = true
-				drop := (n.rps - q.rps) / p.rps * 100
-				fmt.Fprintf(w, "- %s: admission control with x-ratelimit headers on 429s only costs %.1f percentage points of throughput vs plainproxy (full, headers on 429 %s, no limits %s; target ≤ %.0f) %s\n",
-					c.label(), drop, pct(q.rps, p.rps), pct(n.rps, p.rps), maxAdmissionDrop, met(drop <= maxAdmissionDrop))
-			}
-		}
-		if b, ok := c.get(bare); ok {
-			judged = true
-			r := f.rps / b.rps
-			added := msf(f.p99) - msf(b.p99)
-			fmt.Fprintf(w, "- %s: gatehouse full / bare throughput = %s (target ≥ %.0f%%) %s; p99 added = %+.2f ms (target ≤ %.0f ms) %s\n",
-				c.label(), pct(f.rps, b.rps), minFullVsBare*100, met(r >= minFullVsBare),
-				added, maxP99Added, met(added <= maxP99Added))
+			fmt.Fprintf(w, "- %s: %s\n", c.label(), line)
 		}
 	}
 	if !judged {
-		fmt.Fprintln(w, "- gatehouse full and a baseline were not both measured: nothing to judge.")
+		fmt.Fprintln(w, "- no cell measured a target together with its baseline: nothing to judge.")
 	}
 	writeNoise(w, cells, rounds)
+}
+
+// verdicts are the lines of one cell's verdict, one per goal it has the
+// targets for.
+func verdicts(c cell) []string {
+	var out []string
+	f, okF := c.get(full)
+	p, okP := c.get(plainproxy)
+	if okF && okP {
+		r, added := f.rps/p.rps, msf(f.p99)-msf(p.p99)
+		line := fmt.Sprintf("gatehouse full / plainproxy throughput = %s (goal ≥ %s)", ratio(f.rps, p.rps), ratio(minFullVsPlain, 1))
+		cpu := ""
+		if fc, pc := f.cpuPerRequest(), p.cpuPerRequest(); !math.IsNaN(fc) && !math.IsNaN(pc) {
+			cpu = fmt.Sprintf("; proxy CPU per request %.1f vs %.1f µs", fc, pc)
+		}
+		if c.spec.stream {
+			out = append(out, fmt.Sprintf("%s, p99 %+.2f ms%s: informational, the goal is for non-streaming", line, added, cpu))
+		} else {
+			out = append(out, fmt.Sprintf("%s %s; p99 %+.2f ms vs plainproxy (goal ≤ %+.2f) %s%s",
+				line, met(r >= minFullVsPlain), added, maxP99VsPlain, met(added <= maxP99VsPlain), cpu))
+		}
+	}
+	if b, ok := c.get(bare); ok && okF {
+		r, added := f.rps/b.rps, msf(f.p99)-msf(b.p99)
+		out = append(out, fmt.Sprintf("gatehouse full / bare throughput = %s (goal ≥ %.0f%%) %s; p99 added = %+.2f ms (goal ≤ %.0f ms) %s",
+			pct(f.rps, b.rps), minFullVsBare*100, met(r >= minFullVsBare), added, maxP99Added, met(added <= maxP99Added)))
+	}
+	if n, ok := c.get(noLimits); ok && okP {
+		if okF {
+			drop := (n.rps - f.rps) / p.rps * 100
+			out = append(out, fmt.Sprintf("admission control costs %.1f percentage points of throughput vs plainproxy (full %s, no limits %s; goal ≤ %.0f) %s",
+				drop, pct(f.rps, p.rps), pct(n.rps, p.rps), maxAdmissionDrop, met(drop <= maxAdmissionDrop)))
+		}
+		if q, ok := c.get(quiet); ok {
+			drop := (n.rps - q.rps) / p.rps * 100
+			out = append(out, fmt.Sprintf("admission control with x-ratelimit headers on 429s only costs %.1f percentage points of throughput vs plainproxy (full, headers on 429 %s, no limits %s; goal ≤ %.0f) %s",
+				drop, pct(q.rps, p.rps), pct(n.rps, p.rps), maxAdmissionDrop, met(drop <= maxAdmissionDrop)))
+		}
+	}
+	if hit, ok := c.get(cacheHits); ok {
+		line := fmt.Sprintf("cache hit p50 inside the gateway = %s ms (goal ≤ %.1f ms) %s; at the client %.3f ms",
+			num(hit.gwP50, 3), maxCacheHitP50, met(hit.gwP50 <= maxCacheHitP50), msf(hit.p50))
+		if miss, ok := c.get(cacheMisses); ok {
+			line += fmt.Sprintf("; hit / miss throughput = %s (goal ≥ %s) %s", ratio(hit.rps, miss.rps), ratio(minHitVsMiss, 1),
+				met(hit.rps >= minHitVsMiss*miss.rps))
+		}
+		out = append(out, line)
+	}
+	if red, ok := c.get(redisMode); ok && okF {
+		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)",
+			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisScripts, 2), num(red.redisCmds, 2)))
+	}
+	return out
 }
 
 // Above these, the noise note tells the reader not to trust small differences.
 const (
 	noisyOther  = 0.10 // cores used by other processes during a run
-	noisySpread = 0.05 // (max−min)/median of one target's rps over rounds
+	noisySpread = 0.05 // (max−min)/median of one target's rps over its runs in a cell
 )
 
 // writeNoise says how far the run can be trusted: the budgets are a few
@@ -196,17 +289,17 @@ func writeNoise(w io.Writer, cells []cell, rounds int) {
 	}
 	switch {
 	case other > noisyOther:
-		fmt.Fprintf(w, "- NOISY: other processes used up to %.2f cores during a run (rps spread between rounds up to %.0f%%). "+
+		fmt.Fprintf(w, "- NOISY: other processes used up to %.2f cores during a run (rps spread between runs up to %.0f%%). "+
 			"Ratios within a few percent of a budget are not findings: rerun on a quiet machine.\n", other, 100*spread)
 	case spread > noisySpread:
-		fmt.Fprintf(w, "- NOISY: one target's rps varied by up to %.0f%% between rounds with no outside load (≤ %.2f cores): "+
+		fmt.Fprintf(w, "- NOISY: one target's rps varied by up to %.0f%% between runs with no outside load (≤ %.2f cores): "+
 			"scheduling noise of a small machine. Read differences smaller than that as ties, or use more -rounds and a longer -duration.\n",
 			100*spread, other)
 	case rounds < 2:
-		fmt.Fprintf(w, "- Noise: other processes ≤ %.2f cores; one round only, so the run-to-run spread "+
-			"(10–25%% on a 2-core machine) is unknown: use -rounds 3 or more before reading a verdict.\n", other)
+		fmt.Fprintf(w, "- Noise: other processes ≤ %.2f cores, rps spread between runs ≤ %.0f%%; one round only, so each "+
+			"figure rests on two runs (10–25%% apart on a 2-core machine): use -rounds 3 or more before reading a verdict.\n", other, 100*spread)
 	default:
-		fmt.Fprintf(w, "- Noise: low (other processes ≤ %.2f cores, rps spread between rounds ≤ %.0f%%).\n", other, 100*spread)
+		fmt.Fprintf(w, "- Noise: low (other processes ≤ %.2f cores, rps spread between runs ≤ %.0f%%).\n", other, 100*spread)
 	}
 }
 
@@ -219,6 +312,15 @@ func met(ok bool) string {
 
 // msf is d in milliseconds.
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ratio is a/b as a factor with two decimals ("1.02×"), or "-" when
+// there is no baseline to divide by.
+func ratio(a, b float64) string {
+	if b <= 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
 
 // pct is a/b as a percentage with one decimal, or "-" when there is no
 // baseline to divide by.
@@ -238,13 +340,8 @@ func num(x float64, prec int) string {
 	return fmt.Sprintf("%.*f", prec, x)
 }
 
-// spread is the rps spread over rounds as a percentage; "-" for one round.
-func spread(s sample, rounds int) string {
-	if rounds < 2 {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", 100*s.spread)
-}
+// spread is the rps spread over a target's runs as a percentage.
+func spread(s sample) string { return fmt.Sprintf("%.0f%%", 100*s.spread) }
 
 // failed is "0", or the count with its share of all requests.
 func failed(s sample) string {

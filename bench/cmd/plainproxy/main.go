@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -28,12 +29,20 @@ func main() {
 	}
 }
 
-func run(args []string) error {
+func run(args []string) (err error) {
 	fs := flag.NewFlagSet("plainproxy", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0 picks a free port)")
 	upstream := fs.String("upstream", "", "upstream base URL, e.g. http://127.0.0.1:9090 (required)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process to this file, from start until shutdown")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		stop, err := startCPUProfile(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
 	}
 	u, err := url.Parse(*upstream)
 	if err != nil || u.Scheme == "" || u.Host == "" {
@@ -95,4 +104,25 @@ func fullDuplex(h http.Handler) http.Handler {
 		_ = http.NewResponseController(w).EnableFullDuplex()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// startCPUProfile starts profiling into path, as gatehouse serve
+// --cpuprofile does, so the benchmark keeps a profile of the baseline
+// beside gatehouse's; stop ends it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }

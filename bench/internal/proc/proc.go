@@ -32,22 +32,52 @@ type Proc struct {
 	err    error         // Wait's result; read only after exited is closed
 }
 
+// Options adjust how a process starts; the zero value runs it as it is,
+// with the harness's environment, on any CPU.
+type Options struct {
+	// Env is added to the harness's environment (KEY=VALUE), e.g.
+	// GOMAXPROCS for the layout being measured.
+	Env []string
+	// CPUs, when set, is a CPU list the process is confined to from its
+	// first instruction on: it runs under `taskset -c CPUs`, which then
+	// execs it, so its pid is the process's own.
+	CPUs string
+	// Credential runs the process as another user (PostgreSQL refuses to
+	// run as root).
+	Credential *syscall.Credential
+}
+
 // Start runs bin with args, its output written to dir/name.log.
 func Start(dir, name, bin string, args ...string) (*Proc, error) {
+	return StartWith(dir, name, Options{}, bin, args...)
+}
+
+// StartWith is Start with options.
+func StartWith(dir, name string, o Options, bin string, args ...string) (*Proc, error) {
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() // the child holds its own descriptor
+	if o.CPUs != "" {
+		args = append([]string{"-c", o.CPUs, bin}, args...)
+		if bin, err = exec.LookPath("taskset"); err != nil {
+			return nil, fmt.Errorf("start %s on CPUs %s: %w (taskset is in util-linux)", name, o.CPUs, err)
+		}
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(o.Env) > 0 {
+		cmd.Env = append(os.Environ(), o.Env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own process group: a Ctrl-C at the terminal reaches only the
 		// harness, which then stops the children in order.
 		Setpgid: true,
 		// If the harness is killed outright, the children go with it.
-		Pdeathsig: syscall.SIGKILL,
+		Pdeathsig:  syscall.SIGKILL,
+		Credential: o.Credential,
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -101,6 +131,16 @@ func (p *Proc) WaitListening(ctx context.Context, timeout time.Duration) (string
 		b, _ := os.ReadFile(p.Log)
 		return listenAddr(b)
 	})
+}
+
+// WaitLog waits until the process's log holds text, for servers that
+// say they are ready only there (redis-server, postgres).
+func (p *Proc) WaitLog(ctx context.Context, text string, timeout time.Duration) error {
+	_, err := poll(ctx, p, timeout, func() (string, bool) {
+		b, _ := os.ReadFile(p.Log)
+		return "", bytes.Contains(b, []byte(text))
+	})
+	return err
 }
 
 // WaitReady polls GET url until it answers 200.
@@ -185,7 +225,9 @@ func FreePorts(n int) ([]string, error) {
 
 // Group is the processes of one benchmark run and the temp dir they work
 // in (configs, databases, logs). Close stops them, newest first, and
-// removes the dir unless asked to keep it.
+// removes the dir unless asked to keep it. A Group made as
+// &Group{Dir: dir} shares another's dir: its Stop ends only its own
+// processes, which is how a run restarts part of what it measures.
 type Group struct {
 	Dir   string
 	procs []*Proc
@@ -202,7 +244,12 @@ func NewGroup(prefix string) (*Group, error) {
 
 // Start starts a process in the group's dir; Close stops it.
 func (g *Group) Start(name, bin string, args ...string) (*Proc, error) {
-	p, err := Start(g.Dir, name, bin, args...)
+	return g.StartWith(name, Options{}, bin, args...)
+}
+
+// StartWith is Start with options.
+func (g *Group) StartWith(name string, o Options, bin string, args ...string) (*Proc, error) {
+	p, err := StartWith(g.Dir, name, o, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -219,12 +266,22 @@ func (g *Group) Close(keep bool, command string) {
 	if g == nil {
 		return
 	}
-	for i := len(g.procs) - 1; i >= 0; i-- {
-		g.procs[i].Stop()
-	}
+	g.Stop()
 	if keep {
 		fmt.Fprintln(os.Stderr, command+": kept", g.Dir)
 		return
 	}
 	_ = os.RemoveAll(g.Dir)
+}
+
+// Stop stops the group's processes, newest first, and forgets them; the
+// dir stays. It is safe on a nil Group.
+func (g *Group) Stop() {
+	if g == nil {
+		return
+	}
+	for i := len(g.procs) - 1; i >= 0; i-- {
+		g.procs[i].Stop()
+	}
+	g.procs = nil
 }
