@@ -44,6 +44,7 @@ func TestOnRedisCluster(t *testing.T) {
 		{"SettleAfterTheLoss", TestSettleAfterTheLoss},
 		{"SweepReleasesUnsettledReservations", TestSweepReleasesUnsettledReservations},
 		{"ReleaseAnAdmissionOfUnknownOutcome", TestReleaseAnAdmissionOfUnknownOutcome},
+		{"SettlesPipelined", TestSettlesPipelined},
 		{"CacheTier", TestCacheTier},
 		{"CacheEntriesExpireInRedis", TestCacheEntriesExpireInRedis},
 		{"CacheOddProjects", TestCacheOddProjects},
