@@ -217,3 +217,4 @@ func BenchmarkDecodeStreamChunk(b *testing.B) {
 		}
 	})
 }
+

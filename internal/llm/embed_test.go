@@ -2,6 +2,9 @@ package llm
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -109,4 +112,32 @@ func TestEmbedUpstreamBody(t *testing.T) {
 	if got := r.UpstreamBody("e"); len(got) != len(body) || &got[0] != &body[0] {
 		t.Errorf("UpstreamBody copied an unchanged body")
 	}
+}
+
+// FuzzParseEmbedRequest: a body is refused with a 400 *Error or read as
+// encoding/json reads it, and UpstreamBody's model splice keeps it JSON.
+func FuzzParseEmbedRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"text-embedding-3-small","input":"hello","encoding_format":"float"}`), "m")
+	f.Add([]byte(`{"input":["a","b"],"model":"e","dimensions":256,"user":"u"}`), "e")
+	f.Add([]byte(`{"model":"e","input":[[1,2,3]],"user":null}`), "other")
+	f.Fuzz(func(t *testing.T, body []byte, model string) {
+		r, err := ParseEmbedRequest(body)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+				t.Fatalf("error %v is not a 400 *Error", err)
+			}
+			return
+		}
+		var std struct {
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(body, &std); err != nil || std.Model != r.Model {
+			t.Fatalf("model %q, encoding/json %q (%v)", r.Model, std.Model, err)
+		}
+		out := r.UpstreamBody(model)
+		if err := json.Unmarshal(out, &std); err != nil || std.Model != string([]rune(model)) { // invalid UTF-8 reads as U+FFFD, a byte each
+			t.Fatalf("UpstreamBody(%q) = %s: model %q, %v", model, out, std.Model, err)
+		}
+	})
 }

@@ -213,3 +213,39 @@ func TestNativeStreamEnds(t *testing.T) {
 		t.Fatal("an event without a type was accepted")
 	}
 }
+
+// FuzzNativeStream feeds arbitrary bytes to the pass-through reader and
+// encoder as a backend's Responses event stream, and to ReadNative as its
+// whole answer: they end with an error or io.EOF, never panic or loop,
+// and what the encoder writes is SSE events (each ending in a blank line).
+func FuzzNativeStream(f *testing.F) {
+	for _, name := range []string{"testdata/native/text.sse", "testdata/native/reasoning.json", "testdata/native/incomplete.json"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_, _, _ = ReadNative(body, "p")
+		st := NewNativeStream(&http.Response{Body: io.NopCloser(bytes.NewReader(body))})
+		defer st.Close()
+		enc := &NativeEncoder{UsageCost: func(llm.Usage) string { return "0.1" }, Stream: st}
+		var out []byte
+		for i := 0; ; i++ {
+			c, err := st.Next()
+			if err != nil {
+				break
+			}
+			if out, err = enc.Chunk(out[:0], c); err != nil {
+				break
+			}
+			if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n\n")) {
+				t.Fatalf("an event not ended by a blank line: %q", out)
+			}
+			if i > len(body)+10 {
+				t.Fatal("more events than input bytes")
+			}
+		}
+	})
+}
