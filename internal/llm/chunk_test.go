@@ -217,4 +217,3 @@ func BenchmarkDecodeStreamChunk(b *testing.B) {
 		}
 	})
 }
-
