@@ -264,7 +264,7 @@ func (a clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
 // requests.
 func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, served func(string) bool,
 	sessions admin.SessionAuthorizer, routes *route.Table, log *slog.Logger) (http.Handler, error) {
-	if cfg.AdminKey == "" || s.store == nil {
+	if !cfg.HasAdmin() || s.store == nil {
 		return nil, nil
 	}
 	names := make([]string, 0, len(cfg.Keys))
@@ -314,7 +314,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 		ConfigPrices:  configPrices,
 		PricesChanged: s.prices.load,
 		Store:         s.store,
-		AdminKey:      auth.HashKey(cfg.AdminKey),
+		Admins:        adminCredentials(cfg),
 		Static:        static,
 		Clients:       clients,
 		Sessions:      sessions,
