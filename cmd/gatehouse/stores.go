@@ -12,6 +12,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/admin"
+	"gatehouse/internal/audit"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/cache"
 	"gatehouse/internal/config"
@@ -301,6 +302,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 		configPrices[model] = tokens.StoredPrice{Model: model, Input: p.Input, CachedInput: p.CachedInput, Output: p.Output}
 	}
 	usage, _ := s.store.(account.Querier)
+	auditLog, _ := s.store.(audit.Store)
 	var budgets admin.Budgets
 	if s.limiter != nil {
 		budgets = s.limiter.spend.withKeys(cfg.Keys)
@@ -308,6 +310,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 	return admin.New(admin.Options{
 		Budgets:       budgets,
 		Usage:         usage,
+		Audit:         auditLog,
 		Cache:         s.cache,
 		Semantic:      cfg.Cache.Semantic.Embedder.Provider != "",
 		Prices:        s.prices.store,

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"gatehouse/internal/account"
+	"gatehouse/internal/audit"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 	routing "gatehouse/internal/route"
@@ -97,6 +98,10 @@ type Options struct {
 	// Semantic says the gateway runs a semantic cache (an embedder is
 	// configured), so a project may turn it on.
 	Semantic bool
+	// Audit keeps the record of every change made through the API and
+	// answers GET /admin/audit; nil records nothing and answers 501
+	// there.
+	Audit audit.Store
 	// Log receives store failures (never secrets or bodies); nil discards.
 	Log *slog.Logger
 	// Now is the clock for expiry and revocation; nil means time.Now.
@@ -145,7 +150,7 @@ func New(o Options) *Handler {
 			m.HandleFunc(rt.method+" "+rt.pattern, rt.raw)
 			continue
 		}
-		m.HandleFunc(rt.method+" "+rt.pattern, h.handle(rt.e))
+		m.HandleFunc(rt.method+" "+rt.pattern, h.handle(rt.pattern, rt.e))
 	}
 	h.mux = m
 	return h
@@ -195,6 +200,8 @@ func (h *Handler) routes() []route {
 
 		{"GET", "/admin/models", h.getModels, nil},
 		{"GET", "/admin/models/{model}", h.getModel, nil},
+
+		{"GET", "/admin/audit", h.getAudit, nil},
 	}
 }
 
@@ -317,13 +324,24 @@ func routeError(r *http.Request, mux *http.ServeMux) *llm.Error {
 // or an error.
 type endpoint func(r *http.Request) (int, any, error)
 
-func (h *Handler) handle(e endpoint) http.HandlerFunc {
+// handle serves one endpoint; a change that succeeds is recorded in the
+// audit log with the object as it was before and as it is after.
+func (h *Handler) handle(pattern string, e endpoint) http.HandlerFunc {
+	kind := objectType(pattern)
 	return func(w http.ResponseWriter, r *http.Request) {
+		var before any
+		change := !safeMethod(r.Method)
+		if change {
+			before = h.before(r, kind)
+		}
 		status, body, err := e(r)
 		if err != nil {
 			ge := h.toError(r, err)
 			ge.WriteOpenAI(w)
 			return
+		}
+		if change {
+			h.record(r, pattern, status, before, body)
 		}
 		b, err := json.Marshal(body)
 		if err != nil {
