@@ -42,7 +42,9 @@ func startTrap(t *testing.T) *trap {
 	return tr
 }
 
-func (tr *trap) url(name string) string { return "http://" + tr.ln.Addr().String() + "/" + name + ".png" }
+func (tr *trap) url(name string) string {
+	return "http://" + tr.ln.Addr().String() + "/" + name + ".png"
+}
 
 // TestImageURLsAreNeverFetched sends an image by URL to a model of each
 // provider type. Types whose API takes image URLs get the URL passed on
