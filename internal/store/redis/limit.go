@@ -131,7 +131,7 @@ type Limiter struct {
 	spend   *limit.SpendLog
 	store   limit.SpendStore
 
-	admit, settle, seed, sweep script
+	admit, settle, seed, sweep, lease script
 
 	ids    atomic.Uint64
 	idBase string
@@ -166,7 +166,8 @@ func newScript(src string) script {
 func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	l := &Limiter{c: c, prefix: o.Prefix, now: o.Now, timeout: o.Timeout, log: o.Log, onLost: o.OnSettleLost,
 		tries: o.SettleAttempts, store: o.Spend, reservationTTL: o.ReservationTTL,
-		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript)}
+		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript),
+		lease: newScript(leaseScript)}
 	if l.reservationTTL <= 0 {
 		l.reservationTTL = DefaultReservationTTL
 	}
@@ -192,7 +193,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	l.idBase = hex.EncodeToString(b[:]) + "-"
-	for _, s := range []script{l.admit, l.settle, l.seed, l.sweep} {
+	for _, s := range []script{l.admit, l.settle, l.seed, l.sweep, l.lease} {
 		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build()).ToString()
 		if err != nil {
 			l.log.Warn("redis: script load failed; will load on first use", "err", err)
