@@ -689,6 +689,12 @@ func (l *Leaser) sweep(ctx context.Context, now time.Time, all bool) error {
 	return errors.Join(errs...)
 }
 
+// Release gives back every lease now (a config reload: the limits may
+// have changed); the next admission takes new ones.
+func (l *Leaser) Release(ctx context.Context) error {
+	return l.sweep(ctx, l.now(), true)
+}
+
 // Held is what this replica holds unused and owes back on every counter
 // of a tag, for tests and the log: units by counter.
 func (l *Leaser) Held(tag string) (avail, owed map[LeaseCounter]int64) {
