@@ -4,7 +4,8 @@
 //
 // Admit is one EVALSHA of one Lua script that checks and reserves every
 // rate bucket and budget of the request, or reserves none (see package
-// limit for why). Settle runs a second script off the request path, from
+// limit for why). With leases (limit.Leaser), Lease hands out batches of
+// the same counters instead, one script call per batch of a tag. Settle runs a second script off the request path, from
 // a bounded queue with retries. Settled spend is also written to a
 // limit.SpendStore (PostgreSQL in cluster mode), the durable record from
 // which Seed rebuilds budget counters Redis has lost.
@@ -17,6 +18,7 @@
 //	<prefix>{<tag>}:s:<reservation>                   settled marker (10 minutes)
 //	<prefix>{<tag>}:r, <prefix>{<tag>}:rh             reservation ledger: open reservations by deadline, and what each counts
 //	<prefix>{<tag>}:seeded                            the tag's budget counters are in Redis
+//	<prefix>{<tag>}:x:<exchange>                      a lease exchange ran (10 minutes; lease.go)
 //	<prefix>ledgers                                   the tags with a ledger, for the sweep
 //
 // The tag is limit.Admission.Tag (the project ID): every key of one
