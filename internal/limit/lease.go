@@ -185,9 +185,10 @@ type lease struct {
 // tagLeases is the leases of one tag: a request's counters all share its
 // tag, so one mutex covers one admission.
 type tagLeases struct {
-	tag string
-	mu  sync.Mutex
-	m   map[leaseKey]*lease
+	tag  string
+	mu   sync.Mutex
+	dead bool // dropped from the Leaser's map by a sweep: look it up again
+	m    map[leaseKey]*lease
 	// retired leases (idle, or their limit changed) still owed something
 	// or still holding reservations; dropped once settled and paid.
 	retired []*lease
@@ -350,6 +351,11 @@ func (l *Leaser) Admit(ctx context.Context, a Admission) (Decision, error) {
 	var lsBuf [8]*lease
 	for try := 0; ; try++ {
 		tl.mu.Lock()
+		for tl.dead {
+			tl.mu.Unlock()
+			tl = l.tagOf(a.Tag)
+			tl.mu.Lock()
+		}
 		ls := lsBuf[:0]
 		short := false
 		for i := range ns {
@@ -671,6 +677,12 @@ func (l *Leaser) sweep(ctx context.Context, now time.Time, all bool) error {
 		l.opsLocked(tl, &e)
 		pending := tl.pending
 		tl.pending = nil
+		if len(e.ops) == 0 && len(pending) == 0 && len(tl.m) == 0 && len(tl.retired) == 0 {
+			// Nothing held, owed or out: forget the tag (a project that
+			// went quiet), so the map does not grow with every tag ever seen.
+			tl.dead = true
+			l.tags.Delete(tl.tag)
+		}
 		tl.mu.Unlock()
 		for i, p := range pending {
 			if _, err := l.store.Lease(ctx, tl.tag, p.id, p.ops); err != nil {

@@ -249,6 +249,13 @@ func TestLeaserReturnsIdleLeases(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("store counters after the idle sweep (-want +got):\n%s", diff)
 	}
+	// The sweep after forgets the tag, which holds nothing now.
+	if err := l.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.tags.Load("proj_1"); ok {
+		t.Error("the tag is still in the map with nothing held")
+	}
 	// The next admission takes a new lease.
 	if d, err := l.Admit(ctx, a); err != nil || !d.Allowed {
 		t.Fatal(d, err)

@@ -141,8 +141,8 @@ func (l *Limiter) Lease(ctx context.Context, rawTag, id string, ops []limit.Leas
 		default:
 			return limit.LeaseReply{}, fmt.Errorf("redis: lease: unknown counter kind %q", c.Kind)
 		}
-		if op.Limit <= 0 {
-			return limit.LeaseReply{}, fmt.Errorf("redis: lease: counter %s %s has limit %d", c.Kind, c.ID, op.Limit)
+		if op.Limit <= 0 && kind == "r" { // a rate of 0 is no limit, and never leased
+			return limit.LeaseReply{}, fmt.Errorf("redis: lease: rate %s %s has limit %d", c.Kind, c.ID, op.Limit)
 		}
 		args = append(args, kind, strconv.FormatInt(op.Limit, 10), strconv.FormatInt(op.Back, 10),
 			strconv.FormatInt(op.Want, 10), strconv.FormatInt(op.Need, 10), strconv.FormatInt(exp, 10))

@@ -359,3 +359,19 @@ func TestLeaseRebuildsLostBudgets(t *testing.T) {
 		t.Errorf("budget left %s, want %s", d.BudgetLeft, limit.USD(1)-2000)
 	}
 }
+
+// A budget of zero admits what costs nothing and refuses anything else,
+// with leases as without.
+func TestLeaseZeroBudget(t *testing.T) {
+	clk := newClock(t0)
+	_, _, reps := newLeaseReplicas(t, 1, clk, nil, limit.LeaseOptions{Go: func(f func()) { f() }})
+	a := limit.Admission{Tag: "p", Budgets: []limit.Budget{{Scope: limit.ScopeKey, ID: "k", Limit: 0, Period: limit.Day}}}
+	if d, err := reps[0].l.Admit(context.Background(), a); err != nil || !d.Allowed {
+		t.Fatalf("free request: %+v, %v", d, err)
+	}
+	a.Cost = 1
+	d, err := reps[0].l.Admit(context.Background(), a)
+	if err != nil || d.Allowed || d.Refused.Kind != limit.KindBudget || !d.Refused.TooLarge {
+		t.Fatalf("paid request: %+v, %v: want a budget refusal, too large", d, err)
+	}
+}
