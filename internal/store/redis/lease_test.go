@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -373,5 +375,66 @@ func TestLeaseZeroBudget(t *testing.T) {
 	d, err := reps[0].l.Admit(context.Background(), a)
 	if err != nil || d.Allowed || d.Refused.Kind != limit.KindBudget || !d.Refused.TooLarge {
 		t.Fatalf("paid request: %+v, %v: want a budget refusal, too large", d, err)
+	}
+}
+
+// Redis goes away under leases: the batches keep admitting with no
+// error (a short outage goes unnoticed), then admissions fail with
+// ErrUnavailable and the failure policy applies — closed refuses, open
+// admits this replica's share.
+func TestLeaseRedisDownPolicies(t *testing.T) {
+	opt, err := rueidis.ParseURL(os.Getenv("GATEHOUSE_TEST_REDIS"))
+	if err != nil {
+		t.Fatalf("GATEHOUSE_TEST_REDIS (run eval \"$(scripts/test-services start)\"): %v", err)
+	}
+	p := startProxy(t, opt.InitAddress[0])
+	opt.InitAddress = []string{p.ln.Addr().String()}
+	opt.DisableCache = true
+	opt.DisableRetry = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rl := newLimiter(t, c, Options{Prefix: testPrefix(t, testClient(t)), Timeout: 200 * time.Millisecond, SweepEvery: -1})
+	l := limit.NewLeaser(rl, limit.LeaseOptions{Fraction: 0.1, Every: -1, Go: func(f func()) { f() }})
+	defer l.Close(context.Background())
+	ctx := context.Background()
+	a := limit.Admission{Tag: "p", Rates: []limit.Rate{{Scope: limit.ScopeKey, ID: "k", RPM: 100}}}
+	if d, err := l.Admit(ctx, a); err != nil || !d.Allowed { // takes 1 and a batch of 10
+		t.Fatalf("through the proxy: %v %+v", err, d)
+	}
+	p.close()
+	for i := range 10 {
+		if d, err := l.Admit(ctx, a); err != nil || !d.Allowed {
+			t.Fatalf("request %d from the batch with Redis gone: %v %+v", i, err, d)
+		}
+	}
+	if _, err := l.Admit(ctx, a); !errors.Is(err, limit.ErrUnavailable) {
+		t.Fatalf("batch spent, Redis gone: err %v, want ErrUnavailable", err)
+	}
+	closed := &limit.Fallback{Primary: l, Policy: limit.FailClosed}
+	if _, err := closed.Admit(ctx, a); !errors.Is(err, limit.ErrUnavailable) {
+		t.Fatalf("fail closed: %v", err)
+	}
+	local, err := limit.NewEmbedded(ctx, limit.Options{Now: newClock(t0).Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(ctx)
+	open := &limit.Fallback{Primary: l, Local: local, Policy: limit.FailOpen, Replicas: 4}
+	n := 0
+	for range 100 {
+		d, err := open.Admit(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			n++
+			open.Settle(ctx, d.Reservation, limit.Actual{})
+		}
+	}
+	if n != 25 {
+		t.Errorf("fail open admitted %d, want this replica's share 25", n)
 	}
 }
