@@ -255,6 +255,9 @@ func (g *gateway) apply(cfg *config.Config) {
 		old.stop()
 	}
 	g.log.Info("config reloaded", "providers", len(cfg.Providers), "models", len(cfg.Models), "keys", len(cfg.Keys))
+	if g.st != nil {
+		g.st.limiter.releaseLeases(g.log)
+	}
 	if old != nil {
 		time.AfterFunc(time.Minute, old.close)
 	}

@@ -41,7 +41,8 @@ func defaultUsage(spill string) Usage {
 func defaultLimits() Limits {
 	return Limits{FailurePolicy: DefaultFailurePolicy, Replicas: DefaultReplicas, RedisTimeout: DefaultRedisTimeout,
 		Cooldown: DefaultLimitCooldown, FlushEvery: DefaultSpendFlush, SettleQueue: DefaultSettleQueue, RedisPrefix: DefaultRedisPrefix,
-		Headers: RateLimitHeadersAll, ReservationTTL: DefaultReservationTTL}
+		Headers: RateLimitHeadersAll, ReservationTTL: DefaultReservationTTL,
+		Lease: Lease{Fraction: DefaultLeaseFraction, Idle: DefaultLeaseIdle}}
 }
 
 func withReservationTTL(l Limits, d time.Duration) Limits {

@@ -135,6 +135,7 @@ func (c *checker) config(cfg *Config) {
 	c.ui(cfg.UI)
 	c.limits(cfg.Limits)
 	c.checkReservationTTL(cfg)
+	c.checkLease(cfg)
 	c.pricing(cfg.Pricing)
 }
 
