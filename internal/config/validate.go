@@ -107,6 +107,7 @@ func (c *checker) config(cfg *Config) {
 	}
 	c.nonNegative("server.shutdown_grace", float64(cfg.Server.ShutdownGrace))
 	c.nonNegative("server.read_header_timeout", float64(cfg.Server.ReadHeaderTimeout))
+	c.listener(cfg.Server)
 	c.timeouts("timeouts", cfg.Timeouts)
 	c.enum("log.level", cfg.Log.Level, logLevels(), "log level")
 
@@ -354,6 +355,7 @@ func applyDefaults(cfg *Config, d *decoder) {
 	if cfg.Server.H2C == nil {
 		cfg.Server.H2C = ptr(true)
 	}
+	listenerDefaults(&cfg.Server)
 	cfg.Timeouts = (&Model{Timeouts: cfg.Timeouts}).EffectiveTimeouts(Timeouts{})
 	if cfg.Log.Level == "" {
 		cfg.Log.Level = DefaultLogLevel
