@@ -138,6 +138,10 @@ type Provider struct {
 	// DropUnsupported drops request parameters the provider cannot honour
 	// instead of answering 400.
 	DropUnsupported bool `yaml:"drop_unsupported"`
+	// MaxResponseBytes bounds a non-streamed response the gateway reads
+	// from this provider; a larger one is answered with 502. Streams are
+	// relayed as they come and not bounded. Default 64 MiB.
+	MaxResponseBytes int64 `yaml:"max_response_bytes" config:"size"`
 	// APIVersion is Azure OpenAI's api-version query parameter; default
 	// azure.DefaultAPIVersion for the classic API, none for the v1 API.
 	APIVersion string `yaml:"api_version"`

@@ -164,6 +164,9 @@ func (c *checker) provider(path string, p *Provider, seen map[string]string) {
 		c.errorf(path+".name", "is required")
 	}
 	c.unique(seen, p.Name, path+".name", "provider name")
+	if c.d.set[path+".max_response_bytes"] && p.MaxResponseBytes <= 0 {
+		c.errorf(path+".max_response_bytes", "must be greater than 0")
+	}
 	names := c.types.Names()
 	if p.Type == "" {
 		c.errorf(path+".type", "is required; want one of %s", oneOf(names))

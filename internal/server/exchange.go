@@ -149,6 +149,10 @@ func (x *exchange) readBody() ([]byte, bool) {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				x.fail(tooLarge(limit))
+			} else if errors.Is(err, errBodyTimeout) {
+				x.w.Header().Set("Connection", "close")
+				x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+					Code: "request_timeout", Message: "The request body arrived too slowly: nothing came for the gateway's body read timeout.", Cause: err})
 			} else {
 				x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
 					Code: "body_read_error", Message: "Could not read the request body.", Cause: err})
