@@ -311,7 +311,10 @@ func TestUnknownRoutesAndMethodsAnswerInTheirDialect(t *testing.T) {
 		{"POST", "/v1/nope", 404, false},
 		{"POST", "/v1/chat/completions/extra", 404, false},
 		{"BREW", "/v1/chat/completions", 405, false},
-		{"OPTIONS", "*", 404, false},
+		{"OPTIONS", "*", 400, false},
+		{"POST", "/v1//chat/completions", 404, false},
+		{"POST", "/v1/./messages", 404, true},
+		{"POST", "/v1/../v1/chat/completions", 404, false},
 	}
 	before := up.mock.Stats().Requests
 	for _, tt := range tests {

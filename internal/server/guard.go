@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,18 @@ func (s *Server) Guarded(g Guard) http.Handler {
 				Code: "ambiguous_length", Message: "The request has both Content-Length and Transfer-Encoding; send one of them."})
 			return
 		}
+		if p := r.URL.Path; p == "" || p[0] != '/' {
+			// "OPTIONS *" and the like: ServeMux would answer them with a
+			// bare 400.
+			s.refuse(w, r, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+				Code: "invalid_request_target", Message: "The request target must be a path such as /v1/chat/completions."})
+			return
+		} else if !canonical(p) {
+			// ServeMux would redirect to the cleaned path, and a client
+			// following a redirect may resend a POST as a GET.
+			s.refuse(w, r, notFound(r))
+			return
+		}
 		if g.MaxHeaderBytes > 0 && headerBytes(r) > g.MaxHeaderBytes {
 			w.Header().Set("Connection", "close")
 			s.refuse(w, r, &llm.Error{Kind: llm.KindTooLarge, Status: http.StatusRequestHeaderFieldsTooLarge, Type: "invalid_request_error",
@@ -68,6 +81,16 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *llm.Error) {
 		d = dialectAnthropic
 	}
 	writeError(w, d, e, s.stamp(w, s.now()))
+}
+
+// canonical reports whether p is a clean path: no "//", "." or ".."
+// segments (a trailing slash is fine).
+func canonical(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // headerBytes is the size of r's request line and header fields as sent
