@@ -77,7 +77,7 @@ func (s *Server) Guarded(g Guard) http.Handler {
 // refuse answers a request the guard stops, in the dialect of its path.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *llm.Error) {
 	d := dialectOpenAI
-	if r.URL.Path == "/v1/messages" || strings.HasPrefix(r.URL.Path, "/v1/messages/") {
+	if p := path.Clean(r.URL.Path); p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
 		d = dialectAnthropic
 	}
 	writeError(w, d, e, s.stamp(w, s.now()))
