@@ -97,7 +97,7 @@ func TestTLSListener(t *testing.T) {
 			p.SetHTTP1(true)
 		}
 		hc := &http.Client{Transport: &http.Transport{Protocols: p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
-		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(plainChat))
 		req.Header.Set("Authorization", "Bearer "+clientKey)
 		resp, err := hc.Do(req)
 		if err != nil {

@@ -109,7 +109,11 @@ func StatusError(provider string, resp *http.Response, body []byte) *llm.Error {
 	}
 	if resp.StatusCode < 400 {
 		// A 1xx/3xx is not something a client of an API can act on.
-		e.Status = http.StatusBadGateway
+		e.Status, e.Type, e.Code = http.StatusBadGateway, "server_error", "upstream_error"
+		if resp.StatusCode >= 300 {
+			// Not followed: see Registry.Deployment's client.
+			e.Message = fmt.Sprintf("provider %q answered with a redirect (%d), which the gateway does not follow: check its base_url", provider, resp.StatusCode)
+		}
 	}
 	e.Cause = fmt.Errorf("provider %q status %d", provider, resp.StatusCode)
 	return e

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
@@ -142,6 +143,14 @@ func (x *exchange) readBody() ([]byte, bool) {
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
+			if !utf8.Valid(buf) {
+				// JSON travels as UTF-8 (RFC 8259 §8.1); passed on, the
+				// bytes would reach the upstream and the usage records
+				// as whatever each decoder makes of them.
+				x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+					Code: "invalid_json", Message: "The request body is not valid UTF-8."})
+				return nil, false
+			}
 			x.body = buf
 			return buf, true
 		}
