@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -83,7 +84,7 @@ func TestTLSListener(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	first := writeCert(t, certFile, keyFile, 1)
-	gw := startGateway(t, baseConfig(up, "server:\n  tls: {cert_file: "+certFile+", key_file: "+keyFile+"}\n"))
+	gw := startGateway(t, baseConfig(up, "admin_key: gh-tls-admin-key-0123456789\nserver:\n  tls: {cert_file: "+certFile+", key_file: "+keyFile+"}\n"))
 	if !strings.HasPrefix(gw.URL, "https://") {
 		t.Fatalf("served at %s", gw.URL)
 	}
@@ -108,9 +109,42 @@ func TestTLSListener(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Proto != proto || resp.TLS == nil {
 			t.Fatalf("%s: %d over %s: %s", proto, resp.StatusCode, resp.Proto, b)
 		}
+		// The dashboard knows it is served over TLS (over HTTP/1.1 the
+		// connection is watched, and still reports its TLS state).
+		ui, err := hc.Get(gw.URL + "/ui/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ui.Body.Close()
+		if ui.StatusCode != 200 || !strings.HasPrefix(ui.Header.Get("Strict-Transport-Security"), "max-age=") {
+			t.Errorf("%s: /ui/ answered %d with Strict-Transport-Security %q", proto, ui.StatusCode, ui.Header.Get("Strict-Transport-Security"))
+		}
 	}
 
 	addr := strings.TrimPrefix(gw.URL, "https://")
+
+	// HTTP/1.1 over TLS is watched for request smuggling as plain
+	// connections are.
+	tc, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	_ = tc.SetDeadline(time.Now().Add(30 * time.Second)) // a hung test fails instead of hanging
+	c := &rawConn{t: t, c: tc, br: bufio.NewReader(tc)}
+	c.send(chatRequest("/v1/chat/completions", "", plainChat)) // an ordinary request first
+	if resp, body := c.answer(); resp.StatusCode != 200 {
+		t.Fatalf("over TLS HTTP/1.1: %d %s", resp.StatusCode, body)
+	}
+	c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + clientKey + "\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+		chatRequest("/v1/chat/completions", "", plainChat))
+	if resp, body := c.answer(); resp.StatusCode != 400 || !resp.Close {
+		t.Fatalf("smuggling over TLS: %d (close %v) %s", resp.StatusCode, resp.Close, body)
+	}
+	if !c.closed() {
+		t.Error("the TLS connection stayed open after an ambiguous request")
+	}
+
 	if got := servedSerial(t, addr); got != 1 {
 		t.Fatalf("serving serial %d", got)
 	}

@@ -139,11 +139,12 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 			return err
 		}
 		certs.OnError = func(err error) { g.log.Error("TLS certificate reload", "error", err.Error()) }
-		ln = tls.NewListener(ln, certs.Config())
+		// Handshakes run before net/http sees a connection (ListenTLS), so
+		// read_header_timeout bounds them as it bounds the headers.
+		ln = framing.ListenTLS(tls.NewListener(ln, certs.Config()), hs.MaxHeaderBytes, hs.ReadHeaderTimeout)
+	} else {
+		ln = framing.Listen(ln, hs.MaxHeaderBytes)
 	}
-	// Outside the TLS listener: it sees the TLS connections and leaves
-	// them alone (net/http needs the *tls.Conn for HTTP/2).
-	ln = framing.Listen(ln, hs.MaxHeaderBytes)
 	// SIGHUP is caught before the listener announces itself: its default
 	// action ends the process, so a reload asked for early must not kill it.
 	hup := make(chan os.Signal, 1)

@@ -21,8 +21,8 @@ import (
 
 // Listen wraps ln so every plain connection it accepts is watched. A
 // connection that is a TLS connection is returned as it is: net/http
-// needs the *tls.Conn itself to negotiate HTTP/2, and see TLS for how
-// those are watched.
+// needs the *tls.Conn itself to negotiate HTTP/2 (ListenTLS watches
+// those).
 func Listen(ln net.Listener, maxHeaderBytes int) net.Listener {
 	return &listener{Listener: ln, max: headerCap(maxHeaderBytes)}
 }
@@ -37,7 +37,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil || isTLS(c) {
 		return c, err
 	}
-	return Watch(c, l.max), nil
+	return watch(c, l.max), nil
 }
 
 // headerCap is how long a header section the watcher follows: net/http
@@ -63,9 +63,12 @@ type Conn struct {
 
 // Watch wraps c; maxHeaderBytes is the server's MaxHeaderBytes (0 for
 // net/http's default).
-func Watch(c net.Conn, maxHeaderBytes int) *Conn {
+func Watch(c net.Conn, maxHeaderBytes int) *Conn { return watch(c, headerCap(maxHeaderBytes)) }
+
+// watch wraps c, following header sections of up to limit bytes.
+func watch(c net.Conn, limit int) *Conn {
 	w := &Conn{Conn: c}
-	w.p.max = headerCap(maxHeaderBytes)
+	w.p.max = limit
 	return w
 }
 
@@ -86,8 +89,11 @@ type connKey struct{}
 // ConnContext is for http.Server.ConnContext: it makes the watched
 // connection findable from its requests.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if w, ok := c.(*Conn); ok {
+	switch w := c.(type) {
+	case *Conn:
 		return context.WithValue(ctx, connKey{}, w)
+	case *watchedTLS:
+		return context.WithValue(ctx, connKey{}, w.Conn)
 	}
 	return ctx
 }
