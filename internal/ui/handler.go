@@ -154,6 +154,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
 	hd.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+	if r.TLS != nil {
+		// Only over HTTPS: sent over plain HTTP it would be ignored, and
+		// a gateway reached both ways must not lock browsers out of one.
+		hd.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 
 	rest, ok := strings.CutPrefix(r.URL.Path, "/ui/")
 	if !ok {

@@ -457,6 +457,14 @@ func TestAssetsAndHeaders(t *testing.T) {
 				t.Errorf("GET %s: %s = %q, want %q", c.path, h, got, v)
 			}
 		}
+		if hsts := w.Header().Get("Strict-Transport-Security"); hsts != "" {
+			t.Errorf("GET %s over plain HTTP: Strict-Transport-Security %q", c.path, hsts)
+		}
+	}
+	// Over TLS, browsers are told to keep to HTTPS.
+	tr := httptest.NewRequest(http.MethodGet, "https://gw/ui/", nil)
+	if hsts := do(e.h, tr).Header().Get("Strict-Transport-Security"); !strings.HasPrefix(hsts, "max-age=") {
+		t.Errorf("GET /ui/ over TLS: Strict-Transport-Security %q", hsts)
 	}
 
 	// Compressed when the browser accepts it, and revalidated by ETag.
