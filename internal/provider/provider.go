@@ -84,4 +84,8 @@ type Deployment struct {
 	Region       string // bedrock: the AWS region
 	Adapter      Adapter
 	Client       *http.Client
+	// Dialer connects Client's transport when the registry built it (nil
+	// for a client given by the adapter): its retries are counted in the
+	// metrics.
+	Dialer *Dialer
 }
