@@ -248,6 +248,7 @@ type burst struct {
 	errs          map[string]int
 	idle, peak    uint64  // bytes: VmRSS before the burst, VmHWM over it
 	openRSS       uint64  // VmRSS when the last stream got its first event
+	maxOpen       int     // the most streams open at once (first event read, end not yet)
 	perStream     float64 // KiB: (peak − idle) / n
 	p50, p99, max time.Duration
 }
@@ -274,18 +275,30 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 	results := make([]streamResult, n)
 	var opened atomic.Int64
 	var openRSS atomic.Uint64
+	var open, maxOpen atomic.Int64 // streams between their first event and their end
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			<-start
+			first := false
 			results[i] = openStream(ctx, c, url, func() {
+				first = true
+				for o := open.Add(1); ; {
+					m := maxOpen.Load()
+					if o <= m || maxOpen.CompareAndSwap(m, o) {
+						break
+					}
+				}
 				if opened.Add(1) == int64(n) {
 					if m, err := readStatus(pid); err == nil {
 						openRSS.Store(m.rss)
 					}
 				}
 			})
+			if first {
+				open.Add(-1)
+			}
 		})
 	}
 	close(start)
@@ -297,7 +310,7 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 	if err != nil {
 		return burst{}, err
 	}
-	b := burst{errs: map[string]int{}, idle: idle.rss, peak: after.hwm, openRSS: openRSS.Load()}
+	b := burst{errs: map[string]int{}, idle: idle.rss, peak: after.hwm, openRSS: openRSS.Load(), maxOpen: int(maxOpen.Load())}
 	var ttfe []time.Duration
 	for _, r := range results {
 		if r.err == "" && r.events != h.o.events {
@@ -341,6 +354,7 @@ type row struct {
 	name       string
 	runs       int
 	completed  int // streams completed per run: median over rounds of each round's mean
+	maxOpen    int // the most streams open at once: median over rounds of each round's mean
 	incomplete int // streams that did not complete, over every run
 	errs       map[string]int
 	perStream  float64 // KiB, median of rounds (a round: mean of its two runs)
@@ -354,9 +368,9 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 	var cells []cell
 	for _, n := range h.o.counts {
 		type acc struct {
-			perStream, idle, peak, p50, p99, completed []float64
-			incomplete                                 int
-			errs                                       map[string]int
+			perStream, idle, peak, p50, p99, completed, maxOpen []float64
+			incomplete                                          int
+			errs                                                map[string]int
 		}
 		accs := make([]acc, len(h.o.targets))
 		for i := range accs {
@@ -370,8 +384,8 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 				if err != nil {
 					return nil, fmt.Errorf("n=%d %s: %w", n, t.name, err)
 				}
-				fmt.Fprintf(os.Stderr, "  n=%-6d round %d/%d  %-28s %6d/%d complete  %6.1f KiB/stream  idle %6.1f MiB  peak %7.1f MiB  TTFE p50 %7.2f ms  p99 %8.2f ms\n",
-					n, r+1, h.o.Rounds, t.name, b.completed, n, b.perStream, mib(b.idle), mib(b.peak), msf(b.p50), msf(b.p99))
+				fmt.Fprintf(os.Stderr, "  n=%-6d round %d/%d  %-28s %6d/%d complete  %6d open at once  %6.1f KiB/stream  idle %6.1f MiB  peak %7.1f MiB  TTFE p50 %7.2f ms  p99 %8.2f ms\n",
+					n, r+1, h.o.Rounds, t.name, b.completed, n, b.maxOpen, b.perStream, mib(b.idle), mib(b.peak), msf(b.p50), msf(b.p99))
 				for e, k := range b.errs {
 					fmt.Fprintf(os.Stderr, "      %d× %s\n", k, e)
 				}
@@ -379,7 +393,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 			}
 			for i, bs := range round {
 				a := &accs[i]
-				var ps, idle, peak, p50, p99, comp float64
+				var ps, idle, peak, p50, p99, comp, mo float64
 				for _, b := range bs {
 					k := float64(len(bs))
 					ps += b.perStream / k
@@ -388,6 +402,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 					p50 += msf(b.p50) / k
 					p99 += msf(b.p99) / k
 					comp += float64(b.completed) / k
+					mo += float64(b.maxOpen) / k
 					a.incomplete += n - b.completed
 					for e, c := range b.errs {
 						a.errs[e] += c
@@ -399,13 +414,14 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 				a.p50 = append(a.p50, p50)
 				a.p99 = append(a.p99, p99)
 				a.completed = append(a.completed, comp)
+				a.maxOpen = append(a.maxOpen, mo)
 			}
 		}
 		c := cell{n: n}
 		for i, t := range h.o.targets {
 			a := accs[i]
 			c.rows = append(c.rows, row{
-				name: t.name, runs: 2 * h.o.Rounds, completed: int(median(a.completed)), incomplete: a.incomplete, errs: a.errs,
+				name: t.name, runs: 2 * h.o.Rounds, completed: int(median(a.completed)), maxOpen: int(median(a.maxOpen)), incomplete: a.incomplete, errs: a.errs,
 				perStream: median(a.perStream), idleMiB: median(a.idle), peakMiB: median(a.peak),
 				p50: median(a.p50), p99: median(a.p99),
 			})
