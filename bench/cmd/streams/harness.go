@@ -89,14 +89,28 @@ func raiseNofile(want uint64) (uint64, error) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return 0, err
 	}
+	hard := lim.Max
 	lim.Cur = want
 	if lim.Max < want {
 		lim.Max = want
 	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return 0, fmt.Errorf("raise RLIMIT_NOFILE to %d: %w (needs root or CAP_SYS_RESOURCE; or pass a smaller -nofile and -n)", want, err)
+	err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if err == nil {
+		return want, nil
 	}
-	return want, nil
+	if hard >= want {
+		return 0, fmt.Errorf("set RLIMIT_NOFILE to %d: %w", want, err)
+	}
+	// Not allowed above the hard limit (no CAP_SYS_RESOURCE, as in many
+	// containers): run at the hard limit and say so; the report prints
+	// the limit every process had.
+	lim.Cur, lim.Max = hard, hard
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("set RLIMIT_NOFILE to %d: %w", hard, err)
+	}
+	fmt.Fprintf(os.Stderr, "streams: RLIMIT_NOFILE cannot be raised to %d here (%v): running at the hard limit, %d; "+
+		"a proxy holding N streams needs 2N descriptors\n", want, err, hard)
+	return hard, nil
 }
 
 // startTarget starts a fresh process for one run and checks that it
