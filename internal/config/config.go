@@ -48,8 +48,9 @@ const (
 // It has unexported lookup indexes: compare Configs in tests with
 // cmpopts.IgnoreUnexported(Config{}).
 type Config struct {
-	Listen    string     `yaml:"listen"`    // host:port; default 127.0.0.1:8080
-	AdminKey  string     `yaml:"admin_key"` // secret: protects /admin and /ui
+	Listen    string     `yaml:"listen"`     // host:port; default 127.0.0.1:8080
+	AdminKey  string     `yaml:"admin_key"`  // secret: protects /admin and /ui (role admin)
+	AdminKeys []AdminKey `yaml:"admin_keys"` // more admin credentials, each named, with a role; see admins.go
 	Storage   Storage    `yaml:"storage"`
 	Server    Server     `yaml:"server"`
 	Timeouts  Timeouts   `yaml:"timeouts"` // defaults for every model; filled with the built-in defaults

@@ -128,6 +128,7 @@ func (c *checker) config(cfg *Config) {
 	for i := range cfg.Keys {
 		c.key(fmt.Sprintf("keys[%d]", i), &cfg.Keys[i], models, secrets, names)
 	}
+	c.adminKeys(cfg)
 	c.cache(cfg.Cache, providers)
 	c.usage(cfg.Usage)
 	c.telemetry(cfg.Telemetry)
