@@ -8,6 +8,7 @@
 #   make test-real  end-to-end tests against real llama-server inference (builds it once; not in CI)
 #   make ui     rebuild the dashboard (web/dist, committed) from web/src with npm ci
 #   make bench  the standing load benchmark (issue 16): gatehouse vs a plain reverse proxy, pinned and unpinned
+#   make bench-streams  1,000 and 10,000 concurrent streams: memory per stream and time to first event vs a plain proxy
 #   make bench-balance  balancing benchmark: round-robin vs least-requests vs least-tokens
 #   make prices  regenerate the embedded price catalog from LiteLLM's dataset (pinned; needs PyPI)
 
@@ -22,7 +23,7 @@ GOTESTFLAGS ?=
 VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; }; echo $${c:-unknown})
 
-.PHONY: run build image release test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance soak fuzz prices clean
+.PHONY: run build image release test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-streams bench-balance soak fuzz prices clean
 
 build:
 	$(GO) build -ldflags '-X main.version=$(VERSION) -X main.commit=$(COMMIT)' -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -144,6 +145,17 @@ bench: build
 ifneq ($(wildcard bench/cmd/streams),)
 	$(MAKE) bench-streams
 endif
+
+# bench-streams opens 1,000 and then 10,000 concurrent streams at once
+# against gatehouse (full stack) and the plain proxy, each restarted per
+# run, and reports memory per stream, streams completed and time to first
+# event (bench/README.md, "Concurrent streams"); report in
+# bin/bench-streams.md. It raises RLIMIT_NOFILE itself (needs root or
+# CAP_SYS_RESOURCE above the hard limit). STREAMSFLAGS=-quick: 1,000 only,
+# one round.
+bench-streams: build
+	cd bench && $(GO) run ./cmd/streams -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm \
+		-out ../$(BIN)/bench-streams.md $(STREAMSFLAGS)
 
 bench-balance: build
 	cd bench && $(GO) run ./cmd/balance -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BALANCEFLAGS)

@@ -193,6 +193,7 @@ func (g *generation) start(ctx context.Context, log *slog.Logger) {
 		g.discovery.start(ctx, log)
 	}
 	g.routing.start(ctx, log)
+	g.warm.start(ctx, log)
 }
 
 // stop ends the generation's background work and waits for it.
@@ -201,4 +202,5 @@ func (g *generation) stop() {
 		g.discovery.stop()
 	}
 	g.routing.stop()
+	g.warm.stop()
 }

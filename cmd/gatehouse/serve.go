@@ -53,6 +53,9 @@ func serve(path string, bare bool) error {
 	logOut := asynclog.New(os.Stderr, 8192)
 	defer logOut.Close()
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: logLevel(cfg.Log.Level)}))
+	if limit := setMemoryLimit(); limit != "" {
+		log.Info("Go memory limit set from the container's (GOMEMLIMIT unset)", "bytes", limit)
+	}
 
 	g, err := newGateway(path, cfg, types, bare, log, logOut)
 	if err != nil {

@@ -22,6 +22,7 @@ type generation struct {
 	transports []*http.Transport
 	discovery  *discovery // nil when no provider discovers models
 	routing    *routing   // breakers, health checks and load signals of this generation
+	warm       *prewarm   // connections opened when the generation starts
 }
 
 // close lets idle upstream connections of a replaced generation go;
@@ -35,7 +36,7 @@ func (g *generation) close() {
 // build wires a validated config into a runtime, over the stores the
 // process opened once.
 func build(cfg *config.Config, types *provider.Registry, bare bool, st *stores, log *slog.Logger) (*generation, error) {
-	gen := &generation{}
+	gen := &generation{warm: &prewarm{}}
 	deployments := map[string]provider.Deployment{} // per provider, without model
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
@@ -47,6 +48,7 @@ func build(cfg *config.Config, types *provider.Registry, bare bool, st *stores, 
 			gen.transports = append(gen.transports, t)
 		}
 		deployments[p.Name] = d
+		gen.warm.add(p, d)
 	}
 	gen.routing = newRouting(cfg, deployments)
 	groups, err := gen.routing.groups(cfg, deployments)

@@ -119,6 +119,10 @@ func (g *generation) instrument(m *metrics.Metrics) {
 	r.metrics = m
 	for _, b := range r.pool.Backends() {
 		m.Breaker(b.Deployment.Provider, b.Deployment.Model, int(b.Breaker()), b.Breaker().String(), false)
+		if d := b.Deployment.Dialer; d != nil && m != nil {
+			name := b.Deployment.Provider
+			d.OnRetry(func(err error) { m.ConnectRetry(name, provider.DialCause(err)) })
+		}
 	}
 	for _, h := range r.checks {
 		m.HealthCheck(h.Provider, false)

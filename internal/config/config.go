@@ -164,7 +164,17 @@ type Provider struct {
 	// Load, when set, reads the server's own load (llama.cpp or vLLM
 	// Prometheus metrics) for least-tokens and least-latency.
 	Load *LoadSignal `yaml:"load"`
+	// Prewarm is how many connections to open to the server when the
+	// gateway starts and after each reload, so the first requests skip
+	// the TCP and TLS handshakes (a HEAD of base_url each, without
+	// credentials); 0 opens none. Default provider.DefaultPrewarm (4),
+	// except for a loopback base_url, where there is no handshake worth
+	// saving (0).
+	Prewarm *int `yaml:"prewarm"`
 }
+
+// MaxPrewarm bounds providers[].prewarm: each is a connection held open.
+const MaxPrewarm = 10000
 
 // Model is a name clients send as "model", routed to one or more targets.
 type Model struct {

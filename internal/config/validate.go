@@ -199,6 +199,9 @@ func (c *checker) provider(path string, p *Provider, seen map[string]string) {
 	if p.APIKey != strings.TrimSpace(p.APIKey) {
 		c.errorf(path+".api_key", "has leading or trailing whitespace or a line break")
 	}
+	if p.Prewarm != nil && (*p.Prewarm < 0 || *p.Prewarm > MaxPrewarm) {
+		c.errorf(path+".prewarm", "must be between 0 and %d connections", MaxPrewarm)
+	}
 	for name, value := range p.Headers {
 		hp := path + ".headers." + name
 		if !validHeaderName(name) {

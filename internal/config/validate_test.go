@@ -63,6 +63,10 @@ func TestValidation(t *testing.T) {
 		{"two documents", "listen: a:1\n---\nlisten: b:2\n", []problem{{3, 1, "", "one YAML document"}}},
 
 		// Top level, server and log.
+		{"prewarm out of range", "providers:\n  - {name: a, type: mock, prewarm: -1}\n  - {name: b, type: mock, prewarm: 10001}\n", []problem{
+			{2, 36, "providers[0].prewarm", "must be between 0 and 10000 connections"},
+			{3, 36, "providers[1].prewarm", "must be between 0 and 10000 connections"},
+		}},
 		{"listen without port", "listen: localhost\n", []problem{{1, 9, "listen", "must be host:port"}}},
 		{"listen bad port", "listen: \":70000\"\n", []problem{{1, 9, "listen", "must be host:port"}}},
 		{"max_body_bytes zero", "server:\n  max_body_bytes: 0\n", []problem{{2, 19, "server.max_body_bytes", "must be greater than 0"}}},

@@ -42,9 +42,17 @@ type Reader struct {
 // bom is the UTF-8 byte order mark the spec strips from the stream's start.
 var bom = []byte("\xef\xbb\xbf")
 
+// readBufferSize is the Reader's own buffer. It is small because a
+// stream keeps it for its whole life and spends that life waiting: the
+// upstream connection already buffers what the socket delivered (the
+// HTTP transport's 4 KiB), so this one only needs to hold about an event
+// to find its line ends; longer lines are assembled in Reader.line.
+// At 4 KiB it was the largest buffer an open stream held of its own.
+const readBufferSize = 512
+
 // NewReader returns a Reader reading from r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 4<<10), max: maxEventSize} // longer lines are assembled in r.line
+	return &Reader{br: bufio.NewReaderSize(r, readBufferSize), max: maxEventSize} // longer lines are assembled in r.line
 }
 
 // Next returns the next event. At the end of input it returns io.EOF (an

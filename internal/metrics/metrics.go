@@ -32,6 +32,7 @@ type Metrics struct {
 	denials         *prometheus.CounterVec
 	inFlight        prometheus.Gauge
 	attempts        *prometheus.CounterVec
+	connectRetries  *prometheus.CounterVec
 	decisions       *prometheus.CounterVec
 	breakerState    *prometheus.GaugeVec
 	breakerChanges  *prometheus.CounterVec
@@ -107,6 +108,10 @@ func New() *Metrics {
 			Name: "gatehouse_breaker_state",
 			Help: "Circuit breaker of each deployment: 0 closed, 1 half-open, 2 open.",
 		}, []string{"provider", "model"}),
+		connectRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatehouse_upstream_connect_retries_total",
+			Help: "Connects to an upstream that failed before anything was sent (refused, reset, out of descriptors or ports) and were tried again, by provider and cause.",
+		}, []string{"provider", "cause"}),
 		breakerChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatehouse_breaker_transitions_total",
 			Help: "Circuit breaker state changes, by the state entered.",
@@ -117,7 +122,7 @@ func New() *Metrics {
 		}, []string{"provider"}),
 	}
 	reg.MustRegister(m.requests, m.requestDuration, m.ttft, m.overhead, m.tokens, m.cost, m.cacheRequests, m.denials,
-		m.inFlight, m.decisions, m.attempts, m.breakerState, m.breakerChanges, m.upstreamDown, deploymentCollector{m},
+		m.inFlight, m.decisions, m.attempts, m.connectRetries, m.breakerState, m.breakerChanges, m.upstreamDown, deploymentCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
@@ -140,6 +145,16 @@ func (m *Metrics) Attempt(group, strategy, provider, model, outcome string) {
 	m.attempts.WithLabelValues(provider, model, outcome).Inc()
 }
 
+// ConnectRetry records a connect to provider's upstream that failed
+// before anything was sent and is tried again; cause is the error's
+// short name (refused, reset, descriptors, ports …).
+func (m *Metrics) ConnectRetry(provider, cause string) {
+	if m == nil {
+		return
+	}
+	m.connectRetries.WithLabelValues(provider, cause).Inc()
+}
+
 // Forget drops the series of a deployment a config reload removed: its
 // breaker, its attempts and its routing decisions.
 func (m *Metrics) Forget(provider, model string) {
@@ -158,6 +173,7 @@ func (m *Metrics) ForgetProvider(provider string) {
 	}
 	m.upstreamDown.DeleteLabelValues(provider)
 	m.decisions.DeletePartialMatch(prometheus.Labels{"provider": provider})
+	m.connectRetries.DeletePartialMatch(prometheus.Labels{"provider": provider})
 }
 
 // Breaker records a deployment's breaker state (0 closed, 1 half-open,

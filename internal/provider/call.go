@@ -157,27 +157,32 @@ func TransportError(provider string, err error) *llm.Error {
 		Code: "upstream_error", Message: fmt.Sprintf("provider %q failed: connection error", provider), Cause: err}
 }
 
-// NewTransport returns the HTTP transport gatehouse uses for one provider:
-// a large idle pool (the gateway funnels many clients into few upstreams),
-// no transparent compression (streams must pass event by event), and a
-// dialer that honours the connect timeout of the call that dials.
-func NewTransport() *http.Transport {
-	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+// NewTransport returns the HTTP transport gatehouse uses for one provider
+// with a default Dialer (NewTransportWith).
+func NewTransport() *http.Transport { return NewTransportWith(NewDialer()) }
+
+// NewTransportWith returns the HTTP transport gatehouse uses for one
+// provider: a large idle pool (the gateway funnels many clients into few
+// upstreams), no transparent compression (streams must pass event by
+// event), and d to connect, which honours the connect timeout of the call
+// that dials and retries a connect that failed before anything was sent.
+func NewTransportWith(d *Dialer) *http.Transport {
 	return &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if d, ok := ctx.Value(connectTimeoutKey{}).(time.Duration); ok {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, d)
-				defer cancel()
-			}
-			return dialer.DialContext(ctx, network, addr)
-		},
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         d.DialContext,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableCompression:  true,
+		// Each upstream connection keeps its write buffer for life, and a
+		// stream's connection is busy for as long as the stream: the
+		// default 4 KiB is 4 KiB per open stream spent on a request that
+		// went out at its start. Request headers fit in 1 KiB; a larger
+		// body fills the buffer once, which is flushed, and the rest is
+		// written straight through (bufio does not copy what it cannot
+		// hold), so the count of writes does not grow with the body.
+		WriteBufferSize: 1 << 10,
 	}
 }

@@ -87,4 +87,8 @@ type Deployment struct {
 	// MaxResponseBytes bounds a non-streamed upstream body (see
 	// ResponseLimit); 0: MaxResponseBytes.
 	MaxResponseBytes int64
+	// Dialer connects Client's transport when the registry built it (nil
+	// for a client given by the adapter): its retries are counted in the
+	// metrics.
+	Dialer *Dialer
 }

@@ -200,7 +200,8 @@ func (r *Registry) Deployment(s Settings) (Deployment, *http.Transport, error) {
 	if d.Client != nil {
 		return d, nil, nil
 	}
-	tr := NewTransport()
+	d.Dialer = NewDialer()
+	tr := NewTransportWith(d.Dialer)
 	d.Client = &http.Client{Transport: tr, CheckRedirect: refuseRedirects}
 	return d, tr, nil
 }

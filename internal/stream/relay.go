@@ -8,6 +8,7 @@
 package stream
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -61,11 +62,12 @@ type Result struct {
 	FirstChunk time.Time // when the first chunk was written; zero if none
 	Started    bool      // the response headers went out
 	Done       bool      // the stream completed and [DONE] was sent
-	// Sample holds the first chunks relayed (their JSON, one a line, up
-	// to about SampleBytes) and Relayed the size of all of them the same
-	// way: what the completion tokens of a stream that ended without
-	// usage are counted from (llm.ChunksText), scaled up when the sample
-	// is only the start.
+	// Sample holds the first chunks relayed, one a line, up to about
+	// SampleBytes, each cut down to {"choices":…} (the members from its
+	// choices on), and Relayed the size of all of them the same way:
+	// what the completion tokens of a stream that ended without usage are
+	// counted from (llm.ChunksText), scaled up when the sample is only
+	// the start.
 	Sample  []byte
 	Relayed int
 }
@@ -95,12 +97,24 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 	}
 	var res Result
 	rc := http.NewResponseController(w)
-	bp := bufPool.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 64<<10 {
+	// The event buffer is taken from the pool only while an event is
+	// built and written, never while the relay waits for the next one:
+	// a stream spends nearly all its life waiting, and ten thousand open
+	// streams would otherwise hold ten thousand idle buffers.
+	var bp *[]byte
+	release := func() {
+		if bp != nil && cap(*bp) <= 64<<10 {
 			bufPool.Put(bp)
 		}
-	}()
+		bp = nil
+	}
+	defer release()
+	buf := func() *[]byte {
+		if bp == nil {
+			bp = bufPool.Get().(*[]byte)
+		}
+		return bp
+	}
 	pending, _ := s.(llm.Pending)
 	dirty := false // written but not flushed
 	for {
@@ -112,6 +126,7 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 			}
 			dirty = false
 		}
+		release()
 		c, err := s.Next()
 		if opt.OnChunk != nil && err == nil {
 			opt.OnChunk()
@@ -124,6 +139,7 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 				}
 				end := doneEvent
 				if opt.Encoder != nil {
+					bp := buf()
 					end = opt.Encoder.End((*bp)[:0])
 					*bp = end
 				}
@@ -142,6 +158,7 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 		if c.Usage != nil {
 			res.Usage, res.HasUsage = *c.Usage, true
 		}
+		bp := buf()
 		if opt.Encoder != nil {
 			out, err := opt.Encoder.Chunk((*bp)[:0], c)
 			*bp = out
@@ -175,13 +192,34 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 		}
 		res.Chunks++
 		if !c.UsageOnly { // what the client was sent, for counting if no usage comes
+			// Only the choices are kept (as {"choices":…}): the id, model
+			// and fingerprint every chunk repeats are most of its bytes
+			// and none of its text.
+			sample := choicesOf(c.Data)
 			if len(res.Sample) < SampleBytes {
-				res.Sample = append(append(res.Sample, c.Data...), '\n')
+				res.Sample = append(append(append(res.Sample, '{'), sample...), '\n')
 			}
-			res.Relayed += len(c.Data) + 1
+			res.Relayed += len(sample) + 2
 		}
 		dirty = true
 	}
+}
+
+// choicesKey starts the member a chunk's text is in. Both quotes
+// unescaped and a colon after them: inside a JSON string the quotes
+// would be escaped, so only a key matches.
+var choicesKey = []byte(`"choices":`)
+
+// choicesOf returns the chunk from its "choices" member to its end (so
+// that '{' before it is an object again), or the whole chunk when it has
+// none where expected. It searches, it does not decode: it runs for every
+// chunk.
+func choicesOf(data []byte) []byte {
+	i := bytes.Index(data, choicesKey)
+	if i < 0 {
+		return data[min(1, len(data)):] // the '{' goes back on
+	}
+	return data[i:]
 }
 
 func classify(opt Options, err error) *llm.Error {

@@ -168,3 +168,34 @@ func TestRelayFlushesEachChunkWhenNothingIsBuffered(t *testing.T) {
 		t.Errorf("chunk 1 not flushed before waiting for chunk 2: %q", s.seen[1])
 	}
 }
+
+// The sample keeps each chunk from its choices on, which is all its text,
+// and still reads back as chunks; Relayed counts in the same units.
+func TestRelaySampleKeepsOnlyChoices(t *testing.T) {
+	full := []llm.Chunk{
+		{Data: []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"Hello"}}]}`)},
+		{Data: []byte(`{"id":"chatcmpl-1","model":"m \"choices\":","choices":[{"index":0,"delta":{"content":" world"}}]}`)},
+		{Data: []byte(`{"id":"chatcmpl-1","object":"x"}`)}, // no choices: kept whole
+	}
+	rec := httptest.NewRecorder()
+	res, err := Relay(rec, &fakeStream{chunks: full, err: io.EOF}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"choices":[{"index":0,"delta":{"content":"Hello"}}]}` + "\n" +
+		`{"choices":[{"index":0,"delta":{"content":" world"}}]}` + "\n" +
+		`{"id":"chatcmpl-1","object":"x"}` + "\n"
+	if string(res.Sample) != want {
+		t.Fatalf("sample:\n%s\nwant:\n%s", res.Sample, want)
+	}
+	if res.Relayed != len(want) {
+		t.Fatalf("Relayed = %d, want %d", res.Relayed, len(want))
+	}
+	if got := string(llm.ChunksText(nil, res.Sample)); got != "Hello world" {
+		t.Fatalf("text of the sample = %q", got)
+	}
+	// The chunks themselves went out whole.
+	if !strings.Contains(rec.Body.String(), `"system_fingerprint":"fp"`) {
+		t.Fatalf("relayed body lost a member: %s", rec.Body.String())
+	}
+}
