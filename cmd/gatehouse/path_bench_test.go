@@ -19,9 +19,10 @@ import (
 // ("limits"), and with the same key under limits.headers: refusals
 // ("limits-quiet": no x-ratelimit-* headers on admitted responses), and
 // with no limits and no request log line ("nolimits-nolog"), with no
-// limits and no usage records ("nolimits-norecords"), the key with no
-// limits in cluster mode with and without records ("cluster",
-// "cluster-norecords": needs the test services), and through
+// limits and no usage records ("nolimits-norecords"), with limits and no
+// usage records ("limits-norecords"), the key with no limits in cluster
+// mode with and without records ("cluster", "cluster-norecords": needs
+// the test services), and through
 // gatehouse serve --bare ("bare": no auth, log or limits). The
 // differences are what admission control costs a request, how much of it
 // is the six headers, and what the log line and the usage record cost;
@@ -44,6 +45,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false, false, [2]string{}, ""},
 		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false, false, [2]string{}, ""},
 		{"nolimits-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "usage: {records: false}\n", false, false, [2]string{}, ""},
+		{"limits-norecords", "gh-bench-limited", limited, "usage: {records: false}\n", true, false, [2]string{}, ""},
 		// Cluster mode (needs the test services: PostgreSQL takes the
 		// records with COPY, out of this process).
 		{"cluster", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster", false, false, [2]string{}, ""},
