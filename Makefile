@@ -22,7 +22,7 @@ GOTESTFLAGS ?=
 VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; }; echo $${c:-unknown})
 
-.PHONY: run build image release test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance fuzz prices clean
+.PHONY: run build image release test test-docker prereqs deps test-real vet lint unit ui ui-deps ui-check bench bench-balance soak fuzz prices clean
 
 build:
 	$(GO) build -ldflags '-X main.version=$(VERSION) -X main.commit=$(COMMIT)' -o $(BIN)/gatehouse ./cmd/gatehouse
@@ -147,6 +147,14 @@ endif
 
 bench-balance: build
 	cd bench && $(GO) run ./cmd/balance -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm $(BALANCEFLAGS)
+
+# soak runs gatehouse for SOAKFLAGS' duration (default 20 minutes) at a
+# steady mixed load with a config reload every minute and fails when
+# goroutines, open files or heap do not return to their baseline or a
+# request lacks its one usage record. SOAKFLAGS=-quick: two minutes.
+soak: build
+	cd bench && $(GO) run ./cmd/soak -gatehouse ../$(BIN)/gatehouse -mockllm ../$(BIN)/mockllm \
+		-out ../$(BIN)/soak-report.md $(SOAKFLAGS)
 
 prices:
 	scripts/prices

@@ -15,12 +15,12 @@ import (
 // store for its sessions); dashboardOff then says which.
 func (s *stores) dashboard(cfg *config.Config, log *slog.Logger) (*ui.Handler, error) {
 	sessions, ok := s.store.(auth.SessionStore)
-	if !cfg.UI.On() || cfg.AdminKey == "" || !ok {
+	if !cfg.UI.On() || !cfg.HasAdmin() || !ok {
 		return nil, nil
 	}
 	return ui.New(ui.Options{
 		Sessions: sessions,
-		AdminKey: auth.HashKey(cfg.AdminKey),
+		Admins:   adminCredentials(cfg),
 		TTL:      cfg.UI.SessionTTL.D(),
 		Assets:   web.Dist(),
 		OpenAPI:  docs.OpenAPI(),
@@ -33,9 +33,20 @@ func dashboardOff(cfg *config.Config, s *stores) string {
 	switch {
 	case !cfg.UI.On():
 		return "The dashboard is turned off (ui.enabled: false in the config)."
-	case cfg.AdminKey == "":
+	case !cfg.HasAdmin():
 		return "The dashboard needs admin_key in the config: it logs in with the admin key."
 	default:
 		return "The dashboard needs a store for its sessions (SQLite or PostgreSQL)."
 	}
+}
+
+// adminCredentials are the config's admin keys, admin_key first, by the
+// hashes of their keys: the admin API and the dashboard keep no key.
+func adminCredentials(cfg *config.Config) auth.Admins {
+	all := cfg.AllAdminKeys()
+	out := make(auth.Admins, len(all))
+	for i, a := range all {
+		out[i] = auth.Admin{Name: a.Name, Role: auth.Role(a.Role), Hash: auth.HashKey(a.Key)}
+	}
+	return out
 }

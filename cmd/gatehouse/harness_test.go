@@ -146,6 +146,9 @@ func launchGatewayOn(t testing.TB, path string, bare bool, wrap func(net.Listene
 		t.Fatal(err)
 	}
 	scheme := "http://"
+	if cfg.Server.TLS != nil {
+		scheme = "https://"
+	}
 	if wrap != nil {
 		ln, scheme = wrap(ln), "https://"
 	}

@@ -35,15 +35,19 @@ type admitter struct {
 	redis rueidis.Client
 	// spend reads the budget counters for the admin API.
 	spend *budgetSpend
+	// leaser holds this replica's leases when limits.lease is on (nil
+	// otherwise): a reload hands them back.
+	leaser *limit.Leaser
 }
 
 // openAdmitter builds the admitter the storage mode calls for.
 //
 // Embedded: in-process counters, spend persisted to the SQLite store and
 // loaded back at start. Cluster: the Redis limiter (one script call per
-// admission), spend recorded in PostgreSQL and used to re-seed counters
-// Redis lost, behind a Fallback applying limits.failure_policy while
-// Redis cannot be reached.
+// admission; with limits.lease, a Leaser in front of it admitting against
+// batches taken from it), spend recorded in PostgreSQL and used to
+// re-seed counters Redis lost, behind a Fallback applying
+// limits.failure_policy while Redis cannot be reached.
 func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStore, log *slog.Logger) (*admitter, error) {
 	l := cfg.Limits
 	if !cfg.Cluster() {
@@ -70,7 +74,15 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 		log.Info("restored budget counters Redis had lost", "counters", n)
 	}
 	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}, redis: client, spend: &budgetSpend{redis: rl}}
-	fb := &limit.Fallback{Primary: rl, Policy: limit.FailurePolicy(l.FailurePolicy), Replicas: l.Replicas, Cooldown: l.Cooldown.D(),
+	var primary limit.Admitter = rl
+	if l.Lease.Enabled {
+		// Leases in front of Redis: admissions come out of capacity taken
+		// in batches; given back before the limiter closes.
+		a.leaser = limit.NewLeaser(rl, limit.LeaseOptions{Fraction: l.Lease.Fraction, Idle: l.Lease.Idle.D(), Log: log})
+		a.closers = append([]func(context.Context) error{a.leaser.Close}, a.closers...)
+		primary = a.leaser
+	}
+	fb := &limit.Fallback{Primary: primary, Policy: limit.FailurePolicy(l.FailurePolicy), Replicas: l.Replicas, Cooldown: l.Cooldown.D(),
 		OnDegraded: func(err error) {
 			log.Warn("rate limits: Redis unavailable", "policy", l.FailurePolicy, "error", err.Error())
 		}}
@@ -91,6 +103,24 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 	a.closers = append([]func(context.Context) error{fb.Close}, a.closers...)
 	a.admitter = fb
 	return a, nil
+}
+
+// leaseReleaseTimeout bounds handing the leases back on a reload.
+const leaseReleaseTimeout = 5 * time.Second
+
+// releaseLeases hands back every lease this replica holds, after a
+// reload: the limits they were taken under may have changed, and the
+// next request takes new ones. A failure is only logged: what could not
+// be handed back is retried by the Leaser's own sweep.
+func (a *admitter) releaseLeases(log *slog.Logger) {
+	if a == nil || a.leaser == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
+	defer cancel()
+	if err := a.leaser.Release(ctx); err != nil {
+		log.Warn("rate limits: handing back leases after the reload failed; will retry", "error", err.Error())
+	}
 }
 
 func closeClient(c rueidis.Client) func(context.Context) error {

@@ -2,16 +2,58 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/redis/rueidis"
+
 	"gatehouse/internal/mockllm"
+	"gatehouse/internal/store/redis"
 )
+
+// benchRedis is a client of the test services' Redis, which cluster-mode
+// variants use; closed with b.
+func benchRedis(b *testing.B) rueidis.Client {
+	b.Helper()
+	c, err := redis.NewClient(os.Getenv("GATEHOUSE_TEST_REDIS"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c
+}
+
+// redisCalls is how many script calls (EVALSHA, EVAL) and commands in
+// all Redis has run since it started, from INFO commandstats, which
+// counts the commands a script runs as well as the script: the first is
+// the round trips' worth, the second the work.
+func redisCalls(b *testing.B, c rueidis.Client) (scripts, all int64) {
+	b.Helper()
+	s, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(s) {
+		name, rest, ok := strings.Cut(line, ":calls=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		k, _ := strconv.ParseInt(v, 10, 64)
+		all += k
+		if name == "cmdstat_evalsha" || name == "cmdstat_eval" {
+			scripts += k
+		}
+	}
+	return scripts, all
+}
 
 // BenchmarkRequestPath is one chat completion through the whole gateway
 // (real HTTP in and out, on loopback, mockllm upstream), with a key that
@@ -22,7 +64,9 @@ import (
 // limits and no usage records ("nolimits-norecords"), with limits and no
 // usage records ("limits-norecords"), the key with no limits in cluster
 // mode with and without records ("cluster", "cluster-norecords": needs
-// the test services), and through
+// the test services), the limited key in cluster mode without and with
+// leases ("cluster-limits", "cluster-lease"; these report the Redis
+// commands a request costs, redis-cmds/op), and through
 // gatehouse serve --bare ("bare": no auth, log or limits). The
 // differences are what admission control costs a request, how much of it
 // is the six headers, and what the log line and the usage record cost;
@@ -50,6 +94,11 @@ func BenchmarkRequestPath(b *testing.B) {
 		// records with COPY, out of this process).
 		{"cluster", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster", false, false, [2]string{}, ""},
 		{"cluster-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster usage: {records: false}\n", false, false, [2]string{}, ""},
+		// The key with rpm, tpm and a budget in cluster mode: one
+		// admission script a request and a settle; and with leases on
+		// (limits.lease), admitted in-process from batches.
+		{"cluster-limits", "gh-bench-limited", limited, "cluster", true, false, [2]string{}, ""},
+		{"cluster-lease", "gh-bench-limited", limited, "cluster-lease", true, false, [2]string{}, ""},
 		// The exact cache: every timed request a hit; and every one a
 		// miss (a TTL of 0 keeps nothing), the upstream path plus the
 		// lookup.
@@ -77,7 +126,9 @@ func BenchmarkRequestPath(b *testing.B) {
 		for _, v := range variants {
 			b.Run(sc.name+"/"+v.name, func(b *testing.B) {
 				extra := v.extra
-				if rest, ok := strings.CutPrefix(extra, "cluster"); ok {
+				if extra == "cluster-lease" {
+					extra = strings.Replace(clusterStorage(b), "redis_timeout: 10s}", "redis_timeout: 10s, lease: {enabled: true}}", 1)
+				} else if rest, ok := strings.CutPrefix(extra, "cluster"); ok {
 					extra = clusterStorage(b) + strings.TrimSpace(rest) + "\n"
 				}
 				yaml := strings.Replace(baseConfig(up, extra), "keys:\n", "keys:\n"+v.keyYAML, 1)
@@ -115,6 +166,12 @@ func BenchmarkRequestPath(b *testing.B) {
 				}
 				var mu sync.Mutex
 				var overhead []float64 // x-gatehouse-overhead-ms of every timed request
+				var rc rueidis.Client  // cluster mode: counts the commands Redis ran
+				var scripts0, all0 int64
+				if strings.HasPrefix(v.extra, "cluster") {
+					rc = benchRedis(b)
+					scripts0, all0 = redisCalls(b, rc)
+				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
@@ -131,6 +188,13 @@ func BenchmarkRequestPath(b *testing.B) {
 					mu.Unlock()
 				})
 				b.StopTimer()
+				if rc != nil {
+					// Less the INFO that read the count; the settles queued
+					// last may still be on their way (a pipelined batch).
+					scripts, all := redisCalls(b, rc)
+					b.ReportMetric(float64(scripts-scripts0)/float64(b.N), "redis-scripts/op")
+					b.ReportMetric(float64(all-all0-1)/float64(b.N), "redis-cmds/op")
+				}
 				if len(overhead) > 0 {
 					slices.Sort(overhead)
 					b.ReportMetric(overhead[len(overhead)/2], "overhead-p50-ms")

@@ -22,6 +22,8 @@ func providerSettings(p *config.Provider) provider.Settings {
 		DropUnsupported: p.DropUnsupported,
 		ResponsesAPI:    p.ResponsesAPI,
 		Header:          http.Header{},
+
+		MaxResponseBytes: p.MaxResponseBytes,
 	}
 	for k, v := range p.Headers {
 		s.Header.Set(k, v)

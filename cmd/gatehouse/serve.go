@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,9 @@ import (
 	"time"
 
 	"gatehouse/internal/asynclog"
+	"gatehouse/internal/certfile"
 	"gatehouse/internal/config"
+	"gatehouse/internal/framing"
 	"gatehouse/internal/metrics"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/server"
@@ -116,12 +119,31 @@ func startTracer(tr *config.Traces) (*telemetry.Tracer, error) {
 // to the configured grace period to finish.
 func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) error {
 	hs := &http.Server{
-		Handler:           g.srv.Handler(),
+		Handler: g.srv.Guarded(server.Guard{MaxHeaderBytes: cfg.Server.MaxHeaderBytes, BodyReadTimeout: cfg.Server.BodyReadTimeout.D()}),
+		// No ReadTimeout or WriteTimeout: they would bound a whole
+		// request or response, and streams last minutes. Slow clients
+		// are bounded by ReadHeaderTimeout and the guard's body timeout.
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(),
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
+		MaxHeaderBytes:    int(cfg.Server.MaxHeaderBytes),
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		Protocols:         serverProtocols(cfg.Server),
+		ConnContext:       framing.ConnContext,
+		// OPTIONS * goes to the handler like every request: the guard
+		// counts a connection's requests to tell them apart.
+		DisableGeneralOptionsHandler: true,
+	}
+	if t := cfg.Server.TLS; t != nil {
+		certs, err := certfile.Load(t.CertFile, t.KeyFile)
+		if err != nil {
+			return err
+		}
+		certs.OnError = func(err error) { g.log.Error("TLS certificate reload", "error", err.Error()) }
+		// Handshakes run before net/http sees a connection (ListenTLS), so
+		// read_header_timeout bounds them as it bounds the headers.
+		ln = framing.ListenTLS(tls.NewListener(ln, certs.Config()), hs.MaxHeaderBytes, hs.ReadHeaderTimeout)
+	} else {
+		ln = framing.Listen(ln, hs.MaxHeaderBytes)
 	}
 	// SIGHUP is caught before the listener announces itself: its default
 	// action ends the process, so a reload asked for early must not kill it.
@@ -165,7 +187,11 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	if g.bare {
 		mode = "bare proxy"
 	}
-	g.log.Info("gatehouse listening", "addr", ln.Addr().String(), "mode", mode, "config", g.path, "store", g.st.desc)
+	scheme := "http"
+	if cfg.Server.TLS != nil {
+		scheme = "https"
+	}
+	g.log.Info("gatehouse listening", "addr", ln.Addr().String(), "scheme", scheme, "mode", mode, "config", g.path, "store", g.st.desc)
 	if adminOff && !g.bare {
 		g.log.Warn("admin API disabled: set admin_key in the config to enable /admin/")
 	}
@@ -255,6 +281,9 @@ func (g *gateway) apply(cfg *config.Config) {
 		old.stop()
 	}
 	g.log.Info("config reloaded", "providers", len(cfg.Providers), "models", len(cfg.Models), "keys", len(cfg.Keys))
+	if g.st != nil {
+		g.st.limiter.releaseLeases(g.log)
+	}
 	if old != nil {
 		time.AfterFunc(time.Minute, old.close)
 	}

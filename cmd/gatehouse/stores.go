@@ -12,6 +12,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/admin"
+	"gatehouse/internal/audit"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/cache"
 	"gatehouse/internal/config"
@@ -264,7 +265,7 @@ func (a clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
 // requests.
 func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, served func(string) bool,
 	sessions admin.SessionAuthorizer, routes *route.Table, log *slog.Logger) (http.Handler, error) {
-	if cfg.AdminKey == "" || s.store == nil {
+	if !cfg.HasAdmin() || s.store == nil {
 		return nil, nil
 	}
 	names := make([]string, 0, len(cfg.Keys))
@@ -301,6 +302,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 		configPrices[model] = tokens.StoredPrice{Model: model, Input: p.Input, CachedInput: p.CachedInput, Output: p.Output}
 	}
 	usage, _ := s.store.(account.Querier)
+	auditLog, _ := s.store.(audit.Store)
 	var budgets admin.Budgets
 	if s.limiter != nil {
 		budgets = s.limiter.spend.withKeys(cfg.Keys)
@@ -308,13 +310,14 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 	return admin.New(admin.Options{
 		Budgets:       budgets,
 		Usage:         usage,
+		Audit:         auditLog,
 		Cache:         s.cache,
 		Semantic:      cfg.Cache.Semantic.Embedder.Provider != "",
 		Prices:        s.prices.store,
 		ConfigPrices:  configPrices,
 		PricesChanged: s.prices.load,
 		Store:         s.store,
-		AdminKey:      auth.HashKey(cfg.AdminKey),
+		Admins:        adminCredentials(cfg),
 		Static:        static,
 		Clients:       clients,
 		Sessions:      sessions,

@@ -10,7 +10,6 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"gatehouse/internal/account"
+	"gatehouse/internal/audit"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 	routing "gatehouse/internal/route"
@@ -32,20 +32,25 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (*auth.Principal, error)
 }
 
-// SessionAuthorizer recognises the dashboard's session (ui.Handler):
-// (true, nil) for a live session allowed this request, (false, nil) when
-// the request has no session at all, an error when its session is over or
-// a change lacks its CSRF token or comes from another site.
+// SessionAuthorizer recognises the dashboard's session (ui.Handler): who
+// acts for a live session allowed this request, (nil, nil) when the
+// request has no session at all, an error when its session is over or a
+// change lacks its CSRF token or comes from another site. Whether the
+// actor's role may make the change is the admin API's to decide.
 type SessionAuthorizer interface {
-	AuthorizeSession(r *http.Request) (bool, *llm.Error)
+	AuthorizeSession(r *http.Request) (*auth.Actor, *llm.Error)
 }
 
 // Options build a Handler. Store is required; the rest have safe zero values.
 type Options struct {
 	Store auth.Store
-	// AdminKey is the SHA-256 of the admin key. The zero Hash (no admin key
-	// configured) refuses every request with 401.
+	// AdminKey is the SHA-256 of the admin key (config admin_key), the
+	// credential named "admin" with the role admin. The zero Hash adds
+	// nothing; with no Admins either, every request is refused with 401.
 	AdminKey auth.Hash
+	// Admins are the named credentials of admin_keys, each with a role:
+	// a viewer may read but every change it asks for is refused with 403.
+	Admins auth.Admins
 	// Static are the read-only keys of the config file, with ProjectID set
 	// (see EnsureProjects). They are listed with the stored keys and answer
 	// 403 to every change.
@@ -93,6 +98,10 @@ type Options struct {
 	// Semantic says the gateway runs a semantic cache (an embedder is
 	// configured), so a project may turn it on.
 	Semantic bool
+	// Audit keeps the record of every change made through the API and
+	// answers GET /admin/audit; nil records nothing and answers 501
+	// there.
+	Audit audit.Store
 	// Log receives store failures (never secrets or bodies); nil discards.
 	Log *slog.Logger
 	// Now is the clock for expiry and revocation; nil means time.Now.
@@ -105,6 +114,7 @@ type Handler struct {
 	o      Options
 	mux    *http.ServeMux
 	static map[string]*auth.Key // by ID
+	admins auth.Admins          // AdminKey then Admins
 }
 
 // maxBody bounds an admin request body; records are small.
@@ -125,6 +135,10 @@ func New(o Options) *Handler {
 		o.Now = time.Now
 	}
 	h := &Handler{o: o, static: make(map[string]*auth.Key, len(o.Static))}
+	if !o.AdminKey.IsZero() {
+		h.admins = append(h.admins, auth.Admin{Name: DefaultAdminName, Role: auth.RoleAdmin, Hash: o.AdminKey})
+	}
+	h.admins = append(h.admins, o.Admins...)
 	for i := range o.Static {
 		k := &h.o.Static[i]
 		k.ReadOnly = true
@@ -136,7 +150,7 @@ func New(o Options) *Handler {
 			m.HandleFunc(rt.method+" "+rt.pattern, rt.raw)
 			continue
 		}
-		m.HandleFunc(rt.method+" "+rt.pattern, h.handle(rt.e))
+		m.HandleFunc(rt.method+" "+rt.pattern, h.handle(rt.pattern, rt.e))
 	}
 	h.mux = m
 	return h
@@ -186,19 +200,31 @@ func (h *Handler) routes() []route {
 
 		{"GET", "/admin/models", h.getModels, nil},
 		{"GET", "/admin/models/{model}", h.getModel, nil},
+
+		{"GET", "/admin/audit", h.getAudit, nil},
 	}
 }
 
-// ServeHTTP checks the admin key, then routes.
+// DefaultAdminName names the single admin key (Options.AdminKey) in the
+// audit log.
+const DefaultAdminName = "admin"
+
+// ServeHTTP checks the admin key and its role, then routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if err := h.authorize(r); err != nil {
+	actor, err := h.authorize(r)
+	if err != nil {
 		if err.Status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse admin"`)
 		}
 		err.WriteOpenAI(w)
 		return
 	}
+	if !safeMethod(r.Method) && !actor.Role.CanWrite() {
+		readOnlyRoleError(actor).WriteOpenAI(w)
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), actorKey{}, actor))
 	// The mux answers a known path with the wrong method, and an unknown
 	// path, in plain text; find out first and answer in JSON.
 	if _, pattern := h.mux.Handler(r); pattern == "" {
@@ -217,28 +243,52 @@ var (
 		Code: "insufficient_permissions", Message: "This is a client key; the admin API needs the admin key."}
 )
 
-func (h *Handler) authorize(r *http.Request) *llm.Error {
+// authorize finds who is calling: an admin credential by its key, or the
+// dashboard session the request carries when it has no key.
+func (h *Handler) authorize(r *http.Request) (auth.Actor, *llm.Error) {
 	secret := bearer(r)
 	if secret == "" {
 		if h.o.Sessions != nil {
-			if ok, err := h.o.Sessions.AuthorizeSession(r); ok || err != nil {
-				return err
+			a, err := h.o.Sessions.AuthorizeSession(r)
+			if err != nil {
+				return auth.Actor{}, err
+			}
+			if a != nil {
+				return *a, nil
 			}
 		}
-		return errNoAdminKey
+		return auth.Actor{}, errNoAdminKey
 	}
-	got := auth.HashKey(secret)
-	// Hashes have a fixed length, so the comparison takes the same time
-	// whatever the presented key shares with the real one.
-	if !h.o.AdminKey.IsZero() && subtle.ConstantTimeCompare(got[:], h.o.AdminKey[:]) == 1 {
-		return nil
+	// Match compares fixed-length hashes in constant time against every
+	// credential, so timing tells nothing of what a guess shares with a
+	// real key.
+	if a, ok := h.admins.MatchSecret(secret); ok {
+		return auth.Actor{Name: a.Name, Role: a.Role}, nil
 	}
 	if h.o.Clients != nil {
 		if _, err := h.o.Clients.Authenticate(r); err == nil {
-			return errClientKey
+			return auth.Actor{}, errClientKey
 		}
 	}
-	return errBadAdminKey
+	return auth.Actor{}, errBadAdminKey
+}
+
+// actorKey is the context key of the auth.Actor of a request that passed
+// authorize.
+type actorKey struct{}
+
+// actorOf is who made r (zero outside ServeHTTP, as in tests of one
+// endpoint).
+func actorOf(r *http.Request) auth.Actor {
+	a, _ := r.Context().Value(actorKey{}).(auth.Actor)
+	return a
+}
+
+func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }
+
+func readOnlyRoleError(a auth.Actor) *llm.Error {
+	return &llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "permission_error",
+		Code: "read_only_role", Message: "The admin credential " + quote(a.Name) + " has the role " + string(a.Role) + ", which may read but not change anything."}
 }
 
 // bearer is the admin key as sent: "Authorization: Bearer …" only; admin
@@ -274,13 +324,24 @@ func routeError(r *http.Request, mux *http.ServeMux) *llm.Error {
 // or an error.
 type endpoint func(r *http.Request) (int, any, error)
 
-func (h *Handler) handle(e endpoint) http.HandlerFunc {
+// handle serves one endpoint; a change that succeeds is recorded in the
+// audit log with the object as it was before and as it is after.
+func (h *Handler) handle(pattern string, e endpoint) http.HandlerFunc {
+	kind := objectType(pattern)
 	return func(w http.ResponseWriter, r *http.Request) {
+		var before any
+		change := !safeMethod(r.Method)
+		if change {
+			before = h.before(r, kind)
+		}
 		status, body, err := e(r)
 		if err != nil {
 			ge := h.toError(r, err)
 			ge.WriteOpenAI(w)
 			return
+		}
+		if change {
+			h.record(r, pattern, status, before, body)
 		}
 		b, err := json.Marshal(body)
 		if err != nil {

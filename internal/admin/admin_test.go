@@ -40,7 +40,7 @@ type env struct {
 	priceChanges atomic.Int32 // calls of Options.PricesChanged
 }
 
-func openSQLite(t *testing.T) auth.Store {
+func openSQLite(t testing.TB) auth.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "admin.db"))
 	if err != nil {
@@ -51,7 +51,8 @@ func openSQLite(t *testing.T) auth.Store {
 }
 
 // newEnv serves the admin API over st; opts change its Options.
-func newEnv(t *testing.T, st auth.Store, opts ...func(*Options)) *env {
+// A fuzz target builds it with its *testing.F and sets t per input.
+func newEnv(t testing.TB, st auth.Store, opts ...func(*Options)) *env {
 	t.Helper()
 	ids, err := EnsureProjects(context.Background(), st, []string{"config-proj", "config-proj", ""})
 	if err != nil {
@@ -60,7 +61,8 @@ func newEnv(t *testing.T, st auth.Store, opts ...func(*Options)) *env {
 	static := []auth.Key{{ID: "static:cfg", Name: "cfg", ProjectID: ids["config-proj"], Limits: auth.Limits{RPM: 5}}}
 	clients := auth.NewStatic([]auth.StaticKey{{Secret: clientSecret, Principal: auth.Principal{KeyID: "static:cfg"}}})
 	logs := &bytes.Buffer{}
-	e := &env{t: t, st: st, vars: map[string]string{"cfgproj": ids["config-proj"]}, logs: logs, spec: loadSpec(t)}
+	e := &env{st: st, vars: map[string]string{"cfgproj": ids["config-proj"]}, logs: logs, spec: loadSpec(t)}
+	e.t, _ = t.(*testing.T)
 	ps, _ := st.(tokens.PriceStore)
 	usage, _ := st.(account.Querier)
 	o := Options{

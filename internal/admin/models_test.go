@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"gatehouse/internal/auth"
 	"io"
 	"net/http"
 	"strings"
@@ -157,15 +158,17 @@ func containsString(v any, s string) bool {
 // session, "ended" one that is over, no cookie none.
 type sessions struct{}
 
-func (sessions) AuthorizeSession(r *http.Request) (bool, *llm.Error) {
+func (sessions) AuthorizeSession(r *http.Request) (*auth.Actor, *llm.Error) {
 	c, err := r.Cookie("gatehouse_session")
 	switch {
 	case err != nil:
-		return false, nil
+		return nil, nil
 	case c.Value == "good":
-		return true, nil
+		return &auth.Actor{Name: "root", Role: auth.RoleAdmin, Session: true}, nil
+	case c.Value == "viewer":
+		return &auth.Actor{Name: "dash", Role: auth.RoleViewer, Session: true}, nil
 	}
-	return false, &llm.Error{Kind: llm.KindAuth, Status: http.StatusUnauthorized, Type: "authentication_error", Code: "session_expired", Message: "ended"}
+	return nil, &llm.Error{Kind: llm.KindAuth, Status: http.StatusUnauthorized, Type: "authentication_error", Code: "session_expired", Message: "ended"}
 }
 
 func TestSessionStandsInForTheKey(t *testing.T) {

@@ -19,7 +19,7 @@ var (
 	specErr  error
 )
 
-func loadSpec(t *testing.T) *openapitest.Spec {
+func loadSpec(t testing.TB) *openapitest.Spec {
 	t.Helper()
 	specOnce.Do(func() { spec, specErr = openapitest.Load("../../docs/openapi.yaml") })
 	if specErr != nil {

@@ -21,6 +21,8 @@ const (
 	DefaultMaxBodyBytes      = 10 << 20 // 10 MiB
 	DefaultShutdownGrace     = Duration(30 * time.Second)
 	DefaultReadHeaderTimeout = Duration(10 * time.Second)
+	DefaultMaxHeaderBytes    = 32 << 10 // 32 KiB
+	DefaultBodyReadTimeout   = Duration(30 * time.Second)
 
 	DefaultConnectTimeout   = Duration(10 * time.Second)
 	DefaultFirstByteTimeout = Duration(120 * time.Second)
@@ -48,8 +50,9 @@ const (
 // It has unexported lookup indexes: compare Configs in tests with
 // cmpopts.IgnoreUnexported(Config{}).
 type Config struct {
-	Listen    string     `yaml:"listen"`    // host:port; default 127.0.0.1:8080
-	AdminKey  string     `yaml:"admin_key"` // secret: protects /admin and /ui
+	Listen    string     `yaml:"listen"`     // host:port; default 127.0.0.1:8080
+	AdminKey  string     `yaml:"admin_key"`  // secret: protects /admin and /ui (role admin)
+	AdminKeys []AdminKey `yaml:"admin_keys"` // more admin credentials, each named, with a role; see admins.go
 	Storage   Storage    `yaml:"storage"`
 	Server    Server     `yaml:"server"`
 	Timeouts  Timeouts   `yaml:"timeouts"` // defaults for every model; filled with the built-in defaults
@@ -94,6 +97,17 @@ type Server struct {
 	// preface (prior knowledge, as gRPC-style clients and service meshes
 	// do); HTTP/1.1 clients are served as before. Default true.
 	H2C *bool `yaml:"h2c"`
+	// MaxHeaderBytes bounds a request's header section (request line and
+	// every header field); larger requests get 431. Default 32 KiB.
+	MaxHeaderBytes int64 `yaml:"max_header_bytes" config:"size"`
+	// BodyReadTimeout is the longest wait for the next bytes of a request
+	// body: a client that trickles its body slower than that is cut off
+	// (408). It does not bound a response, so long streams are unaffected.
+	// Default 30s.
+	BodyReadTimeout Duration `yaml:"body_read_timeout"`
+	// TLS serves HTTPS (HTTP/2 and HTTP/1.1) instead of plain HTTP; see
+	// listener.go.
+	TLS *TLS `yaml:"tls"`
 }
 
 // Timeouts bound one upstream call. A zero field inherits: model → top
@@ -125,6 +139,10 @@ type Provider struct {
 	// DropUnsupported drops request parameters the provider cannot honour
 	// instead of answering 400.
 	DropUnsupported bool `yaml:"drop_unsupported"`
+	// MaxResponseBytes bounds a non-streamed response the gateway reads
+	// from this provider; a larger one is answered with 502. Streams are
+	// relayed as they come and not bounded. Default 64 MiB.
+	MaxResponseBytes int64 `yaml:"max_response_bytes" config:"size"`
 	// APIVersion is Azure OpenAI's api-version query parameter; default
 	// azure.DefaultAPIVersion for the classic API, none for the v1 API.
 	APIVersion string `yaml:"api_version"`

@@ -18,6 +18,10 @@ const (
 	DefaultRedisPrefix      = "gh:"
 	DefaultReservationTTL   = Duration(15 * time.Minute)
 	DefaultMaxOutputTokens  = 4096
+	DefaultLeaseFraction    = 0.05
+	DefaultLeaseIdle        = Duration(10 * time.Second)
+	maxLeaseFraction        = 0.5
+	maxLeaseIdle            = Duration(time.Hour)
 	maxSpendFlush           = Duration(time.Second)
 	failurePolicyClosed     = "closed"
 	failurePolicyOpen       = "open"
@@ -70,6 +74,28 @@ type Limits struct {
 	// than the longest request (every model's total timeout); default
 	// that plus 5 minutes, at least 15 minutes.
 	ReservationTTL Duration `yaml:"reservation_ttl"`
+	// Lease lets each replica take small batches of every limit from
+	// Redis and admit against them with no round trip (cluster mode).
+	Lease Lease `yaml:"lease"`
+}
+
+// Lease configures leases (limit.Leaser): each replica holds, per rate
+// bucket and budget in use, a grant of at most Fraction of the limit,
+// taken from Redis in one script call and topped up in the background
+// before it runs out. Across R replicas a rate limit can then admit up to
+// R × Fraction × the limit more than it would without leases, in any
+// interval (docs/scaling.md); budgets are never exceeded through leases.
+type Lease struct {
+	// Enabled turns leases on; off by default, when every admission is
+	// one Redis round trip.
+	Enabled bool `yaml:"enabled"`
+	// Fraction is the share of a limit one lease holds: 0.05 by default,
+	// above 0 and at most 0.5.
+	Fraction float64 `yaml:"fraction"`
+	// Idle is how long a lease stays unused before it is given back, so
+	// a key that went quiet leaves nothing held; 10s by default, at most
+	// 1h.
+	Idle Duration `yaml:"idle"`
 }
 
 // Pricing configures cost accounting. Prices are USD per million tokens.
@@ -113,11 +139,25 @@ func (c *checker) limits(l Limits) {
 		c.errorf("limits.settle_queue", "must be 0 or more")
 	}
 	c.nonNegative("limits.reservation_ttl", float64(l.ReservationTTL))
+	if f := l.Lease.Fraction; f < 0 || f > maxLeaseFraction {
+		c.errorf("limits.lease.fraction", "must be above 0 and at most %g (the share of a limit one replica holds)", maxLeaseFraction)
+	}
+	if l.Lease.Idle < 0 || l.Lease.Idle > maxLeaseIdle {
+		c.errorf("limits.lease.idle", "must be above 0 and at most %s", maxLeaseIdle)
+	}
 	// Redis Cluster hashes a key by the text between its first braces:
 	// braces in the prefix would move or empty that hash tag, and one
 	// script's keys could land in different slots.
 	if strings.ContainsAny(l.RedisPrefix, "{}") {
 		c.errorf("limits.redis_prefix", "must not contain { or }, which Redis Cluster reads as a hash tag")
+	}
+}
+
+// checkLease refuses leases where they would do nothing: embedded mode
+// admits in-process already, with no round trip to save.
+func (c *checker) checkLease(cfg *Config) {
+	if cfg.Limits.Lease.Enabled && !cfg.Cluster() {
+		c.errorf("limits.lease.enabled", "leases apply to cluster mode only (storage.redis and storage.postgres); embedded mode admits in-process already")
 	}
 }
 
@@ -202,6 +242,12 @@ func limitsDefaults(cfg *Config) {
 	}
 	if l.RedisPrefix == "" {
 		l.RedisPrefix = DefaultRedisPrefix
+	}
+	if l.Lease.Fraction == 0 {
+		l.Lease.Fraction = DefaultLeaseFraction
+	}
+	if l.Lease.Idle == 0 {
+		l.Lease.Idle = DefaultLeaseIdle
 	}
 	p := &cfg.Pricing
 	if p.DefaultMaxOutput == 0 {

@@ -93,6 +93,9 @@ func urlSecrets(s string) []string {
 // secretValues lists every secret in cfg.
 func secretValues(cfg *Config) []string {
 	out := []string{cfg.AdminKey}
+	for _, a := range cfg.AdminKeys {
+		out = append(out, a.Key)
+	}
 	out = append(out, urlSecrets(cfg.Storage.Redis)...)
 	out = append(out, urlSecrets(cfg.Storage.Postgres)...)
 	for _, p := range cfg.Providers {
@@ -113,6 +116,12 @@ func secretValues(cfg *Config) []string {
 func (c *Config) Redacted() *Config {
 	r := *c
 	r.AdminKey = mask(c.AdminKey)
+	if c.AdminKeys != nil {
+		r.AdminKeys = make([]AdminKey, len(c.AdminKeys))
+		for i, a := range c.AdminKeys {
+			r.AdminKeys[i] = a.redacted()
+		}
+	}
 	r.Storage = c.Storage.redacted()
 	r.Providers = make([]Provider, len(c.Providers))
 	for i, p := range c.Providers {
@@ -138,6 +147,7 @@ func (c *Config) Redacted() *Config {
 type configView struct {
 	Listen    string
 	AdminKey  string
+	AdminKeys []AdminKey
 	Storage   Storage
 	Server    Server
 	Timeouts  Timeouts
@@ -150,7 +160,7 @@ type configView struct {
 
 func (c Config) view() configView {
 	r := c.Redacted()
-	return configView{r.Listen, r.AdminKey, r.Storage, r.Server, r.Timeouts, r.Log, r.Providers, r.Models, r.Keys, r.Cache}
+	return configView{r.Listen, r.AdminKey, r.AdminKeys, r.Storage, r.Server, r.Timeouts, r.Log, r.Providers, r.Models, r.Keys, r.Cache}
 }
 
 // String prints c with its secrets redacted.

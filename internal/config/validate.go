@@ -107,6 +107,7 @@ func (c *checker) config(cfg *Config) {
 	}
 	c.nonNegative("server.shutdown_grace", float64(cfg.Server.ShutdownGrace))
 	c.nonNegative("server.read_header_timeout", float64(cfg.Server.ReadHeaderTimeout))
+	c.listener(cfg.Server)
 	c.timeouts("timeouts", cfg.Timeouts)
 	c.enum("log.level", cfg.Log.Level, logLevels(), "log level")
 
@@ -128,12 +129,14 @@ func (c *checker) config(cfg *Config) {
 	for i := range cfg.Keys {
 		c.key(fmt.Sprintf("keys[%d]", i), &cfg.Keys[i], models, secrets, names)
 	}
+	c.adminKeys(cfg)
 	c.cache(cfg.Cache, providers)
 	c.usage(cfg.Usage)
 	c.telemetry(cfg.Telemetry)
 	c.ui(cfg.UI)
 	c.limits(cfg.Limits)
 	c.checkReservationTTL(cfg)
+	c.checkLease(cfg)
 	c.pricing(cfg.Pricing)
 }
 
@@ -163,6 +166,9 @@ func (c *checker) provider(path string, p *Provider, seen map[string]string) {
 		c.errorf(path+".name", "is required")
 	}
 	c.unique(seen, p.Name, path+".name", "provider name")
+	if c.d.set[path+".max_response_bytes"] && p.MaxResponseBytes <= 0 {
+		c.errorf(path+".max_response_bytes", "must be greater than 0")
+	}
 	names := c.types.Names()
 	if p.Type == "" {
 		c.errorf(path+".type", "is required; want one of %s", oneOf(names))
@@ -354,6 +360,7 @@ func applyDefaults(cfg *Config, d *decoder) {
 	if cfg.Server.H2C == nil {
 		cfg.Server.H2C = ptr(true)
 	}
+	listenerDefaults(&cfg.Server)
 	cfg.Timeouts = (&Model{Timeouts: cfg.Timeouts}).EffectiveTimeouts(Timeouts{})
 	if cfg.Log.Level == "" {
 		cfg.Log.Level = DefaultLogLevel

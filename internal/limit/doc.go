@@ -29,6 +29,11 @@
 // let two replicas interleave between check and reserve. The script is
 // loaded once and re-sent with EVAL when Redis answers NOSCRIPT.
 //
+// Leases. Optionally (Leaser, lease.go), each replica takes batches of
+// every counter from the backend and admits against them in-process, so
+// at steady state no admission waits on Redis; the cost is a bounded
+// overshoot of rate limits across replicas, stated in lease.go.
+//
 // Hash tags. Redis Cluster runs a script only when all its keys hash to
 // one slot, so every key of one request carries the same hash tag: the
 // request's Admission.Tag, which the caller sets to the project ID. Keys,

@@ -241,7 +241,8 @@ type Reservation struct {
 	Admission Admission
 	At        time.Time // when it was admitted: fixes the budget periods it counts in
 	settled   *atomic.Bool
-	local     bool // admitted by a Fallback's local limiter
+	local     bool       // admitted by a Fallback's local limiter
+	lease     *leaseHold // admitted by a Leaser against these leases
 }
 
 // NewReservation is how backends outside this package make one.

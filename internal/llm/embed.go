@@ -1,5 +1,7 @@
 package llm
 
+import "strconv"
+
 // EmbedRequest is an embeddings request: the client's JSON plus the fields
 // the gateway routes and accounts by.
 type EmbedRequest struct {
@@ -30,6 +32,9 @@ func ParseEmbedRequest(body []byte) (*EmbedRequest, error) {
 				ferr = wrongType(key, "a string or an array", k)
 				break
 			}
+			if k == KindArray {
+				ferr = inputCount(v)
+			}
 			r.Input = v
 		case "user":
 			r.User = ""
@@ -43,8 +48,14 @@ func ParseEmbedRequest(body []byte) (*EmbedRequest, error) {
 				ferr = wrongType(key, "a string", k)
 			}
 		case "dimensions":
-			if k != KindNumber && k != KindNull {
+			if k == KindNull {
+				break
+			}
+			n, err := strconv.Atoi(string(v))
+			if k != KindNumber || err != nil {
 				ferr = wrongType(key, "an integer", k)
+			} else if n < 1 {
+				ferr = BadRequest(key, "invalid_value", "Invalid 'dimensions': integer below minimum value. Expected a value >= 1, but got %d instead.", n)
 			}
 		}
 		return ferr == nil
@@ -65,6 +76,26 @@ func ParseEmbedRequest(body []byte) (*EmbedRequest, error) {
 		return nil, BadRequest("model", "invalid_value", "Invalid value for 'model': must be a non-empty string.")
 	}
 	return r, nil
+}
+
+// MaxEmbedInputs is how many inputs one embeddings request may carry, as
+// OpenAI's API documents; more are refused before any upstream is asked.
+const MaxEmbedInputs = 2048
+
+// inputCount checks an array input has from 1 to MaxEmbedInputs items.
+func inputCount(v []byte) *Error {
+	n := 0
+	_ = EachElement(v, func(int, []byte) bool {
+		n++
+		return n <= MaxEmbedInputs
+	})
+	switch {
+	case n == 0:
+		return BadRequest("input", "empty_array", "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+	case n > MaxEmbedInputs:
+		return BadRequest("input", "invalid_value", "Invalid 'input': at most %d inputs are allowed per request.", MaxEmbedInputs)
+	}
+	return nil
 }
 
 // UpstreamBody returns the body with the model replaced, copying only when

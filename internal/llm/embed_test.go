@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -63,6 +64,10 @@ func TestParseEmbedRequestErrors(t *testing.T) {
 		{"user bool", `{"model":"e","input":"x","user":true}`, "user", "invalid_type", "'user': expected a string, but got a boolean"},
 		{"encoding_format number", `{"model":"e","input":"x","encoding_format":1}`, "encoding_format", "invalid_type", "'encoding_format': expected a string"},
 		{"dimensions string", `{"model":"e","input":"x","dimensions":"256"}`, "dimensions", "invalid_type", "'dimensions': expected an integer, but got a string"},
+		{"dimensions out of range", `{"model":"e","input":"x","dimensions":1e400}`, "dimensions", "invalid_type", "'dimensions': expected an integer"},
+		{"dimensions zero", `{"model":"e","input":"x","dimensions":0}`, "dimensions", "invalid_value", "below minimum value"},
+		{"input empty array", `{"model":"e","input":[]}`, "input", "empty_array", "empty array"},
+		{"too many inputs", `{"model":"e","input":[` + strings.Repeat(`"a",`, MaxEmbedInputs) + `"a"]}`, "input", "invalid_value", "at most 2048 inputs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

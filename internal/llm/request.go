@@ -186,19 +186,27 @@ func (r *ChatRequest) messages(v []byte) *Error {
 			e = wrongType("messages["+strconv.Itoa(i)+"]", "an object", KindOf(m))
 			return false
 		}
-		hasRole := false
+		var role, content []byte
 		_ = EachField(m, func(key string, fv []byte, _ int) bool {
-			if key == "role" {
-				hasRole = true
-				if KindOf(fv) != KindString {
-					e = wrongType("messages["+strconv.Itoa(i)+"].role", "a string", KindOf(fv))
-				}
-				return false
+			switch key {
+			case "role":
+				role = fv
+			case "content":
+				content = fv
 			}
 			return true
 		})
-		if e == nil && !hasRole {
-			e = missing("messages[" + strconv.Itoa(i) + "].role")
+		at := func(f string) string { return "messages[" + strconv.Itoa(i) + "]." + f }
+		switch {
+		case role == nil:
+			e = missing(at("role"))
+		case KindOf(role) != KindString:
+			e = wrongType(at("role"), "a string", KindOf(role))
+		default:
+			// The content's shape is checked here, not left to the
+			// upstream: a request it would refuse is not sent (nor paid
+			// for in admission).
+			e = contentShape(at("content"), content)
 		}
 		return e == nil
 	})
@@ -209,6 +217,28 @@ func (r *ChatRequest) messages(v []byte) *Error {
 		return BadRequest("messages", "empty_array", "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")
 	}
 	return nil
+}
+
+// contentShape checks a chat message's content is of a type it can
+// have: a string, an array of content part objects, or null or absent
+// (an assistant turn of only tool calls; whether another role may leave
+// it out is the upstream's to say).
+func contentShape(path string, v []byte) *Error {
+	switch k := KindOf(v); k {
+	case KindString, KindNull, KindInvalid:
+		return nil
+	case KindArray:
+		var e *Error
+		_ = EachElement(v, func(j int, part []byte) bool {
+			if KindOf(part) != KindObject {
+				e = wrongType(path+"["+strconv.Itoa(j)+"]", "a content part object", KindOf(part))
+			}
+			return e == nil
+		})
+		return e
+	default:
+		return wrongType(path, "a string or an array", k)
+	}
 }
 
 // UpstreamBody returns the body to send upstream: the model replaced by

@@ -285,6 +285,9 @@ func TestParseChatRequestErrors(t *testing.T) {
 		{"empty message", `{"model":"m","messages":[{}]}`, "messages[0].role", "missing_required_parameter", "'messages[0].role'"},
 		{"role number", `{"model":"m","messages":[{"role":1}]}`, "messages[0].role", "invalid_type", "'messages[0].role': expected a string, but got a number"},
 		{"role null", `{"model":"m","messages":[{"content":"x","role":null}]}`, "messages[0].role", "invalid_type", "'messages[0].role': expected a string, but got null"},
+		{"content a number", `{"model":"m","messages":[{"role":"user","content":12}]}`, "messages[0].content", "invalid_type", "'messages[0].content': expected a string or an array, but got a number"},
+		{"content an object", `{"model":"m","messages":[{"content":{"text":"hi"},"role":"user"}]}`, "messages[0].content", "invalid_type", "'messages[0].content': expected a string or an array, but got an object"},
+		{"content part a string", `{"model":"m","messages":[{"role":"user","content":"ok"},{"role":"user","content":[{"type":"text","text":"a"},"b"]}]}`, "messages[1].content[1]", "invalid_type", "'messages[1].content[1]': expected a content part object, but got a string"},
 		{"message 12 without role", `{"model":"m","messages":[` + strings.Repeat(`{"role":"user"},`, 12) + `{"Role":"user"}]}`, "messages[12].role", "missing_required_parameter", "'messages[12].role'"},
 	}
 	for _, tt := range tests {

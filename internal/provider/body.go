@@ -13,10 +13,21 @@ import (
 	"gatehouse/internal/llm"
 )
 
-// MaxResponseBytes bounds a non-streamed upstream body the gateway holds.
+// MaxResponseBytes bounds a non-streamed upstream body the gateway holds
+// when the deployment sets no bound of its own.
 const MaxResponseBytes = 64 << 20
 
-// ReadBody reads a whole upstream body, refusing more than limit bytes.
+// ResponseLimit is the most bytes of a non-streamed upstream body the
+// gateway holds for d: d.MaxResponseBytes, or MaxResponseBytes when unset.
+func (d *Deployment) ResponseLimit() int64 {
+	if d.MaxResponseBytes > 0 {
+		return d.MaxResponseBytes
+	}
+	return MaxResponseBytes
+}
+
+// ReadBody reads a whole upstream body, refusing more than limit bytes:
+// a larger one is a 502 naming the limit, and the rest is not read.
 func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 	defer resp.Body.Close()
 	var buf bytes.Buffer
@@ -28,7 +39,9 @@ func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if n > limit {
-		return nil, fmt.Errorf("upstream response larger than %d bytes", limit)
+		return nil, &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
+			Code: "upstream_response_too_large", Message: "The provider's response is larger than the gateway's limit of " + strconv.FormatInt(limit, 10) + " bytes.",
+			Cause: fmt.Errorf("upstream response larger than %d bytes", limit)}
 	}
 	return buf.Bytes(), nil
 }
@@ -96,7 +109,11 @@ func StatusError(provider string, resp *http.Response, body []byte) *llm.Error {
 	}
 	if resp.StatusCode < 400 {
 		// A 1xx/3xx is not something a client of an API can act on.
-		e.Status = http.StatusBadGateway
+		e.Status, e.Type, e.Code = http.StatusBadGateway, "server_error", "upstream_error"
+		if resp.StatusCode >= 300 {
+			// Not followed: see Registry.Deployment's client.
+			e.Message = fmt.Sprintf("provider %q answered with a redirect (%d), which the gateway does not follow: check its base_url", provider, resp.StatusCode)
+		}
 	}
 	e.Cause = fmt.Errorf("provider %q status %d", provider, resp.StatusCode)
 	return e

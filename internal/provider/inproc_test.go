@@ -62,7 +62,7 @@ func TestHandlerTransportCancelReachesHandler(t *testing.T) {
 	cancel()
 	select {
 	case <-cancelled:
-	case <-time.After(time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("handler context not cancelled")
 	}
 }

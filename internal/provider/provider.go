@@ -84,4 +84,7 @@ type Deployment struct {
 	Region       string // bedrock: the AWS region
 	Adapter      Adapter
 	Client       *http.Client
+	// MaxResponseBytes bounds a non-streamed upstream body (see
+	// ResponseLimit); 0: MaxResponseBytes.
+	MaxResponseBytes int64
 }

@@ -27,6 +27,9 @@ type Settings struct {
 	// ResponsesAPI says whether Responses API requests go to the server
 	// as they are (true) or translated (false); nil leaves it to the type.
 	ResponsesAPI *bool
+	// MaxResponseBytes bounds a non-streamed upstream body; 0: the
+	// package default, MaxResponseBytes.
+	MaxResponseBytes int64
 
 	// Getenv reads the process environment, for credentials a type takes
 	// from it (Bedrock's AWS variables); nil means os.Getenv. Tests pass
@@ -178,6 +181,8 @@ func (r *Registry) Deployment(s Settings) (Deployment, *http.Transport, error) {
 		APIVersion:      s.APIVersion,
 		Region:          s.Region,
 		Header:          http.Header{},
+
+		MaxResponseBytes: s.MaxResponseBytes,
 	}
 	for k, v := range s.Header {
 		d.Header[k] = slices.Clone(v)
@@ -196,7 +201,7 @@ func (r *Registry) Deployment(s Settings) (Deployment, *http.Transport, error) {
 		return d, nil, nil
 	}
 	tr := NewTransport()
-	d.Client = &http.Client{Transport: tr}
+	d.Client = &http.Client{Transport: tr, CheckRedirect: refuseRedirects}
 	return d, tr, nil
 }
 
@@ -222,3 +227,9 @@ func BaseURLOr(base, def string) string {
 	}
 	return base
 }
+
+// refuseRedirects keeps a provider's redirect from being followed: the
+// request carries the provider's credential, which must go to the
+// configured address only, and a body the client would have to resend. The
+// 3xx reaches the adapter, which reports it as a 502.
+func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -86,19 +86,31 @@ func (x *exchange) cachePolicy() bool {
 	}
 	noCache, noStore := cacheControl(x.r.Header)
 	if v := x.r.Header.Get(hdrCacheTTL); v != "" {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil || n < 0 || n > int64(365*24*time.Hour/time.Second) {
-			x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
-				Code: "invalid_cache_ttl", Param: "x-gatehouse-cache-ttl",
-				Message: "x-gatehouse-cache-ttl must be a whole number of seconds from 0 to 31536000."})
+		var err *llm.Error
+		if ttl, err = parseCacheTTL(v); err != nil {
+			x.fail(err)
 			return false
 		}
-		ttl = time.Duration(n) * time.Second
 	}
 	x.cache.read = !noCache
 	x.cache.write = !noStore && ttl > 0
 	x.cache.ttl = ttl
 	return true
+}
+
+// maxCacheTTL bounds x-gatehouse-cache-ttl: a year.
+const maxCacheTTL = 365 * 24 * time.Hour
+
+// parseCacheTTL reads an x-gatehouse-cache-ttl value: a whole number of
+// seconds up to a year, spaces around it allowed.
+func parseCacheTTL(v string) (time.Duration, *llm.Error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 || n > int64(maxCacheTTL/time.Second) {
+		return 0, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+			Code: "invalid_cache_ttl", Param: "x-gatehouse-cache-ttl",
+			Message: "x-gatehouse-cache-ttl must be a whole number of seconds from 0 to 31536000."}
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 // cacheControl reports the no-cache and no-store directives of the

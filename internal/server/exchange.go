@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
@@ -146,6 +147,14 @@ func (x *exchange) readBody() ([]byte, bool) {
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
+			if !utf8.Valid(buf) {
+				// JSON travels as UTF-8 (RFC 8259 §8.1); passed on, the
+				// bytes would reach the upstream and the usage records
+				// as whatever each decoder makes of them.
+				x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+					Code: "invalid_json", Message: "The request body is not valid UTF-8."})
+				return nil, false
+			}
 			x.body = buf
 			return buf, true
 		}
@@ -153,6 +162,10 @@ func (x *exchange) readBody() ([]byte, bool) {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				x.fail(tooLarge(limit))
+			} else if errors.Is(err, errBodyTimeout) {
+				x.w.Header().Set("Connection", "close")
+				x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+					Code: "request_timeout", Message: "The request body arrived too slowly: nothing came for the gateway's body read timeout.", Cause: err})
 			} else {
 				x.fail(&llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
 					Code: "body_read_error", Message: "Could not read the request body.", Cause: err})

@@ -241,7 +241,7 @@ func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provid
 		}
 	}
 	if !r.Stream {
-		b, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+		b, err := provider.ReadBody(resp, d.ResponseLimit())
 		x.upstreamWait += x.s.now().Sub(t0)
 		if err != nil {
 			return route.Result{Err: call.Err(d.Provider, err)}

@@ -27,12 +27,25 @@ const (
 	hdrOverhead   = "X-Gatehouse-Overhead-Ms"
 )
 
-// readLabels collects the request's label headers, refusing (400) a bad
-// name, an over-long value, a repeated label or more than maxLabels.
-// Header names arrive canonicalised, so the prefix is compared without
-// case and the name kept in lower case.
+// readLabels keeps the request's label headers for its usage record, or
+// answers 400 (parseLabels) and reports false.
 func (x *exchange) readLabels() bool {
-	for k, vs := range x.r.Header {
+	labels, err := parseLabels(x.r.Header)
+	if err != nil {
+		x.fail(err)
+		return false
+	}
+	x.labels = labels
+	return true
+}
+
+// parseLabels collects the label headers of h, refusing a bad name, an
+// over-long value, a repeated label or more than maxLabels; a refused
+// request keeps none of them. Header names arrive canonicalised, so the
+// prefix is compared without case and the name kept in lower case.
+func parseLabels(h http.Header) (map[string]string, *llm.Error) {
+	var labels map[string]string
+	for k, vs := range h {
 		if len(k) <= len(labelPrefix) || !strings.EqualFold(k[:len(labelPrefix)], labelPrefix) {
 			continue
 		}
@@ -45,20 +58,18 @@ func (x *exchange) readLabels() bool {
 			problem = "The label '" + name + "' is given more than once."
 		case len(vs[0]) > maxLabelValue:
 			problem = "The value of the label '" + name + "' is longer than 128 bytes."
-		case len(x.labels) == maxLabels:
+		case len(labels) == maxLabels:
 			problem = "A request may carry at most 8 x-gatehouse-label-* headers."
 		}
 		if problem != "" {
-			x.labels = nil // a refused request keeps none of them
-			x.fail(labelError("x-gatehouse-label-"+name, problem))
-			return false
+			return nil, labelError("x-gatehouse-label-"+name, problem)
 		}
-		if x.labels == nil {
-			x.labels = make(map[string]string, 2)
+		if labels == nil {
+			labels = make(map[string]string, 2)
 		}
-		x.labels[name] = vs[0]
+		labels[name] = vs[0]
 	}
-	return true
+	return labels, nil
 }
 
 func validLabelName(s string) bool {

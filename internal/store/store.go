@@ -23,6 +23,7 @@ const (
 	ProjectPrefix  = "proj_"
 	KeyPrefix      = "key_"
 	CustomerPrefix = "cus_"
+	AuditPrefix    = "aud_"
 )
 
 // idEncoding is lower-case base32hex without padding: its alphabet
@@ -57,6 +58,10 @@ func (g *IDs) New(prefix string, now time.Time) string {
 	binary.BigEndian.PutUint64(b[:8], hi)
 	return prefix + idEncoding.EncodeToString(b[:])
 }
+
+// MaxAuditPage caps a page of the audit log, as auth.MaxPageSize caps
+// the records'.
+const MaxAuditPage = 1000
 
 // PageLimit is the number of records a page returns: MaxPageSize when
 // the caller asked for nothing or too much.

@@ -33,9 +33,13 @@ import (
 // Options build a Handler. Sessions and Assets are required.
 type Options struct {
 	Sessions auth.SessionStore
-	// AdminKey is the SHA-256 of the admin key; the zero Hash refuses
-	// every login (the dashboard then says how to set one).
+	// AdminKey is the SHA-256 of the admin key (the credential "admin",
+	// role admin); the zero Hash adds none. With no Admins either, every
+	// login is refused (the dashboard then says how to set one).
 	AdminKey auth.Hash
+	// Admins are the named credentials of admin_keys: each may log in,
+	// and its session has its role.
+	Admins auth.Admins
 	// TTL is how long a session lasts from login; DefaultTTL when zero.
 	TTL time.Duration
 	// Assets is the built dashboard: index.html at its root, hashed
@@ -60,6 +64,7 @@ type Handler struct {
 	openapi  *asset
 	throttle *throttle
 	cross    *http.CrossOriginProtection
+	admins   auth.Admins // AdminKey then Admins
 }
 
 // asset is one file, compressed once at start: the dashboard is a few
@@ -83,6 +88,10 @@ func New(o Options) (*Handler, error) {
 		o.TTL = DefaultTTL
 	}
 	h := &Handler{o: o, assets: map[string]*asset{}, throttle: newThrottle(), cross: http.NewCrossOriginProtection()}
+	if !o.AdminKey.IsZero() {
+		h.admins = append(h.admins, auth.Admin{Name: "admin", Role: auth.RoleAdmin, Hash: o.AdminKey})
+	}
+	h.admins = append(h.admins, o.Admins...)
 	err := fs.WalkDir(o.Assets, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -145,6 +154,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
 	hd.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+	if r.TLS != nil {
+		// Only over HTTPS: sent over plain HTTP it would be ignored, and
+		// a gateway reached both ways must not lock browsers out of one.
+		hd.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 
 	rest, ok := strings.CutPrefix(r.URL.Path, "/ui/")
 	if !ok {

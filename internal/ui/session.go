@@ -39,6 +39,10 @@ type sessionInfo struct {
 	LoggedIn  bool       `json:"logged_in"`
 	CSRFToken string     `json:"csrf_token,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Name and Role are the admin credential's the session acts with:
+	// the page hides what a viewer may not do.
+	Name string    `json:"name,omitempty"`
+	Role auth.Role `json:"role,omitempty"`
 }
 
 // newSecret returns a session secret: 32 random bytes, URL-safe.
@@ -56,7 +60,7 @@ func csrfToken(secret string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// fingerprint ties sessions to the admin key they were opened with
+// fingerprint ties sessions to the admin credential they were opened with
 // without storing anything the key could be recovered or tested from
 // faster than by its own hash.
 func fingerprint(adminKey auth.Hash) auth.Hash {
@@ -82,44 +86,80 @@ var (
 		Param: "admin_key", Code: "missing_admin_key", Message: `Send the admin key as {"admin_key": "…"}.`}
 )
 
-// sessionOf returns the live session r's cookie names, with the cookie's
-// secret. No cookie: nil, "", nil. A cookie naming no live session:
-// errSessionEnded.
-func (h *Handler) sessionOf(r *http.Request) (*auth.Session, string, *llm.Error) {
+// live is a session found by its cookie, with the credential it acts as.
+type live struct {
+	*auth.Session
+	secret string // the cookie's
+	admin  auth.Admin
+}
+
+func (l *live) actor() *auth.Actor {
+	return &auth.Actor{Name: l.admin.Name, Role: l.admin.Role, Session: true}
+}
+
+func (l *live) info() sessionInfo {
+	return sessionInfo{LoggedIn: true, CSRFToken: csrfToken(l.secret), ExpiresAt: &l.ExpiresAt, Name: l.admin.Name, Role: l.admin.Role}
+}
+
+// sessionOf returns the live session r's cookie names. No cookie: nil,
+// nil. A cookie naming no live session, or one opened with a credential
+// the config no longer has: errSessionEnded.
+func (h *Handler) sessionOf(r *http.Request) (*live, *llm.Error) {
 	c, err := r.Cookie(CookieName)
 	if err != nil || c.Value == "" {
-		return nil, "", nil
+		return nil, nil
 	}
 	se, err := h.o.Sessions.SessionByHash(r.Context(), auth.HashKey(c.Value))
 	switch {
 	case errors.Is(err, auth.ErrNotFound):
-		return nil, "", errSessionEnded
+		return nil, errSessionEnded
 	case err != nil:
-		return nil, "", h.internal(r, err)
+		return nil, h.internal(r, err)
 	}
-	fp := fingerprint(h.o.AdminKey)
-	if h.o.AdminKey.IsZero() || !h.o.Now().Before(se.ExpiresAt) || subtle.ConstantTimeCompare(se.AdminKey[:], fp[:]) != 1 {
-		return nil, "", errSessionEnded
+	if !h.o.Now().Before(se.ExpiresAt) {
+		return nil, errSessionEnded
 	}
-	return se, c.Value, nil
+	a, ok := h.credentialOf(se.AdminKey)
+	if !ok {
+		return nil, errSessionEnded
+	}
+	return &live{Session: se, secret: c.Value, admin: a}, nil
+}
+
+// credentialOf finds the credential whose fingerprint a session carries,
+// comparing with every one in constant time.
+func (h *Handler) credentialOf(fp auth.Hash) (auth.Admin, bool) {
+	found := -1
+	for i, a := range h.admins {
+		want := fingerprint(a.Hash)
+		if subtle.ConstantTimeCompare(fp[:], want[:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return auth.Admin{}, false
+	}
+	return h.admins[found], true
 }
 
 // AuthorizeSession is the admin API's check of the dashboard's cookie, for
-// a request that carries no admin key: ok when r has a live session and,
+// a request that carries no admin key: who acts (the credential the
+// session logged in with, whose role the admin API enforces) when r has
+// a live session and,
 // for a method that changes anything, comes from the same origin with the
-// session's CSRF token. No cookie at all is (false, nil), so the admin
+// session's CSRF token. No cookie at all is (nil, nil), so the admin
 // API can say that its key is missing.
-func (h *Handler) AuthorizeSession(r *http.Request) (bool, *llm.Error) {
-	se, secret, e := h.sessionOf(r)
-	if e != nil || se == nil {
-		return false, e
+func (h *Handler) AuthorizeSession(r *http.Request) (*auth.Actor, *llm.Error) {
+	l, e := h.sessionOf(r)
+	if e != nil || l == nil {
+		return nil, e
 	}
 	if !safeMethod(r.Method) {
-		if e := h.checkChange(r, secret); e != nil {
-			return false, e
+		if e := h.checkChange(r, l.secret); e != nil {
+			return nil, e
 		}
 	}
-	return true, nil
+	return l.actor(), nil
 }
 
 // checkChange holds a state-changing request made with the cookie to the
@@ -147,7 +187,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		errCrossSite.WriteOpenAI(w)
 		return
 	}
-	if h.o.AdminKey.IsZero() {
+	if len(h.admins) == 0 {
 		errNoAdminKey.WriteOpenAI(w)
 		return
 	}
@@ -169,8 +209,8 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		errMissingKey.WriteOpenAI(w)
 		return
 	}
-	got := auth.HashKey(body.AdminKey)
-	if subtle.ConstantTimeCompare(got[:], h.o.AdminKey[:]) != 1 {
+	admin, ok := h.admins.MatchSecret(body.AdminKey)
+	if !ok {
 		h.throttle.fail(client, h.o.Now())
 		h.o.Log.Warn("ui: failed login", "client", client)
 		errBadAdminKey.WriteOpenAI(w)
@@ -178,7 +218,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.o.Now().UTC()
 	secret := newSecret()
-	se := &auth.Session{Hash: auth.HashKey(secret), AdminKey: fingerprint(h.o.AdminKey), CreatedAt: now, ExpiresAt: now.Add(h.o.TTL)}
+	se := &auth.Session{Hash: auth.HashKey(secret), AdminKey: fingerprint(admin.Hash), CreatedAt: now, ExpiresAt: now.Add(h.o.TTL)}
 	// Expired sessions are swept here: logins are rare, and a store that
 	// fails to sweep still lets the login through.
 	if err := h.o.Sessions.DeleteExpiredSessions(r.Context(), now); err != nil {
@@ -189,13 +229,13 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, h.cookie(r, secret, se.ExpiresAt))
-	writeJSON(w, http.StatusOK, sessionInfo{LoggedIn: true, CSRFToken: csrfToken(secret), ExpiresAt: &se.ExpiresAt})
+	writeJSON(w, http.StatusOK, (&live{Session: se, secret: secret, admin: admin}).info())
 }
 
 // logout serves POST /ui/api/logout: the session ends on every replica.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	se, secret, e := h.sessionOf(r)
-	if se == nil {
+	l, e := h.sessionOf(r)
+	if l == nil {
 		// Nothing to end; still clear whatever cookie the browser holds.
 		http.SetCookie(w, h.cookie(r, "", time.Time{}))
 		if e == nil {
@@ -204,11 +244,11 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		e.WriteOpenAI(w)
 		return
 	}
-	if e := h.checkChange(r, secret); e != nil {
+	if e := h.checkChange(r, l.secret); e != nil {
 		e.WriteOpenAI(w)
 		return
 	}
-	if err := h.o.Sessions.DeleteSession(r.Context(), se.Hash); err != nil {
+	if err := h.o.Sessions.DeleteSession(r.Context(), l.Hash); err != nil {
 		h.internal(r, err).WriteOpenAI(w)
 		return
 	}
@@ -221,10 +261,10 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 // logged in is an answer here, not an error (a 401 would put an error in
 // the browser's console on every visit to the login page).
 func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
-	se, secret, e := h.sessionOf(r)
+	l, e := h.sessionOf(r)
 	switch {
-	case se != nil:
-		writeJSON(w, http.StatusOK, sessionInfo{LoggedIn: true, CSRFToken: csrfToken(secret), ExpiresAt: &se.ExpiresAt})
+	case l != nil:
+		writeJSON(w, http.StatusOK, l.info())
 	case e == nil || e == errSessionEnded:
 		if e != nil { // the cookie is useless: let the browser drop it
 			http.SetCookie(w, h.cookie(r, "", time.Time{}))

@@ -326,7 +326,7 @@ func TestAuthorizeSession(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, err := e.h.AuthorizeSession(tc.req())
+			ok, err := authorized(e.h, tc.req())
 			code := ""
 			if err != nil {
 				code = err.Code
@@ -343,11 +343,11 @@ func TestSessionEnds(t *testing.T) {
 		e := newEnv(t)
 		c, _ := e.login(t)
 		e.clock.add(time.Hour - time.Second)
-		if ok, err := e.h.AuthorizeSession(adminRequest(http.MethodGet, c, "")); !ok {
+		if ok, err := authorized(e.h, adminRequest(http.MethodGet, c, "")); !ok {
 			t.Fatalf("a second before expiry: %v", err)
 		}
 		e.clock.add(time.Second)
-		if ok, err := e.h.AuthorizeSession(adminRequest(http.MethodGet, c, "")); ok || err == nil || err.Code != "session_expired" {
+		if ok, err := authorized(e.h, adminRequest(http.MethodGet, c, "")); ok || err == nil || err.Code != "session_expired" {
 			t.Fatalf("at expiry: %v, %v; want session_expired", ok, err)
 		}
 		// The page, asking, hears it is logged out and loses the cookie.
@@ -371,12 +371,12 @@ func TestSessionEnds(t *testing.T) {
 		e := newEnv(t)
 		c, _ := e.login(t)
 		reloaded := e.handler(t, "gh-admin-rotated")
-		if ok, err := reloaded.AuthorizeSession(adminRequest(http.MethodGet, c, "")); ok || err == nil || err.Code != "session_expired" {
+		if ok, err := authorized(reloaded, adminRequest(http.MethodGet, c, "")); ok || err == nil || err.Code != "session_expired" {
 			t.Fatalf("after the admin key changed: %v, %v; want session_expired", ok, err)
 		}
 		// A reload with the same key keeps sessions.
 		same := e.handler(t, adminKey)
-		if ok, err := same.AuthorizeSession(adminRequest(http.MethodGet, c, "")); !ok {
+		if ok, err := authorized(same, adminRequest(http.MethodGet, c, "")); !ok {
 			t.Fatalf("after a reload with the same key: %v", err)
 		}
 	})
@@ -406,7 +406,7 @@ func TestSessionEnds(t *testing.T) {
 		if e.store.len() != 0 {
 			t.Errorf("store holds %d sessions after logout", e.store.len())
 		}
-		if ok, err := e.h.AuthorizeSession(adminRequest(http.MethodGet, c, "")); ok || err == nil {
+		if ok, err := authorized(e.h, adminRequest(http.MethodGet, c, "")); ok || err == nil {
 			t.Error("the cookie still works after logout")
 		}
 	})
@@ -457,6 +457,14 @@ func TestAssetsAndHeaders(t *testing.T) {
 				t.Errorf("GET %s: %s = %q, want %q", c.path, h, got, v)
 			}
 		}
+		if hsts := w.Header().Get("Strict-Transport-Security"); hsts != "" {
+			t.Errorf("GET %s over plain HTTP: Strict-Transport-Security %q", c.path, hsts)
+		}
+	}
+	// Over TLS, browsers are told to keep to HTTPS.
+	tr := httptest.NewRequest(http.MethodGet, "https://gw/ui/", nil)
+	if hsts := do(e.h, tr).Header().Get("Strict-Transport-Security"); !strings.HasPrefix(hsts, "max-age=") {
+		t.Errorf("GET /ui/ over TLS: Strict-Transport-Security %q", hsts)
 	}
 
 	// Compressed when the browser accepts it, and revalidated by ETag.

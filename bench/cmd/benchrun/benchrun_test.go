@@ -251,6 +251,11 @@ func TestVerdicts(t *testing.T) {
 			want: []string{"Redis mode / embedded throughput = 80.0% (goal ≥ 80%) met; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included)"},
 		},
 		{
+			name: "leases",
+			c:    mk(false, row{full, sample{rps: 1000}}, row{leaseMode, sample{rps: 950, redisScripts: 0.0004, redisCmds: 0.01}}),
+			want: []string{"Redis mode with leases / embedded throughput = 95.0%; per request 0.0004 Redis script calls, 0.0100 commands in all"},
+		},
+		{
 			name: "nothing to compare",
 			c:    mk(false, row{plainproxy, sample{rps: 1000}}, row{redisMode, sample{rps: 800}}),
 			want: nil,

@@ -63,6 +63,10 @@ const (
 	// Redis the harness starts, keys and usage records in a PostgreSQL
 	// it starts. Against full (embedded mode) it is what a cluster costs.
 	redisMode = "gatehouse redis"
+	// leaseMode is redisMode with limits.lease on: each admission comes
+	// out of batches taken from Redis in the background, so against
+	// redisMode it is what the per-request round trips cost.
+	leaseMode = "gatehouse redis, leases"
 )
 
 // targetFlags lists the -targets values and their target names, in the
@@ -70,11 +74,11 @@ const (
 var targetFlags = []struct{ flag, name string }{
 	{"direct", direct}, {"plainproxy", plainproxy}, {"bare", bare}, {"full", full},
 	{"nolimits", noLimits}, {"quiet", quiet}, {"cache", cacheHits}, {"cache-miss", cacheMisses},
-	{"redis", redisMode},
+	{"redis", redisMode}, {"redis-lease", leaseMode},
 }
 
 // gatehouseTargets are the targets that need the gatehouse binary.
-var gatehouseTargets = []string{bare, full, noLimits, quiet, cacheHits, cacheMisses, redisMode}
+var gatehouseTargets = []string{bare, full, noLimits, quiet, cacheHits, cacheMisses, redisMode, leaseMode}
 
 // maxErrorRate is the failure rate above which a run is not a measurement.
 const maxErrorRate = 0.001
@@ -208,7 +212,7 @@ func parseFlags(args []string) (options, error) {
 	lay := fs.String("layout", "pinned,unpinned", "comma-separated: pinned (the proxy alone on one CPU at GOMAXPROCS=1, load and upstream on another; needs taskset), unpinned (no pinning, the proxy at GOMAXPROCS=2)")
 	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
 	scen := fs.String("scenarios", "nonstream,stream-usage", "comma-separated: nonstream, stream (the client does not ask for usage; gatehouse does), stream-usage (the client asks for usage)")
-	tgts := fs.String("targets", "plainproxy,bare,full,cache,cache-miss,redis", "comma-separated: direct (no proxy), plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss), redis (full in cluster mode: Redis and PostgreSQL, both started by the harness)")
+	tgts := fs.String("targets", "plainproxy,bare,full,cache,cache-miss,redis", "comma-separated: direct (no proxy), plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss), redis (full in cluster mode: Redis and PostgreSQL, both started by the harness), redis-lease (redis with limits.lease on)")
 	fs.StringVar(&o.profiles, "profiles", "", "keep a CPU profile of every proxy per layout and scenario in this directory (LAYOUT-SCENARIO-TARGET.pprof)")
 	quick := fs.Bool("quick", false, "smoke test: -duration 1s -warmup 200ms -rounds 1 unless set explicitly")
 	if err := fs.Parse(args); err != nil {

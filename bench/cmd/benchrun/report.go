@@ -165,7 +165,8 @@ func writeTable(w io.Writer, c cell) {
 func writeRatios(w io.Writer, cells []cell) {
 	fmt.Fprintf(w, "## Ratios\n\n")
 	header := []string{"cell", "full / plainproxy rps", "full − plainproxy p99 ms", "full / plainproxy CPU/req", "full / bare rps",
-		"cache hit gw p50 ms", "cache hit / miss rps", "redis / full rps", "Redis scripts / req", "Redis cmds / req"}
+		"cache hit gw p50 ms", "cache hit / miss rps", "redis / full rps", "Redis scripts / req", "Redis cmds / req",
+		"leases / full rps", "leases / redis rps", "leases: Redis scripts / req"}
 	var rows [][]string
 	for _, c := range cells {
 		f, okF := c.get(full)
@@ -174,7 +175,8 @@ func writeRatios(w io.Writer, cells []cell) {
 		hit, okH := c.get(cacheHits)
 		miss, okM := c.get(cacheMisses)
 		red, okR := c.get(redisMode)
-		row := []string{c.label(), "-", "-", "-", "-", "-", "-", "-", "-", "-"}
+		ls, okL := c.get(leaseMode)
+		row := []string{c.label(), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"}
 		if okF && okP {
 			row[1], row[2] = ratio(f.rps, p.rps), fmt.Sprintf("%+.2f", msf(f.p99)-msf(p.p99))
 			row[3] = ratio(f.cpuPerRequest(), p.cpuPerRequest())
@@ -192,6 +194,15 @@ func writeRatios(w io.Writer, cells []cell) {
 			row[8], row[9] = num(red.redisScripts, 2), num(red.redisCmds, 2)
 			if okF {
 				row[7] = ratio(red.rps, f.rps)
+			}
+		}
+		if okL {
+			row[12] = num(ls.redisScripts, 4)
+			if okF {
+				row[10] = ratio(ls.rps, f.rps)
+			}
+			if okR {
+				row[11] = ratio(ls.rps, red.rps)
 			}
 		}
 		rows = append(rows, row)
@@ -267,6 +278,10 @@ func verdicts(c cell) []string {
 	if red, ok := c.get(redisMode); ok && okF {
 		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)",
 			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisScripts, 2), num(red.redisCmds, 2)))
+	}
+	if ls, ok := c.get(leaseMode); ok && okF {
+		out = append(out, fmt.Sprintf("Redis mode with leases / embedded throughput = %s; per request %s Redis script calls, %s commands in all",
+			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4)))
 	}
 	return out
 }

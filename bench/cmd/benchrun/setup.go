@@ -64,7 +64,7 @@ func newHarness(o options) (*harness, error) {
 			}
 		}
 	}
-	if o.targets[redisMode] {
+	if o.targets[redisMode] || o.targets[leaseMode] {
 		if h.redisBin, err = lookRedis(); err != nil {
 			return h, err
 		}
@@ -178,9 +178,10 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 		quietHeaders: name == quiet,
 		cached:       cached,
 	}
-	if name == redisMode {
+	if name == redisMode || name == leaseMode {
 		gc.redis, gc.postgres = "redis://"+h.redisAddr+"/0", h.pgURL
 		gc.spill = filepath.Join(dir, file+"-spill")
+		gc.lease = name == leaseMode
 	}
 	cfg := filepath.Join(dir, file+".yaml")
 	if err := os.WriteFile(cfg, []byte(gc.yaml()), 0o600); err != nil {
@@ -204,7 +205,7 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 	if name == cacheMisses {
 		tg.header = http.Header{"X-Gatehouse-Cache-Ttl": {"0"}}
 	}
-	if name == redisMode {
+	if name == redisMode || name == leaseMode {
 		tg.redis = h.redisAddr
 	}
 	return tg, nil
@@ -226,6 +227,7 @@ type gatehouseConfig struct {
 	limits           bool   // the key has rpm, tpm and a budget
 	quietHeaders     bool   // limits.headers: refusals
 	cached           bool   // the exact cache is on
+	lease            bool   // limits.lease on (cluster mode)
 }
 
 func (c gatehouseConfig) yaml() string {
@@ -235,6 +237,8 @@ func (c gatehouseConfig) yaml() string {
 	}
 	if c.quietHeaders {
 		key += "limits: {headers: refusals}\n"
+	} else if c.lease {
+		key += "limits: {lease: {enabled: true}}\n"
 	}
 	storage := "storage: {sqlite: " + c.sqlite + "}\n"
 	if c.redis != "" {

@@ -110,7 +110,7 @@ func compactInput(in json.RawMessage) string {
 
 // Completion translates a Message into a chat.completion.
 func (a Adapter) Completion(resp *http.Response, d *provider.Deployment, req *llm.ChatRequest) (*llm.Completion, error) {
-	body, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+	body, err := provider.ReadBody(resp, d.ResponseLimit())
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,7 @@ func finishReason(stop string) string {
 
 // Completion translates a Converse answer into a chat.completion.
 func (a *Adapter) Completion(resp *http.Response, d *provider.Deployment, _ *llm.ChatRequest) (*llm.Completion, error) {
-	body, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+	body, err := provider.ReadBody(resp, d.ResponseLimit())
 	if err != nil {
 		return nil, err
 	}

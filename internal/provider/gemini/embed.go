@@ -135,7 +135,7 @@ type batchEmbedResponse struct {
 // packing of little-endian float32s. Gemini reports no token count for
 // embeddings, so usage is only marked as known when it does.
 func (Adapter) Embedding(resp *http.Response, d *provider.Deployment, req *llm.EmbedRequest) (*llm.Completion, error) {
-	body, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+	body, err := provider.ReadBody(resp, d.ResponseLimit())
 	if err != nil {
 		return nil, err
 	}

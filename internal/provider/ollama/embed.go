@@ -118,7 +118,7 @@ func (Adapter) Embedding(resp *http.Response, d *provider.Deployment, req *llm.E
 	if err != nil {
 		return nil, err
 	}
-	body, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+	body, err := provider.ReadBody(resp, d.ResponseLimit())
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ type tagsResponse struct {
 
 // Models reads the names of the pulled models from /api/tags.
 func (Adapter) Models(resp *http.Response, d *provider.Deployment) ([]string, error) {
-	body, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+	body, err := provider.ReadBody(resp, d.ResponseLimit())
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ const maxLine = 8 << 20
 
 // Completion translates a non-streamed answer into a chat.completion.
 func (Adapter) Completion(resp *http.Response, d *provider.Deployment, _ *llm.ChatRequest) (*llm.Completion, error) {
-	body, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+	body, err := provider.ReadBody(resp, d.ResponseLimit())
 	if err != nil {
 		return nil, err
 	}

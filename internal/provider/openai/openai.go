@@ -82,7 +82,7 @@ func (Adapter) Embedding(resp *http.Response, d *provider.Deployment, _ *llm.Emb
 }
 
 func readCompletion(resp *http.Response, d *provider.Deployment) (*llm.Completion, error) {
-	body, err := provider.ReadBody(resp, provider.MaxResponseBytes)
+	body, err := provider.ReadBody(resp, d.ResponseLimit())
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,8 @@
 //
 // Admit is one EVALSHA of one Lua script that checks and reserves every
 // rate bucket and budget of the request, or reserves none (see package
-// limit for why). Settle runs a second script off the request path, from
+// limit for why). With leases (limit.Leaser), Lease hands out batches of
+// the same counters instead, one script call per batch of a tag. Settle runs a second script off the request path, from
 // a bounded queue with retries. Settled spend is also written to a
 // limit.SpendStore (PostgreSQL in cluster mode), the durable record from
 // which Seed rebuilds budget counters Redis has lost.
@@ -17,6 +18,7 @@
 //	<prefix>{<tag>}:s:<reservation>                   settled marker (10 minutes)
 //	<prefix>{<tag>}:r, <prefix>{<tag>}:rh             reservation ledger: open reservations by deadline, and what each counts
 //	<prefix>{<tag>}:seeded                            the tag's budget counters are in Redis
+//	<prefix>{<tag>}:x:<exchange>                      a lease exchange ran (10 minutes; lease.go)
 //	<prefix>ledgers                                   the tags with a ledger, for the sweep
 //
 // The tag is limit.Admission.Tag (the project ID): every key of one
@@ -131,7 +133,7 @@ type Limiter struct {
 	spend   *limit.SpendLog
 	store   limit.SpendStore
 
-	admit, settle, seed, sweep script
+	admit, settle, seed, sweep, lease script
 
 	ids    atomic.Uint64
 	idBase string
@@ -166,7 +168,8 @@ func newScript(src string) script {
 func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	l := &Limiter{c: c, prefix: o.Prefix, now: o.Now, timeout: o.Timeout, log: o.Log, onLost: o.OnSettleLost,
 		tries: o.SettleAttempts, store: o.Spend, reservationTTL: o.ReservationTTL,
-		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript)}
+		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript),
+		lease: newScript(leaseScript)}
 	if l.reservationTTL <= 0 {
 		l.reservationTTL = DefaultReservationTTL
 	}
@@ -192,7 +195,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	l.idBase = hex.EncodeToString(b[:]) + "-"
-	for _, s := range []script{l.admit, l.settle, l.seed, l.sweep} {
+	for _, s := range []script{l.admit, l.settle, l.seed, l.sweep, l.lease} {
 		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build()).ToString()
 		if err != nil {
 			l.log.Warn("redis: script load failed; will load on first use", "err", err)

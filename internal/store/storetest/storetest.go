@@ -67,6 +67,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		{"ContextCancelled", testContextCancelled},
 		{"Prices", testPrices},
 		{"Sessions", testSessions},
+		{"Audit", testAudit},
 		{"Responses", testResponses},
 		{"UsageWrites", testUsageWrites},
 		{"UsageReads", testUsageReads},

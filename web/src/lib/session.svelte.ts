@@ -4,9 +4,11 @@ interface SessionInfo {
   logged_in: boolean;
   csrf_token?: string;
   expires_at?: string;
+  name?: string;
+  role?: 'admin' | 'viewer';
 }
 
-export const session = $state({ checked: false, loggedIn: false, expiresAt: '', notice: '' });
+export const session = $state({ checked: false, loggedIn: false, expiresAt: '', notice: '', name: '', readOnly: false });
 
 function opened(s: SessionInfo) {
   if (!s.logged_in) {
@@ -16,6 +18,10 @@ function opened(s: SessionInfo) {
   setCSRF(s.csrf_token ?? '');
   session.loggedIn = true;
   session.expiresAt = s.expires_at ?? '';
+  session.name = s.name ?? '';
+  // A viewer may look but not change: the admin API refuses its changes
+  // (403), so the pages do not offer them.
+  session.readOnly = s.role === 'viewer';
   session.notice = '';
 }
 

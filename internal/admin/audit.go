@@ -1,0 +1,172 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"gatehouse/internal/audit"
+	"gatehouse/internal/llm"
+)
+
+// auditWriteTimeout bounds the write of one audit entry. The change it
+// records is already made, so the write goes on when the caller hangs up
+// (an audit log that loses entries to impatient clients would be no log),
+// but it may not hang the handler on a stuck store.
+const auditWriteTimeout = 5 * time.Second
+
+// objectType is what a route's path names, in the singular: "/admin/keys/{id}"
+// is a key, "/admin/cache" the cache.
+func objectType(pattern string) string {
+	rest := strings.TrimPrefix(pattern, "/admin/")
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		rest = rest[:i]
+	}
+	switch rest {
+	case "prices":
+		return "price"
+	case "cache":
+		return "cache"
+	}
+	return strings.TrimSuffix(rest, "s")
+}
+
+// objectID is the ID a change names in its path, else the one its answer
+// carries (a creation), else the project a cache purge was limited to.
+func objectID(r *http.Request, after any) string {
+	for _, name := range []string{"id", "model"} {
+		if v := r.PathValue(name); v != "" {
+			return v
+		}
+	}
+	if b, err := json.Marshal(after); err == nil {
+		var v struct {
+			ID      string `json:"id"`
+			Project string `json:"project"`
+		}
+		if json.Unmarshal(b, &v) == nil {
+			if v.ID != "" {
+				return v.ID
+			}
+			return v.Project
+		}
+	}
+	return ""
+}
+
+// before reads the object a change is about to touch, as its GET shows
+// it, for the audit entry; nil when there is none (a creation, a purge)
+// or it cannot be read (the change will then fail alike and not be
+// recorded).
+func (h *Handler) before(r *http.Request, kind string) any {
+	if h.o.Audit == nil || r.Method == http.MethodPost && r.PathValue("id") == "" {
+		return nil
+	}
+	var read endpoint
+	switch kind {
+	case "project":
+		read = h.getProject
+	case "key":
+		read = h.getKey
+	case "customer":
+		read = h.getCustomer
+	case "price":
+		read = h.priceBefore
+	default:
+		return nil
+	}
+	_, v, err := read(r)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// priceBefore is the stored price of the model the path names.
+func (h *Handler) priceBefore(r *http.Request) (int, any, error) {
+	ps, err := h.priceStore()
+	if err != nil {
+		return 0, nil, err
+	}
+	stored, err := ps.Prices(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, p := range stored {
+		if p.Model == r.PathValue("model") {
+			return http.StatusOK, storedView(p), nil
+		}
+	}
+	return 0, nil, notFoundError("price", r.PathValue("model"))
+}
+
+// record appends the audit entry of a change answered with status and
+// body. Secrets are masked before anything is stored: the key a creation
+// or rotation returns once, whatever sits under a credential's name, and
+// nothing of a key's hash (which its views never carry).
+func (h *Handler) record(r *http.Request, pattern string, status int, before, after any) {
+	if h.o.Audit == nil {
+		return
+	}
+	a := actorOf(r)
+	kind := objectType(pattern)
+	var issued string
+	if v, ok := after.(keyView); ok {
+		issued = v.Secret
+	}
+	e := &audit.Entry{
+		Time: h.o.Now(), Actor: a.String(), Role: string(a.Role), Method: r.Method, Path: r.URL.Path,
+		ObjectType: kind, ObjectID: objectID(r, after), Status: status,
+	}
+	if before != nil {
+		e.Before = audit.Mask(before, issued)
+	}
+	if after != nil {
+		e.After = audit.Mask(after, issued)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditWriteTimeout)
+	defer cancel()
+	if err := h.o.Audit.AppendAudit(ctx, e); err != nil {
+		// The change stands; say loudly that its record is missing.
+		h.o.Log.Error("admin: audit entry not written", "actor", e.Actor, "method", e.Method, "path", e.Path, "error", err.Error())
+	}
+}
+
+// getAudit serves GET /admin/audit: the changes made through this API,
+// oldest first, filtered by since, until, object_type and actor, a page
+// at a time like every list.
+func (h *Handler) getAudit(r *http.Request) (int, any, error) {
+	if h.o.Audit == nil {
+		return 0, nil, &llm.Error{Kind: llm.KindNotImplemented, Status: http.StatusNotImplemented, Type: "invalid_request_error",
+			Code: "audit_unavailable", Message: "This gateway keeps no audit log (its store has none)."}
+	}
+	pg, err := page(r, "since", "until", "object_type", "actor")
+	if err != nil {
+		return 0, nil, err
+	}
+	q := audit.Query{After: pg.After, Limit: pg.Limit + 1, ObjectType: r.URL.Query().Get("object_type"), Actor: r.URL.Query().Get("actor")}
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		s := r.URL.Query().Get(t.name)
+		if s == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return 0, nil, llm.BadRequest(t.name, "invalid_time", "%s: must be an RFC 3339 time such as 2026-11-27T10:00:00Z, not %s.", t.name, quote(s))
+		}
+		*t.dst = v
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
+		return 0, nil, llm.BadRequest("until", "invalid_time", "until: must be after since.")
+	}
+	entries, err := h.o.Audit.Audit(r.Context(), q)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, newList(entries, pg.Limit, func(e *audit.Entry) string { return e.ID }), nil
+}

@@ -1,0 +1,190 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"gatehouse/internal/audit"
+	"gatehouse/internal/auth"
+)
+
+type purger struct{}
+
+func (purger) Purge(context.Context, string) (int, error) { return 3, nil }
+
+// withAudit records into the env's own store and serves a cache to purge.
+func withAudit(st auth.Store) func(*Options) {
+	return func(o *Options) {
+		o.Audit = st.(audit.Store)
+		o.Cache = purger{}
+		withRoles(o)
+	}
+}
+
+// auditEntries reads the whole log through the API, page by page.
+func (e *env) auditEntries(query string) []audit.Entry {
+	e.t.Helper()
+	var out []audit.Entry
+	after := ""
+	for {
+		path := "/admin/audit?limit=2" + query
+		if after != "" {
+			path += "&after=" + after
+		}
+		status, body := e.do("GET", path, "", "Bearer "+viewerKey, "")
+		if status != 200 {
+			e.t.Fatalf("GET %s: %d %v", path, status, body)
+		}
+		b, _ := json.Marshal(body)
+		var page struct {
+			Data      []audit.Entry `json:"data"`
+			HasMore   bool          `json:"has_more"`
+			NextAfter string        `json:"next_after"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, page.Data...)
+		if !page.HasMore {
+			return out
+		}
+		after = page.NextAfter
+	}
+}
+
+// auditScenario makes one change of every kind and checks each left its
+// entry, with the right actor, object and states, and no secret.
+func auditScenario(e *env) {
+	t := e.t
+	var secrets []string
+	keep := func(field string) func(t *testing.T, body map[string]any) {
+		return func(t *testing.T, body map[string]any) {
+			if s, _ := body[field].(string); s != "" {
+				secrets = append(secrets, s)
+			}
+		}
+	}
+	e.run([]step{
+		{name: "create project", method: "POST", path: "/admin/projects", body: `{"name":"audited","rpm":5}`, status: 201, save: map[string]string{"p": "id"}},
+		{name: "update project", method: "PATCH", path: "/admin/projects/{p}", key: "Bearer " + opsKey, body: `{"rpm":6}`, status: 200},
+		{name: "create key", method: "POST", path: "/admin/keys", body: `{"project":"{p}","name":"k"}`, status: 201, save: map[string]string{"k": "id"}, check: keep("key")},
+		{name: "update key", method: "PATCH", path: "/admin/keys/{k}", body: `{"rpm":7}`, status: 200},
+		{name: "rotate key", method: "POST", path: "/admin/keys/{k}/rotate", body: `{}`, status: 200, check: keep("key")},
+		{name: "revoke key", method: "DELETE", path: "/admin/keys/{k}", status: 200},
+		{name: "create customer", method: "POST", path: "/admin/customers", body: `{"project":"{p}","external_id":"c1"}`, status: 201, save: map[string]string{"c": "id"}},
+		{name: "update customer", method: "PATCH", path: "/admin/customers/{c}", body: `{"name":"C"}`, status: 200},
+		{name: "delete customer", method: "DELETE", path: "/admin/customers/{c}", status: 200},
+		{name: "set price", method: "PUT", path: "/admin/prices/gpt-4o", body: `{"input":1,"output":2}`, status: 200},
+		{name: "change price", method: "PUT", path: "/admin/prices/gpt-4o", body: `{"input":3,"output":4}`, status: 200},
+		{name: "delete price", method: "DELETE", path: "/admin/prices/gpt-4o", status: 200},
+		{name: "purge cache", method: "DELETE", path: "/admin/cache?project=audited", status: 200},
+		{name: "refused change", method: "PATCH", path: "/admin/projects/{p}", body: `{"rpm":-1}`, status: 400, param: "rpm"},
+		{name: "viewer's refused change", method: "DELETE", path: "/admin/cache", key: "Bearer " + viewerKey, status: 403, code: "read_only_role"},
+	})
+	if len(secrets) != 2 {
+		t.Fatalf("issued secrets seen: %d, want 2 (create and rotate)", len(secrets))
+	}
+	entries := e.auditEntries("")
+	type want struct{ actor, method, kind, id, before, after string }
+	p, k, c := e.vars["p"], e.vars["k"], e.vars["c"]
+	wants := []want{
+		{"admin", "POST", "project", p, "", `"rpm":5`},
+		{"ops", "PATCH", "project", p, `"rpm":5`, `"rpm":6`},
+		{"admin", "POST", "key", k, "", `"key":"[redacted]"`},
+		{"admin", "PATCH", "key", k, `"rpm":0`, `"rpm":7`},
+		{"admin", "POST", "key", k, `"rpm":7`, `"key":"[redacted]"`},
+		{"admin", "DELETE", "key", k, `"status":"active"`, `"status":"revoked"`},
+		{"admin", "POST", "customer", c, "", `"external_id":"c1"`},
+		{"admin", "PATCH", "customer", c, `"external_id":"c1"`, `"name":"C"`},
+		{"admin", "DELETE", "customer", c, `"name":"C"`, `"deleted":true`},
+		{"admin", "PUT", "price", "gpt-4o", "", `"input":1,`},
+		{"admin", "PUT", "price", "gpt-4o", `"input":1,`, `"input":3,`},
+		{"admin", "DELETE", "price", "gpt-4o", `"input":3,`, `"deleted":true`},
+		{"admin", "DELETE", "cache", "audited", "", `"deleted":3`},
+	}
+	if len(entries) != len(wants) {
+		for _, en := range entries {
+			t.Logf("entry: %s %s %s %s", en.Actor, en.Method, en.Path, en.ObjectID)
+		}
+		t.Fatalf("%d audit entries, want %d (one per successful change, none for refusals)", len(entries), len(wants))
+	}
+	for i, w := range wants {
+		en := entries[i]
+		if en.Actor != w.actor || en.Method != w.method || en.ObjectType != w.kind || en.ObjectID != w.id || en.Status >= 300 || en.Time.IsZero() {
+			t.Errorf("entry %d = %s %s %s %s (%d); want %s %s %s %s", i, en.Actor, en.Method, en.ObjectType, en.ObjectID, en.Status,
+				w.actor, w.method, w.kind, w.id)
+		}
+		if w.before == "" && len(en.Before) != 0 || !strings.Contains(string(en.Before), w.before) {
+			t.Errorf("entry %d (%s %s) before = %s; want it to hold %s", i, en.Method, en.Path, en.Before, w.before)
+		}
+		if !strings.Contains(string(en.After), w.after) {
+			t.Errorf("entry %d (%s %s) after = %s; want it to hold %s", i, en.Method, en.Path, en.After, w.after)
+		}
+		for _, s := range secrets {
+			if strings.Contains(string(en.Before)+string(en.After), s) {
+				t.Errorf("entry %d holds an issued key", i)
+			}
+		}
+		if en.Role != "admin" {
+			t.Errorf("entry %d role %q", i, en.Role)
+		}
+	}
+	// Filters.
+	if got := e.auditEntries("&object_type=key"); len(got) != 4 {
+		t.Errorf("object_type=key: %d entries, want 4", len(got))
+	}
+	if got := e.auditEntries("&actor=ops"); len(got) != 1 || got[0].Method != "PATCH" {
+		t.Errorf("actor=ops: %+v", got)
+	}
+	since := entries[3].Time.Format("2006-01-02T15:04:05.999999999Z07:00")
+	if got := e.auditEntries("&since=" + since); len(got) == 0 || got[0].Time.Before(entries[3].Time) {
+		t.Errorf("since=%s: %d entries starting %v", since, len(got), got)
+	}
+	if got := e.auditEntries("&until=" + entries[0].Time.Format("2006-01-02T15:04:05.999999999Z07:00")); len(got) != 0 {
+		t.Errorf("until the first entry: %d entries, want none", len(got))
+	}
+	e.run([]step{
+		{name: "bad since", method: "GET", path: "/admin/audit?since=yesterday", status: 400, param: "since", code: "invalid_time"},
+		{name: "until before since", method: "GET", path: "/admin/audit?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", status: 400, param: "until"},
+		{name: "unknown filter", method: "GET", path: "/admin/audit?who=x", status: 400, param: "who", code: "unknown_parameter"},
+	})
+}
+
+func TestAuditLog(t *testing.T) {
+	st := openSQLite(t)
+	auditScenario(newEnv(t, st, withAudit(st)))
+}
+
+func TestAuditLogPostgres(t *testing.T) {
+	st := openPostgres(t)
+	auditScenario(newEnv(t, st, withAudit(st)))
+}
+
+// A session's changes are recorded as session:<name>.
+func TestAuditSessionActor(t *testing.T) {
+	st := openSQLite(t)
+	e := newEnv(t, st, withAudit(st))
+	req, _ := http.NewRequest("POST", e.srv.URL+"/admin/projects", strings.NewReader(`{"name":"by-session"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.AddCookie(&http.Cookie{Name: "gatehouse_session", Value: "good"})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("create through the session: %d", resp.StatusCode)
+	}
+	got := e.auditEntries("&actor=session:root")
+	if len(got) != 1 || got[0].ObjectType != "project" {
+		t.Errorf("session entries: %+v", got)
+	}
+}
+
+func TestAuditOff(t *testing.T) {
+	e := newEnv(t, openSQLite(t))
+	e.run([]step{{name: "no audit store", method: "GET", path: "/admin/audit", status: 501, code: "audit_unavailable"}})
+}

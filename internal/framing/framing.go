@@ -1,0 +1,117 @@
+// Package framing watches the HTTP/1.x bytes of each accepted connection,
+// message by message, to find requests whose length is ambiguous: those
+// carrying both Content-Length and Transfer-Encoding. net/http frames such
+// a request by Transfer-Encoding and hides the Content-Length from the
+// handler, so the handler cannot see what RFC 9112 §6.1 asks to act on: a
+// proxy in front may have framed the same bytes by Content-Length and
+// meant the rest as a second request (request smuggling), so the server
+// must close the connection after answering. With the Listener and
+// ConnContext in place, Ambiguous tells the handler which request it is.
+//
+// It knows nothing of gatehouse: it imports only the standard library.
+package framing
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// Listen wraps ln so every plain connection it accepts is watched. A
+// connection that is a TLS connection is returned as it is: net/http
+// needs the *tls.Conn itself to negotiate HTTP/2 (ListenTLS watches
+// those).
+func Listen(ln net.Listener, maxHeaderBytes int) net.Listener {
+	return &listener{Listener: ln, max: headerCap(maxHeaderBytes)}
+}
+
+type listener struct {
+	net.Listener
+	max int
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil || isTLS(c) {
+		return c, err
+	}
+	return watch(c, l.max), nil
+}
+
+// headerCap is how long a header section the watcher follows: net/http
+// reads MaxHeaderBytes plus 4096 bytes of slack before it gives up with
+// 431 and closes the connection, and so does the watcher.
+func headerCap(maxHeaderBytes int) int {
+	if maxHeaderBytes <= 0 {
+		maxHeaderBytes = http.DefaultMaxHeaderBytes
+	}
+	return maxHeaderBytes + 4096
+}
+
+// Conn is a connection whose incoming HTTP/1.x messages are followed as
+// net/http reads them.
+type Conn struct {
+	net.Conn
+	mu sync.Mutex // held while a Read feeds the parser
+	p  parser
+
+	ambiguous atomic.Int64 // the 1-based number of the ambiguous request; 0 if none
+	served    atomic.Int64 // requests handed to Ambiguous so far
+}
+
+// Watch wraps c; maxHeaderBytes is the server's MaxHeaderBytes (0 for
+// net/http's default).
+func Watch(c net.Conn, maxHeaderBytes int) *Conn { return watch(c, headerCap(maxHeaderBytes)) }
+
+// watch wraps c, following header sections of up to limit bytes.
+func watch(c net.Conn, limit int) *Conn {
+	w := &Conn{Conn: c}
+	w.p.max = limit
+	return w
+}
+
+func (c *Conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.mu.Lock()
+		if at := c.p.feed(b[:n]); at > 0 {
+			c.ambiguous.Store(at)
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+type connKey struct{}
+
+// ConnContext is for http.Server.ConnContext: it makes the watched
+// connection findable from its requests.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	switch w := c.(type) {
+	case *Conn:
+		return context.WithValue(ctx, connKey{}, w)
+	case *watchedTLS:
+		return context.WithValue(ctx, connKey{}, w.Conn)
+	}
+	return ctx
+}
+
+// Ambiguous reports whether r carried both Content-Length and
+// Transfer-Encoding. Call it once for every request, in the order they
+// arrive (first thing in the server's outermost handler): requests are
+// told apart by their position on the connection, as net/http serves an
+// HTTP/1.x connection's requests one after another. For a connection that
+// is not watched, or HTTP/2, it is false.
+func Ambiguous(r *http.Request) bool {
+	if r.ProtoMajor != 1 {
+		return false
+	}
+	c, ok := r.Context().Value(connKey{}).(*Conn)
+	if !ok {
+		return false
+	}
+	n := c.served.Add(1)
+	return n == c.ambiguous.Load()
+}

@@ -1,0 +1,145 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"gatehouse/internal/framing"
+	"gatehouse/internal/llm"
+)
+
+// Guard is what the listener enforces on every request before it is
+// routed: limits net/http either lacks or answers in plain text.
+type Guard struct {
+	// MaxHeaderBytes bounds the request line and header fields; a larger
+	// request gets 431 in its dialect. net/http (whose MaxHeaderBytes
+	// should be the same) refuses in plain text what is over it by more
+	// than its 4 KiB of slack. 0: no check here.
+	MaxHeaderBytes int64
+	// BodyReadTimeout is the longest wait for the next bytes of a body;
+	// 0: none. It is lifted once the body has been read to its end, so it
+	// never cuts a response short.
+	BodyReadTimeout time.Duration
+}
+
+// Guarded is Handler behind the guard: requests with an ambiguous length
+// (framing.Ambiguous: needs framing.Listen and framing.ConnContext on the
+// http.Server), headers over the limit, and bodies trickled slower than
+// the body timeout are refused in the dialect of their path.
+func (s *Server) Guarded(g Guard) http.Handler {
+	h := s.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if framing.Ambiguous(r) {
+			// RFC 9112 §6.1: a proxy in front may have framed this by its
+			// Content-Length; what follows on the connection cannot be
+			// trusted, so it is closed after the answer.
+			w.Header().Set("Connection", "close")
+			s.refuse(w, r, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+				Code: "ambiguous_length", Message: "The request has both Content-Length and Transfer-Encoding; send one of them."})
+			return
+		}
+		if p := r.URL.Path; p == "" || p[0] != '/' {
+			// "OPTIONS *" and the like: ServeMux would answer them with a
+			// bare 400.
+			s.refuse(w, r, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+				Code: "invalid_request_target", Message: "The request target must be a path such as /v1/chat/completions."})
+			return
+		} else if !canonical(p) {
+			// ServeMux would redirect to the cleaned path, and a client
+			// following a redirect may resend a POST as a GET.
+			s.refuse(w, r, notFound(r))
+			return
+		}
+		if g.MaxHeaderBytes > 0 && headerBytes(r) > g.MaxHeaderBytes {
+			w.Header().Set("Connection", "close")
+			s.refuse(w, r, &llm.Error{Kind: llm.KindTooLarge, Status: http.StatusRequestHeaderFieldsTooLarge, Type: "invalid_request_error",
+				Code: "headers_too_large", Message: "The request headers are larger than the gateway's limit of " + strconv.FormatInt(g.MaxHeaderBytes, 10) + " bytes."})
+			return
+		}
+		if g.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			b := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: g.BodyReadTimeout}
+			// Set now, not at the first Read: a body the handler never
+			// reads is read (and thrown away) by net/http after it, and
+			// must not be trickled forever either.
+			b.extend()
+			r.Body = b
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// refuse answers a request the guard stops, in the dialect of its path.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *llm.Error) {
+	d := dialectOpenAI
+	if p := path.Clean(r.URL.Path); p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
+		d = dialectAnthropic
+	}
+	writeError(w, d, e, s.stamp(w, s.now()))
+}
+
+// canonical reports whether p is a clean path: no "//", "." or ".."
+// segments (a trailing slash is fine).
+func canonical(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
+}
+
+// headerBytes is the size of r's request line and header fields as sent
+// over HTTP/1.1 (net/http has parsed them, so this is a reconstruction:
+// the Host field lives in r.Host).
+func headerBytes(r *http.Request) int64 {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
+	if r.Host != "" {
+		n += len("Host: ") + len(r.Host) + 2
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return int64(n + 2)
+}
+
+// errBodyTimeout is what a body read gets when the client sent nothing
+// for the body timeout.
+var errBodyTimeout = errors.New("the client sent no body bytes within the body read timeout")
+
+// slowBody moves the connection's read deadline forward before every read
+// of a request body, and lifts it at the body's end.
+type slowBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	done    bool
+}
+
+func (b *slowBody) extend() {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout)) // ErrNotSupported: nothing to enforce it with
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.ReadCloser.Read(p)
+	}
+	b.extend()
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		b.done = true
+		// Lifted: net/http goes on reading in the background to notice a
+		// client that hangs up, and a long stream must not time that out.
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = errBodyTimeout
+	}
+	return n, err
+}
