@@ -61,12 +61,12 @@ func redisCalls(b *testing.B, c rueidis.Client) (scripts, all int64) {
 // ("limits"), and with the same key under limits.headers: refusals
 // ("limits-quiet": no x-ratelimit-* headers on admitted responses), and
 // with no limits and no request log line ("nolimits-nolog"), with no
-// limits and no usage records ("nolimits-norecords"), the key with no
-// limits in cluster mode with and without records ("cluster",
-// "cluster-norecords": needs the test services), the limited key in
-// cluster mode without and with leases ("cluster-limits",
-// "cluster-lease"; these report the Redis commands a request costs,
-// redis-cmds/op), and through
+// limits and no usage records ("nolimits-norecords"), with limits and no
+// usage records ("limits-norecords"), the key with no limits in cluster
+// mode with and without records ("cluster", "cluster-norecords": needs
+// the test services), the limited key in cluster mode without and with
+// leases ("cluster-limits", "cluster-lease"; these report the Redis
+// commands a request costs, redis-cmds/op), and through
 // gatehouse serve --bare ("bare": no auth, log or limits). The
 // differences are what admission control costs a request, how much of it
 // is the six headers, and what the log line and the usage record cost;
@@ -89,6 +89,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false, false, [2]string{}, ""},
 		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false, false, [2]string{}, ""},
 		{"nolimits-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "usage: {records: false}\n", false, false, [2]string{}, ""},
+		{"limits-norecords", "gh-bench-limited", limited, "usage: {records: false}\n", true, false, [2]string{}, ""},
 		// Cluster mode (needs the test services: PostgreSQL takes the
 		// records with COPY, out of this process).
 		{"cluster", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster", false, false, [2]string{}, ""},

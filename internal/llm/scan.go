@@ -185,10 +185,101 @@ func EachElement(array []byte, fn func(i int, value []byte) bool) error {
 // invalid UTF-8 take the slow path.
 func unquoteKey(q []byte) (string, error) {
 	inner := q[1 : len(q)-1]
+	if k, ok := knownKey(inner); ok {
+		return k, nil
+	}
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner), nil
 	}
 	return unquoteJSON(q)
+}
+
+// knownKey returns the keys of OpenAI's chat requests, answers and chunks
+// as constants: the request path reads every key of every body it walks,
+// and a string built for each one was about a dozen allocations a
+// request. (A switch on string(b) compares without building the string.)
+func knownKey(b []byte) (string, bool) {
+	switch string(b) {
+	case "id":
+		return "id", true
+	case "object":
+		return "object", true
+	case "created":
+		return "created", true
+	case "model":
+		return "model", true
+	case "choices":
+		return "choices", true
+	case "index":
+		return "index", true
+	case "message":
+		return "message", true
+	case "messages":
+		return "messages", true
+	case "role":
+		return "role", true
+	case "content":
+		return "content", true
+	case "refusal":
+		return "refusal", true
+	case "annotations":
+		return "annotations", true
+	case "logprobs":
+		return "logprobs", true
+	case "finish_reason":
+		return "finish_reason", true
+	case "delta":
+		return "delta", true
+	case "usage":
+		return "usage", true
+	case "prompt_tokens":
+		return "prompt_tokens", true
+	case "completion_tokens":
+		return "completion_tokens", true
+	case "total_tokens":
+		return "total_tokens", true
+	case "prompt_tokens_details":
+		return "prompt_tokens_details", true
+	case "completion_tokens_details":
+		return "completion_tokens_details", true
+	case "cached_tokens":
+		return "cached_tokens", true
+	case "reasoning_tokens":
+		return "reasoning_tokens", true
+	case "cost":
+		return "cost", true
+	case "service_tier":
+		return "service_tier", true
+	case "system_fingerprint":
+		return "system_fingerprint", true
+	case "stream":
+		return "stream", true
+	case "stream_options":
+		return "stream_options", true
+	case "include_usage":
+		return "include_usage", true
+	case "max_tokens":
+		return "max_tokens", true
+	case "max_completion_tokens":
+		return "max_completion_tokens", true
+	case "temperature":
+		return "temperature", true
+	case "user":
+		return "user", true
+	case "tools":
+		return "tools", true
+	case "tool_calls":
+		return "tool_calls", true
+	case "type":
+		return "type", true
+	case "text":
+		return "text", true
+	case "name":
+		return "name", true
+	case "error":
+		return "error", true
+	}
+	return "", false
 }
 
 // UnquoteString decodes a raw JSON string value.

@@ -35,4 +35,9 @@ type Completion struct {
 	Usage Usage
 	// HasUsage is false when the upstream reported no usage at all.
 	HasUsage bool
+	// UsageStart and UsageEnd locate Body's top-level usage object when
+	// the adapter found it while reading the usage (ScanUsage); UsageEnd
+	// 0 when not known. The gateway puts the cost there without walking
+	// the body again.
+	UsageStart, UsageEnd int
 }

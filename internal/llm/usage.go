@@ -112,3 +112,30 @@ func UsageOf(body []byte) (Usage, bool) {
 	})
 	return ParseUsage(raw)
 }
+
+// ScanUsage is UsageOf for a whole response body, walked to its end: it
+// also returns where the body's last top-level "usage" object lies (the
+// one a decoder keeps and SetUsageCost edits), end 0 when there is none
+// or the body is not well-formed. With it SetUsageCostAt edits a
+// non-streamed answer without a second walk of the body.
+func ScanUsage(body []byte) (u Usage, ok bool, start, end int) {
+	var first []byte
+	found := false
+	err := EachField(body, func(key string, v []byte, off int) bool {
+		if key != "usage" {
+			return true
+		}
+		if !found {
+			first, found = v, true // UsageOf's answer: the first one
+		}
+		if KindOf(v) == KindObject {
+			start, end = off, off+len(v)
+		}
+		return true
+	})
+	if err != nil {
+		start, end = 0, 0
+	}
+	u, ok = ParseUsage(first)
+	return u, ok, start, end
+}

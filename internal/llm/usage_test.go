@@ -76,3 +76,34 @@ func TestUsageOf(t *testing.T) {
 		})
 	}
 }
+
+// TestKnownKeys: the keys unquoteKey returns as constants are the bytes
+// it was given, and cost no allocation.
+func TestKnownKeys(t *testing.T) {
+	for _, k := range []string{"id", "object", "created", "model", "choices", "index", "message", "messages", "role",
+		"content", "refusal", "annotations", "logprobs", "finish_reason", "delta", "usage", "prompt_tokens",
+		"completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details", "cached_tokens",
+		"reasoning_tokens", "cost", "service_tier", "system_fingerprint", "stream", "stream_options", "include_usage",
+		"max_tokens", "max_completion_tokens", "temperature", "user", "tools", "tool_calls", "type", "text", "name", "error"} {
+		q := []byte(`"` + k + `"`)
+		got, err := unquoteKey(q)
+		if err != nil || got != k {
+			t.Errorf("unquoteKey(%s) = %q, %v", q, got, err)
+		}
+		if n := testing.AllocsPerRun(10, func() { _, _ = unquoteKey(q) }); n != 0 {
+			t.Errorf("unquoteKey(%s) allocates %v times", q, n)
+		}
+	}
+	if got, _ := unquoteKey([]byte(`"us\u0061ge"`)); got != "usage" {
+		t.Errorf("escaped key: %q", got)
+	}
+}
+
+func FuzzKnownKey(f *testing.F) {
+	f.Add([]byte("usage"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if k, ok := knownKey(b); ok && k != string(b) {
+			t.Fatalf("knownKey(%q) = %q", b, k)
+		}
+	})
+}

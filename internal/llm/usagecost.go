@@ -17,6 +17,13 @@ func SetUsageCost(body []byte, cost string) ([]byte, bool) {
 	if err != nil || uStart < 0 {
 		return body, false
 	}
+	return SetUsageCostAt(body, uStart, uEnd, cost), true
+}
+
+// SetUsageCostAt is SetUsageCost for a body whose usage object is known
+// to lie at body[uStart:uEnd] (ScanUsage found it while reading the
+// usage): only that object is walked, not the whole body again.
+func SetUsageCostAt(body []byte, uStart, uEnd int, cost string) []byte {
 	usage := body[uStart:uEnd]
 	cStart, cEnd := -1, -1
 	empty := true
@@ -29,8 +36,7 @@ func SetUsageCost(body []byte, cost string) ([]byte, bool) {
 	})
 	out := make([]byte, 0, len(body)+len(cost)+9)
 	if cStart >= 0 {
-		out = append(append(append(out, body[:cStart]...), cost...), body[cEnd:]...)
-		return out, true
+		return append(append(append(out, body[:cStart]...), cost...), body[cEnd:]...)
 	}
 	// Before the object's closing brace (trailing whitespace allowed).
 	end := uEnd - 1
@@ -41,6 +47,5 @@ func SetUsageCost(body []byte, cost string) ([]byte, bool) {
 	if !empty {
 		out = append(out, ',')
 	}
-	out = append(append(append(out, `"cost":`...), cost...), body[end:]...)
-	return out, true
+	return append(append(append(out, `"cost":`...), cost...), body[end:]...)
 }

@@ -38,7 +38,8 @@ type Metrics struct {
 	breakerChanges  *prometheus.CounterVec
 	upstreamDown    *prometheus.GaugeVec
 
-	bundles bundles
+	bundles      bundles
+	attemptPairs bundles // attemptKey → *attemptPair
 	// load reads the current generation's deployments at scrape time.
 	load atomic.Pointer[func() []DeploymentLoad]
 }
@@ -141,8 +142,45 @@ func (m *Metrics) Attempt(group, strategy, provider, model, outcome string) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(group, strategy, provider).Inc()
-	m.attempts.WithLabelValues(provider, model, outcome).Inc()
+	a := m.attemptSeries(attemptKey{group, strategy, provider, model, outcome})
+	a.decision.Inc()
+	a.attempt.Inc()
+}
+
+// dropAttemptPairs forgets the resolved counters of the tuples drop
+// matches, whose series were just deleted: a deployment a later reload
+// brings back must count into registered series again.
+func (m *Metrics) dropAttemptPairs(drop func(attemptKey) bool) {
+	m.attemptPairs.m.Range(func(k, _ any) bool {
+		if drop(k.(attemptKey)) {
+			if _, ok := m.attemptPairs.m.LoadAndDelete(k); ok {
+				m.attemptPairs.n.Add(-1)
+			}
+		}
+		return true
+	})
+}
+
+// attemptKey is the label tuple of an upstream attempt's two counters.
+type attemptKey struct{ group, strategy, provider, model, outcome string }
+
+// attemptPair is an attemptKey's counters resolved once: an attempt then
+// costs one lock-free map lookup instead of two vector lookups, each
+// validating and hashing its labels under the vector's lock.
+type attemptPair struct{ decision, attempt prometheus.Counter }
+
+func (m *Metrics) attemptSeries(k attemptKey) *attemptPair {
+	if a, ok := m.attemptPairs.m.Load(k); ok {
+		return a.(*attemptPair)
+	}
+	a := &attemptPair{decision: m.decisions.WithLabelValues(k.group, k.strategy, k.provider),
+		attempt: m.attempts.WithLabelValues(k.provider, k.model, k.outcome)}
+	if m.attemptPairs.n.Load() < maxBundles {
+		if _, loaded := m.attemptPairs.m.LoadOrStore(k, a); !loaded {
+			m.attemptPairs.n.Add(1)
+		}
+	}
+	return a
 }
 
 // ConnectRetry records a connect to provider's upstream that failed
@@ -164,6 +202,7 @@ func (m *Metrics) Forget(provider, model string) {
 	m.breakerState.DeleteLabelValues(provider, model)
 	m.breakerChanges.DeletePartialMatch(prometheus.Labels{"provider": provider, "model": model})
 	m.attempts.DeletePartialMatch(prometheus.Labels{"provider": provider, "model": model})
+	m.dropAttemptPairs(func(k attemptKey) bool { return k.provider == provider && k.model == model })
 }
 
 // ForgetProvider drops the series of a provider a reload removed.
@@ -174,6 +213,7 @@ func (m *Metrics) ForgetProvider(provider string) {
 	m.upstreamDown.DeleteLabelValues(provider)
 	m.decisions.DeletePartialMatch(prometheus.Labels{"provider": provider})
 	m.connectRetries.DeletePartialMatch(prometheus.Labels{"provider": provider})
+	m.dropAttemptPairs(func(k attemptKey) bool { return k.provider == provider })
 }
 
 // Breaker records a deployment's breaker state (0 closed, 1 half-open,

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -106,4 +107,30 @@ func TestForgetDropsADeploymentsSeries(t *testing.T) {
 	}
 	wantSeries(t, body, `gatehouse_breaker_state{model="m1",provider="kept"} 0`,
 		`gatehouse_upstream_attempts_total{model="m1",outcome="success",provider="kept"} 1`)
+}
+
+// TestAttemptsCountExactly: attempts counted from many goroutines, through
+// the resolved counters, come out exact at scrape time; and a deployment
+// a reload removed and a later one brings back counts again from zero.
+func TestAttemptsCountExactly(t *testing.T) {
+	m := New()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 500 {
+				m.Attempt("chat", "failover", "up", "m1", "success")
+			}
+		})
+	}
+	wg.Wait()
+	wantSeries(t, scrape(t, m),
+		`gatehouse_routing_decisions_total{model="chat",provider="up",strategy="failover"} 4000`,
+		`gatehouse_upstream_attempts_total{model="m1",outcome="success",provider="up"} 4000`)
+
+	m.Forget("up", "m1")
+	m.ForgetProvider("up")
+	m.Attempt("chat", "failover", "up", "m1", "success")
+	wantSeries(t, scrape(t, m),
+		`gatehouse_routing_decisions_total{model="chat",provider="up",strategy="failover"} 1`,
+		`gatehouse_upstream_attempts_total{model="m1",outcome="success",provider="up"} 1`)
 }

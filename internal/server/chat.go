@@ -138,6 +138,9 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		if !c.HasUsage {
 			x.countCompletion(d.Model, llm.CompletionText(c.Body))
 		}
+		if rp.completion == nil {
+			x.usageStart, x.usageEnd = c.UsageStart, c.UsageEnd // still where the body has them
+		}
 		x.writeJSON(body)
 		return route.Result{FirstByte: x.s.now().Sub(start)}
 	}
@@ -206,7 +209,11 @@ func (x *exchange) writeJSON(body []byte) {
 	if x.adm.on {
 		cost := x.costHeader()
 		h[hdrCost] = []string{cost}
-		body, _ = llm.SetUsageCost(body, cost) // for clients that read no headers
+		if x.usageEnd > 0 { // for clients that read no headers
+			body = llm.SetUsageCostAt(body, x.usageStart, x.usageEnd, cost)
+		} else {
+			body, _ = llm.SetUsageCost(body, cost)
+		}
 	}
 	if x.cache.pending != nil {
 		x.storeAnswer()

@@ -87,7 +87,7 @@ func readCompletion(resp *http.Response, d *provider.Deployment) (*llm.Completio
 		return nil, err
 	}
 	c := &llm.Completion{Body: body}
-	c.Usage, c.HasUsage = llm.UsageOf(body)
+	c.Usage, c.HasUsage, c.UsageStart, c.UsageEnd = llm.ScanUsage(body)
 	if !c.HasUsage && llm.KindOf(bytes.TrimSpace(body)) != llm.KindObject {
 		return nil, &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
 			Code: "upstream_error", Message: fmt.Sprintf("provider %q sent a response that is not JSON", d.Provider)}
