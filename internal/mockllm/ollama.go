@@ -241,10 +241,14 @@ func (s *Server) ollamaChat(c *call, body []byte) {
 	if !ok {
 		return
 	}
-	p, perr := s.newPlan(c.r, lastUser)
+	p, perr := s.newPlan(c, lastUser)
 	if perr != nil {
 		c.ollamaFail(http.StatusBadRequest, perr.message, "")
 		return
+	}
+	if p.huge > 0 {
+		x.text = hugeReply(p.huge)
+		x.cuts, x.doneReason = tokenCuts(x.text), "stop"
 	}
 	// A conversation that ends in a tool result is answered in text, so a
 	// client's tool loop ends after one round trip.
@@ -478,7 +482,7 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 		}
 		dims = req.Dimensions
 	}
-	p, perr := s.newPlan(c.r, "")
+	p, perr := s.newPlan(c, "")
 	if perr != nil {
 		c.ollamaFail(http.StatusBadRequest, perr.message, "")
 		return
@@ -525,7 +529,7 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 
 // ollamaTags lists the pulled models with details derived from their names.
 func (s *Server) ollamaTags(c *call) {
-	p, perr := s.newPlan(c.r, "")
+	p, perr := s.newPlan(c, "")
 	if perr != nil {
 		c.ollamaFail(http.StatusBadRequest, perr.message, "")
 		return
