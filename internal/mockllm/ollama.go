@@ -364,21 +364,17 @@ func (c *call) ollamaComplete(x *ollamaReply, p *plan) {
 		b = append(b, '}')
 	}
 	b = c.appendOllamaDone(b, x)
+	if p.stallAfter < 0 && p.failAfter < 0 {
+		c.ollamaWrite(http.StatusOK, hdrOllamaJSON, b)
+		return
+	}
 	h := c.w.Header()
 	h["Content-Type"] = hdrOllamaJSON
 	h["Content-Length"] = []string{itoa(len(b))}
 	c.w.WriteHeader(http.StatusOK)
-	if p.stallAfter >= 0 || p.failAfter >= 0 {
-		if c.write(b[:len(b)/2]) {
-			c.breakOff(p.failAfter >= 0)
-		}
-		return
+	if c.write(b[:len(b)/2]) {
+		c.breakOff(p.failAfter >= 0)
 	}
-	if _, err := c.w.Write(b); err != nil {
-		c.cancel()
-		return
-	}
-	c.outcome = outcomeCompleted
 }
 
 // ollamaStream writes one NDJSON line per content chunk (a tool call is one
