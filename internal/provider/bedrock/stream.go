@@ -82,9 +82,11 @@ type (
 // exceptionStatus is the HTTP status Bedrock documents for each
 // exception a ConverseStream can carry.
 var exceptionStatus = map[string]int{
-	"throttlingException":           http.StatusTooManyRequests,
-	"validationException":           http.StatusBadRequest,
-	"modelStreamErrorException":     http.StatusFailedDependency,
+	"throttlingException": http.StatusTooManyRequests,
+	"validationException": http.StatusBadRequest,
+	// Documented as 424, but it is the model's stream breaking, which
+	// Bedrock says to retry: a 502 lets another deployment take over.
+	"modelStreamErrorException":     http.StatusBadGateway,
 	"internalServerException":       http.StatusInternalServerError,
 	"serviceUnavailableException":   http.StatusServiceUnavailable,
 	"modelTimeoutException":         http.StatusRequestTimeout,
@@ -202,6 +204,9 @@ func (s *eventStream) exception(kind string, payload []byte) error {
 	}
 	e := &llm.Error{Kind: llm.KindUpstreamStatus, Status: status, Code: kind, Message: msg,
 		Cause: fmt.Errorf("provider %q: %s in stream", s.name, kind)}
+	if status >= 500 {
+		e.Type = "server_error"
+	}
 	return e
 }
 
