@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/limit"
+	"gatehouse/internal/llm"
 	"gatehouse/internal/mockllm"
 )
 
@@ -357,4 +359,82 @@ func tail(b []byte) []byte {
 		return b[len(b)-600:]
 	}
 	return b
+}
+
+// TestUpstreamTLSFailureAndBreaker: a provider whose https base_url
+// reaches a server with an untrusted certificate, or one that speaks
+// plain HTTP, answers a clean 502 in the client's dialect (nothing about
+// certificates leaks beyond the message), the usage record says why, the
+// breaker counts the failures and opens, and a fallback target serves.
+// Repeated 200s carrying an error object open a breaker the same way.
+func TestUpstreamTLSFailureAndBreaker(t *testing.T) {
+	m := mockllm.New(mockllm.Options{APIKey: upstreamKey})
+	untrusted := httptest.NewUnstartedServer(m)
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are the point
+	untrusted.StartTLS()
+	t.Cleanup(untrusted.Close)
+	plain := httptest.NewServer(m)
+	t.Cleanup(plain.Close)
+	up := startUpstream(t, mockllm.Options{})
+	backup := startBackup(t)
+	https := "https://" + strings.TrimPrefix(plain.URL, "http://")
+	gw := startGateway(t, `listen: 127.0.0.1:0
+admin_key: `+testAdminKey+`
+timeouts: {connect: 2s, first_byte: 3s, idle: 2s, total: 30s}
+retry: {backoff: 1ms, max_backoff: 5ms}
+breaker: {failures: 2, error_rate: 0, cooldown: 1h}
+providers:
+  - {name: backup, type: openai-compatible, base_url: `+backup.URL+`/v1, api_key: `+upstreamKey+`}
+  - {name: untrusted, type: openai-compatible, base_url: `+untrusted.URL+`/v1, api_key: `+upstreamKey+`}
+  - {name: plaintext, type: openai-compatible, base_url: `+https+`/v1, api_key: `+upstreamKey+`}
+  - {name: erring, type: openai-compatible, base_url: `+up.URL+`/v1, api_key: `+upstreamKey+`}
+keys:
+  - {key: `+clientKey+`, name: tester, project: qa}
+models:
+  - {name: untrusted, targets: [{provider: untrusted, model: gpt-4o-mini}]}
+  - {name: plaintext, targets: [{provider: plaintext, model: gpt-4o-mini}]}
+  - {name: erring, targets: [{provider: erring, model: gpt-4o-mini}]}
+  - {name: untrusted-fb, strategy: failover, targets: [{provider: untrusted, model: gpt-4o-mini}, {provider: backup, model: gpt-4o-mini}]}
+`)
+	client := &http.Client{Timeout: time.Minute}
+	bearer := map[string]string{"Authorization": "Bearer " + clientKey}
+	anth := map[string]string{"X-Api-Key": clientKey, "Anthropic-Version": "2023-06-01"}
+	for _, model := range []string{"untrusted", "plaintext"} {
+		for _, stream := range []bool{false, true} {
+			a := faultCall(client, gw.URL+"/v1/chat/completions", bearer,
+				fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, model, stream))
+			if a.err != nil || a.status != http.StatusBadGateway || !openAIErrorShape(a.body) {
+				t.Errorf("%s stream=%v: %d %v %s; want a 502 in OpenAI's shape", model, stream, a.status, a.err, a.body)
+			}
+			r := recordOf(t, gw.URL, a.header.Get("X-Gatehouse-Request-Id"))
+			if k := llm.ErrorKind(r.ErrorKind); r.Status != a.status || (k != llm.KindUpstreamConnect && k != llm.KindUpstreamProtocol) {
+				t.Errorf("%s: record status %d kind %q", model, r.Status, r.ErrorKind)
+			}
+		}
+		a := faultCall(client, gw.URL+"/v1/messages", anth,
+			fmt.Sprintf(`{"model":%q,"max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`, model))
+		if a.err != nil || a.status != http.StatusBadGateway || strings.HasPrefix(anthropicErrorType(a.body), "not an") {
+			t.Errorf("%s on /v1/messages: %d %v %s; want a 502 in Anthropic's shape", model, a.status, a.err, a.body)
+		}
+	}
+	for range 2 {
+		a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"erring","messages":[{"role":"user","content":"hi @mock(error_in_200)"}]}`)
+		if a.status != http.StatusBadGateway {
+			t.Errorf("a 200 carrying an error: %d %s; want 502", a.status, a.body)
+		}
+	}
+	metrics := scrape(t, gw)
+	for _, p := range []string{"untrusted", "plaintext", "erring"} {
+		want := `gatehouse_breaker_state{model="gpt-4o-mini",provider="` + p + `"} 2`
+		if !strings.Contains(metrics, want) {
+			t.Errorf("no %s in the metrics: the breaker of %s did not open", want, p)
+		}
+	}
+	// The open breaker sends the fallback model's requests straight to
+	// the backup.
+	a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"untrusted-fb","messages":[{"role":"user","content":"hi"}]}`)
+	if a.status != 200 || a.header.Get("X-Gatehouse-Provider") != "backup" {
+		t.Errorf("untrusted-fb: %d from %q: %s", a.status, a.header.Get("X-Gatehouse-Provider"), a.body)
+	}
+	mustCall(t, 200, "GET", gw.URL+"/healthz", "", "")
 }
