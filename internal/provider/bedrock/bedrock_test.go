@@ -319,3 +319,13 @@ func TestModelIDEscaping(t *testing.T) {
 		}
 	}
 }
+
+// A model stream that broke is a 502 the router may retry on another
+// deployment (Bedrock's own advice is to retry), not a 424 it gives up on.
+func TestStreamErrorExceptionIsRetryable(t *testing.T) {
+	err := (&eventStream{name: "br"}).exception("modelStreamErrorException", []byte(`{"message":"stream broke"}`))
+	ge := llm.AsError(err)
+	if ge.Kind != llm.KindUpstreamStatus || ge.Status != http.StatusBadGateway || ge.Type != "server_error" || ge.Message != "stream broke" {
+		t.Fatalf("got %+v", ge)
+	}
+}
