@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -306,12 +307,16 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 		if backupCalls != 0 {
 			t.Errorf("the backup was called %d times after bytes were relayed", backupCalls)
 		}
+		if row.suffix == "-trickle" && !totalTimeoutMessage.Match(a.body) {
+			t.Errorf("the total timeout's error does not say it in milliseconds at most: %s", tail(a.body))
+		}
 		if r.ErrorKind == "" || r.Status != 200 {
 			t.Errorf("record status %d kind %q: want the stream's failure recorded", r.Status, r.ErrorKind)
 		}
 		if r.CompletionTokens == 0 || r.PromptTokens == 0 {
 			t.Errorf("record %d+%d tokens: what was relayed is not counted", r.PromptTokens, r.CompletionTokens)
 		}
+		t.Logf("stream ended with %s (%s)", bytes.TrimSpace(tail(a.body)[bytes.LastIndex(tail(a.body), []byte("data: "))+6:]), r.ErrorKind)
 	case row.suffix == "-fb":
 		if a.status != 200 || a.header.Get("X-Gatehouse-Provider") != "backup" || backupCalls != 1 {
 			t.Fatalf("%d from %q (backup called %d times): %s; want the backup's answer after a fault before any byte",
@@ -336,6 +341,7 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 		if a.status < 500 || !openAIErrorShape(a.body) {
 			t.Fatalf("%d %s: want a 5xx in OpenAI's shape", a.status, a.body)
 		}
+		t.Logf("%d %s: %s", a.status, r.ErrorKind, a.body)
 		if r.Status != a.status || r.ErrorKind == "" || r.CompletionTokens != 0 || r.Cost != 0 {
 			t.Errorf("record %+v: want the client's status, an error kind and nothing billed", r)
 		}
@@ -353,6 +359,9 @@ func openAIErrorShape(b []byte) bool {
 	}
 	return json.Unmarshal(b, &e) == nil && e.Error != nil && e.Error.Message != "" && e.Error.Type != ""
 }
+
+// totalTimeoutMessage is the total timeout's error, its time rounded.
+var totalTimeoutMessage = regexp.MustCompile(`did not finish within \d+(\.\d{1,3})?s"`)
 
 func tail(b []byte) []byte {
 	if len(b) > 600 {
