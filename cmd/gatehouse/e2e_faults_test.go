@@ -120,6 +120,10 @@ var faultRows = []faultRow{
 	{"slow trickle", "huge=800, chunks=40, tps=20", true, true, "-trickle"},
 	{"error_in_200 alone", "error_in_200", false, false, ""},
 	{"truncate alone", "truncate", false, false, ""},
+	{"malformed alone", "malformed", false, false, ""},
+	{"reset alone", "reset_after=0", false, false, ""},
+	{"hang alone", "hang=true", false, false, ""},
+	{"truncate stream start", "truncate=0", true, false, "-fb"},
 	{"huge stream", "huge=4000000, chunks=200", true, false, ""},
 }
 
@@ -338,8 +342,12 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 			t.Errorf("record %+v: want the huge stream's tokens", r)
 		}
 	default:
-		if a.status < 500 || !openAIErrorShape(a.body) {
-			t.Fatalf("%d %s: want a 5xx in OpenAI's shape", a.status, a.body)
+		want := http.StatusBadGateway
+		if row.directive == "hang=true" {
+			want = http.StatusGatewayTimeout // timeouts.first_byte
+		}
+		if a.status != want || !openAIErrorShape(a.body) {
+			t.Fatalf("%d %s: want a %d in OpenAI's shape", a.status, a.body, want)
 		}
 		t.Logf("%d %s: %s", a.status, r.ErrorKind, a.body)
 		if r.Status != a.status || r.ErrorKind == "" || r.CompletionTokens != 0 || r.Cost != 0 {
