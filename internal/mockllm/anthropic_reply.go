@@ -62,7 +62,7 @@ func (s *Server) anthropicMessages(c *call, body []byte) {
 	}
 	c.model = *req.Model
 	tokens, lastUser := req.promptText()
-	p, perr := s.newPlan(c.r, lastUser)
+	p, perr := s.newPlan(c, lastUser)
 	if perr != nil {
 		c.failAnthropic(anthInvalid("%s", perr.message))
 		return
@@ -117,6 +117,9 @@ func (s *Server) anthropicReply(req *anthRequest, p *plan, tokens int, lastUser 
 		x.text = s.opts.Reply
 		if x.text == "" {
 			x.text = defaultReply(lastUser)
+		}
+		if p.huge > 0 {
+			x.text = hugeReply(p.huge)
 		}
 		for _, seq := range req.StopSequences {
 			if i := strings.Index(x.text, seq); seq != "" && i >= 0 {

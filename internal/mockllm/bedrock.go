@@ -109,10 +109,14 @@ func (s *Server) serveBedrock(c *call, body []byte) {
 		return
 	}
 	x := s.bedrockExchange(req, model, op == "converse-stream")
-	p, perr := s.newPlan(r, x.lastUser)
+	p, perr := s.newPlan(c, x.lastUser)
 	if perr != nil {
 		c.failBedrock(bedrockValidation("%s", perr.message))
 		return
+	}
+	if p.huge > 0 {
+		x.reply = hugeReply(p.huge)
+		x.cuts, x.finish = tokenCuts(x.reply), "end_turn"
 	}
 	if p.tool != "" || req.forcesTool() {
 		if e := x.callTool(req, p.tool); e != nil {

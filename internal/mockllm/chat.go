@@ -322,10 +322,14 @@ func (s *Server) chat(c *call, body []byte) {
 		return
 	}
 	c.model = x.model
-	p, perr := s.newPlan(c.r, lastUser)
+	p, perr := s.newPlan(c, lastUser)
 	if perr != nil {
 		c.fail(perr)
 		return
+	}
+	if p.huge > 0 {
+		x.reply = hugeReply(p.huge)
+		x.cuts, x.finish = tokenCuts(x.reply), "stop"
 	}
 	if p.hang {
 		c.block()
@@ -408,17 +412,6 @@ func (c *call) complete(x *exchange, p *plan, b []byte) []byte {
 		c.breakOff(p.failAfter >= 0)
 	}
 	return b
-}
-
-// breakOff ends a response on purpose: abort cuts the connection (the
-// client reads an unexpected EOF), otherwise the response goes silent
-// until the client gives up.
-func (c *call) breakOff(abort bool) {
-	if abort {
-		c.outcome = outcomeError
-		panic(http.ErrAbortHandler)
-	}
-	c.block()
 }
 
 func appendUsage(b []byte, prompt, completion int) []byte {

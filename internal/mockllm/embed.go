@@ -132,7 +132,7 @@ func (s *Server) embeddings(c *call, body []byte) {
 			return
 		}
 	}
-	p, perr := s.newPlan(c.r, "")
+	p, perr := s.newPlan(c, "")
 	if perr != nil {
 		c.fail(perr)
 		return

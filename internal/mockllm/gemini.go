@@ -392,7 +392,7 @@ func (s *Server) gemEmbed(c *call, model string, batch bool, body []byte) {
 			return
 		}
 	}
-	p, perr := s.newPlan(c.r, "")
+	p, perr := s.newPlan(c, "")
 	if perr != nil {
 		c.gemFail(gemInvalid("%s", perr.message))
 		return

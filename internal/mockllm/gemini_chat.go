@@ -399,7 +399,7 @@ func (s *Server) gemGenerate(c *call, model string, stream bool, body []byte) {
 		return
 	}
 	lastUser, results := q.lastTurn()
-	p, perr := s.newPlan(c.r, lastUser)
+	p, perr := s.newPlan(c, lastUser)
 	if perr != nil {
 		c.gemFail(gemInvalid("%s", perr.message))
 		return
@@ -482,6 +482,8 @@ func (s *Server) gemAnswerFor(q *gemRequest, model string, p *plan, lastUser str
 		return a, nil
 	}
 	switch {
+	case p.huge > 0:
+		a.reply = hugeReply(p.huge)
 	case s.opts.Reply != "":
 		a.reply = s.opts.Reply
 	case len(results) > 0:

@@ -257,6 +257,14 @@ type call struct {
 	reqID    string
 	outcome  outcome
 	observed time.Time // when a cancellation was seen
+	dialect  string    // "" for OpenAI's wire format, else the dialect's name
+
+	// The fault armed by the plan (faults.go): it strikes when writes
+	// reaches faultAt, or replaces a whole 2xx answer.
+	fault   fault
+	faultAt int
+	writes  int
+	reset   bool
 }
 
 // ServeHTTP routes to the emulated endpoints. Only the /v1 routes OpenAI
@@ -287,6 +295,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d := dialectFor(r); d != nil {
+		c.dialect = d.name
 		d.serve(s, c, body)
 		return
 	}
@@ -389,6 +398,10 @@ func (c *call) block() {
 // write sends b and flushes it, so every SSE event reaches the client on
 // its own; false means the client is gone.
 func (c *call) write(b []byte) bool {
+	if c.fault != faultNone && c.writes == c.faultAt {
+		return c.strike(b)
+	}
+	c.writes++
 	if _, err := c.w.Write(b); err != nil {
 		c.cancel()
 		return false
@@ -412,6 +425,9 @@ func (c *call) writeJSON(status int, body []byte) {
 // Content-Length, are already set, and records how the call ended. Every
 // dialect's non-streamed answers end here.
 func (c *call) writeWhole(status int, body []byte) {
+	if c.fault != faultNone && c.wholeFault(status, body) {
+		return
+	}
 	c.w.Header()["Content-Length"] = []string{itoa(len(body))}
 	c.w.WriteHeader(status)
 	if _, err := c.w.Write(body); err != nil {

@@ -241,10 +241,14 @@ func (s *Server) ollamaChat(c *call, body []byte) {
 	if !ok {
 		return
 	}
-	p, perr := s.newPlan(c.r, lastUser)
+	p, perr := s.newPlan(c, lastUser)
 	if perr != nil {
 		c.ollamaFail(http.StatusBadRequest, perr.message, "")
 		return
+	}
+	if p.huge > 0 {
+		x.text = hugeReply(p.huge)
+		x.cuts, x.doneReason = tokenCuts(x.text), "stop"
 	}
 	// A conversation that ends in a tool result is answered in text, so a
 	// client's tool loop ends after one round trip.
@@ -360,21 +364,17 @@ func (c *call) ollamaComplete(x *ollamaReply, p *plan) {
 		b = append(b, '}')
 	}
 	b = c.appendOllamaDone(b, x)
+	if p.stallAfter < 0 && p.failAfter < 0 {
+		c.ollamaWrite(http.StatusOK, hdrOllamaJSON, b)
+		return
+	}
 	h := c.w.Header()
 	h["Content-Type"] = hdrOllamaJSON
 	h["Content-Length"] = []string{itoa(len(b))}
 	c.w.WriteHeader(http.StatusOK)
-	if p.stallAfter >= 0 || p.failAfter >= 0 {
-		if c.write(b[:len(b)/2]) {
-			c.breakOff(p.failAfter >= 0)
-		}
-		return
+	if c.write(b[:len(b)/2]) {
+		c.breakOff(p.failAfter >= 0)
 	}
-	if _, err := c.w.Write(b); err != nil {
-		c.cancel()
-		return
-	}
-	c.outcome = outcomeCompleted
 }
 
 // ollamaStream writes one NDJSON line per content chunk (a tool call is one
@@ -478,7 +478,7 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 		}
 		dims = req.Dimensions
 	}
-	p, perr := s.newPlan(c.r, "")
+	p, perr := s.newPlan(c, "")
 	if perr != nil {
 		c.ollamaFail(http.StatusBadRequest, perr.message, "")
 		return
@@ -525,7 +525,7 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 
 // ollamaTags lists the pulled models with details derived from their names.
 func (s *Server) ollamaTags(c *call) {
-	p, perr := s.newPlan(c.r, "")
+	p, perr := s.newPlan(c, "")
 	if perr != nil {
 		c.ollamaFail(http.StatusBadRequest, perr.message, "")
 		return

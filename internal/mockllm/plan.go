@@ -2,7 +2,6 @@ package mockllm
 
 import (
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -21,8 +20,12 @@ type plan struct {
 	errorRate   float64
 	retryAfter  string
 	hang        bool
-	stallAfter  int // content chunks before the stream goes silent; -1 = never
-	failAfter   int // content chunks before the connection is cut; -1 = never
+	stallAfter  int   // content chunks before the stream goes silent; -1 = never
+	failAfter   int   // content chunks before the connection is cut; -1 = never
+	reset       bool  // the cut of fail_after is a TCP reset (reset_after)
+	fault       fault // truncate, malformed or error_in_200 (faults.go)
+	faultAt     int   // events written before fault strikes
+	huge        int   // reply text of this many bytes; 0 = the usual reply
 	// tool makes the reply a call to the request's tool of this name, in
 	// the dialects that emulate tool calling.
 	tool string
@@ -47,6 +50,11 @@ var mockKeys = []struct{ key, header string }{
 	{"hang", "X-Mock-Hang"},
 	{"stall_after", "X-Mock-Stall-After"},
 	{"fail_after", "X-Mock-Fail-After"},
+	{"reset_after", "X-Mock-Reset-After"},
+	{"truncate", "X-Mock-Truncate"},
+	{"malformed", "X-Mock-Malformed"},
+	{"error_in_200", "X-Mock-Error-In-200"},
+	{"huge", "X-Mock-Huge"},
 	{"tool", "X-Mock-Tool"},
 	{"per_token", "X-Mock-Per-Token"},
 }
@@ -63,7 +71,8 @@ func (s *Server) basePlan() plan {
 // newPlan layers the directive in text (may be empty) and the headers of
 // r over Options. A bad value is the caller's mistake and answered with a
 // 400 naming it, because a silently ignored typo makes a test lie.
-func (s *Server) newPlan(r *http.Request, text string) (plan, *apiError) {
+func (s *Server) newPlan(c *call, text string) (plan, *apiError) {
+	r := c.r
 	p := s.basePlan()
 	if d, ok := findDirective(text); ok {
 		for item := range strings.SplitSeq(d, ",") {
@@ -85,6 +94,7 @@ func (s *Server) newPlan(r *http.Request, text string) (plan, *apiError) {
 			}
 		}
 	}
+	c.arm(&p)
 	return p, nil
 }
 
@@ -144,6 +154,18 @@ func (p *plan) set(key, v string) error {
 		p.stallAfter, err = parseInt(v, 0, 1<<20)
 	case "fail_after":
 		p.failAfter, err = parseInt(v, 0, 1<<20)
+		p.reset = false
+	case "reset_after":
+		p.failAfter, err = parseInt(v, 0, 1<<20)
+		p.reset = true
+	case "truncate":
+		err = p.setFault(faultTruncate, v)
+	case "malformed":
+		err = p.setFault(faultMalformed, v)
+	case "error_in_200":
+		err = p.setFault(faultErrorIn200, v)
+	case "huge":
+		p.huge, err = parseInt(v, 0, maxHuge)
 	case "tool":
 		p.tool = v
 	case "per_token":

@@ -109,7 +109,7 @@ func (s *Server) responses(c *call, body []byte) {
 		return
 	}
 	c.model = x.model
-	p, perr := s.newPlan(c.r, x.lastUser)
+	p, perr := s.newPlan(c, x.lastUser)
 	if perr != nil {
 		if perr.param == "messages" {
 			perr.param = "input"
@@ -127,6 +127,7 @@ func (s *Server) responses(c *call, body []byte) {
 		}
 		return
 	}
+	x.huge = p.huge
 	if perr := x.plan(s, p.tool); perr != nil {
 		c.fail(perr)
 		return

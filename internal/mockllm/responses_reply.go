@@ -18,6 +18,7 @@ type respExchange struct {
 	req              *respRequest
 	model            string
 	stream           bool
+	huge             int // @mock(huge=N): the reply text is N bytes
 	tools            []respTool
 	forced           string // the function tool_choice forces, if any
 	encrypted        bool   // include asks for reasoning.encrypted_content
@@ -89,6 +90,9 @@ func (x *respExchange) planText(s *Server) {
 	reply := s.opts.Reply
 	if reply == "" {
 		reply = defaultReply(x.lastUser)
+	}
+	if x.huge > 0 {
+		reply = hugeReply(x.huge)
 	}
 	text, cuts := reply, tokenCuts(reply)
 	if f := x.format(); f != nil && f.Type == "json_schema" {

@@ -127,7 +127,9 @@ func (c *Call) Err(provider string, err error) *llm.Error {
 	case cause == ErrIdleTimeout:
 		return timeoutError(provider, "sent nothing for "+c.t.Idle.String()+" in the middle of a stream", err)
 	case cause == ErrTotalTimeout:
-		return timeoutError(provider, "did not finish within "+c.t.Total.String(), err)
+		// Total is what was left of the model's total after earlier
+		// attempts: 1.999993798s reads better as 2s.
+		return timeoutError(provider, "did not finish within "+c.t.Total.Round(time.Millisecond).String(), err)
 	case errors.Is(cause, context.Canceled):
 		return &llm.Error{Kind: llm.KindCanceled, Status: 499, Message: "client closed the request", Cause: err}
 	}

@@ -319,3 +319,37 @@ func TestModelIDEscaping(t *testing.T) {
 		}
 	}
 }
+
+// A model stream that broke is a 502 the router may retry on another
+// deployment (Bedrock's own advice is to retry), not a 424 it gives up on.
+func TestStreamErrorExceptionIsRetryable(t *testing.T) {
+	err := (&eventStream{name: "br"}).exception("modelStreamErrorException", []byte(`{"message":"stream broke"}`))
+	ge := llm.AsError(err)
+	if ge.Kind != llm.KindUpstreamStatus || ge.Status != http.StatusBadGateway || ge.Type != "server_error" || ge.Message != "stream broke" {
+		t.Fatalf("got %+v", ge)
+	}
+}
+
+// A message cut by the connection (a timeout, a reset) is reported as
+// that read error, for the caller to classify, not as a malformed message.
+func TestStreamCutByTheConnectionIsNotMalformed(t *testing.T) {
+	frames := events(t, "stream_throttled.events")
+	boom := errors.New("read: connection reset by peer")
+	body := &bodyReader{r: io.MultiReader(bytes.NewReader(frames[:20]), errReader{boom})}
+	s := &eventStream{body: body, r: bufio.NewReader(body), dec: eventstream.NewDecoder(), name: "br", tools: map[int]int{}}
+	if err := s.decode(func(*llm.ChatChunk) {}); !errors.Is(err, boom) {
+		t.Fatalf("got %v, want the read error", err)
+	}
+	// Bytes that arrived whole but do not frame are still malformed.
+	bad := append([]byte(nil), frames...)
+	bad[10] ^= 0xff // the prelude CRC
+	body = &bodyReader{r: bytes.NewReader(bad)}
+	s = &eventStream{body: body, r: bufio.NewReader(body), dec: eventstream.NewDecoder(), name: "br", tools: map[int]int{}}
+	if ge := llm.AsError(s.decode(func(*llm.ChatChunk) {})); ge.Kind != llm.KindUpstreamProtocol {
+		t.Fatalf("a bad CRC: %+v", ge)
+	}
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }

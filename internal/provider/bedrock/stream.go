@@ -19,8 +19,10 @@ import (
 // body: binary messages whose ":event-type" header names the event and
 // whose payload is its JSON.
 func (a *Adapter) Stream(resp *http.Response, d *provider.Deployment, _ *llm.ChatRequest) (llm.Stream, error) {
+	body := &bodyReader{r: resp.Body}
 	s := &eventStream{
-		r:       bufio.NewReader(resp.Body),
+		body:    body,
+		r:       bufio.NewReader(body),
 		dec:     eventstream.NewDecoder(),
 		name:    d.Provider,
 		tools:   map[int]int{},
@@ -33,6 +35,7 @@ func (a *Adapter) Stream(resp *http.Response, d *provider.Deployment, _ *llm.Cha
 
 // eventStream is the decoding state of one ConverseStream.
 type eventStream struct {
+	body    *bodyReader
 	r       io.Reader
 	dec     *eventstream.Decoder
 	buf     []byte
@@ -82,9 +85,11 @@ type (
 // exceptionStatus is the HTTP status Bedrock documents for each
 // exception a ConverseStream can carry.
 var exceptionStatus = map[string]int{
-	"throttlingException":           http.StatusTooManyRequests,
-	"validationException":           http.StatusBadRequest,
-	"modelStreamErrorException":     http.StatusFailedDependency,
+	"throttlingException": http.StatusTooManyRequests,
+	"validationException": http.StatusBadRequest,
+	// Documented as 424, but it is the model's stream breaking, which
+	// Bedrock says to retry: a 502 lets another deployment take over.
+	"modelStreamErrorException":     http.StatusBadGateway,
 	"internalServerException":       http.StatusInternalServerError,
 	"serviceUnavailableException":   http.StatusServiceUnavailable,
 	"modelTimeoutException":         http.StatusRequestTimeout,
@@ -99,6 +104,11 @@ func (s *eventStream) decode(emit func(*llm.ChatChunk)) error {
 	if err != nil {
 		if errors.Is(err, io.EOF) && s.stopped {
 			return io.EOF
+		}
+		if s.body != nil && s.body.err != nil {
+			// The connection failed (a timeout, a reset), not the framing:
+			// the caller's classification says which.
+			return s.body.err
 		}
 		if errors.Is(err, io.EOF) {
 			return io.ErrUnexpectedEOF // the stream ended before messageStop
@@ -202,6 +212,9 @@ func (s *eventStream) exception(kind string, payload []byte) error {
 	}
 	e := &llm.Error{Kind: llm.KindUpstreamStatus, Status: status, Code: kind, Message: msg,
 		Cause: fmt.Errorf("provider %q: %s in stream", s.name, kind)}
+	if status >= 500 {
+		e.Type = "server_error"
+	}
 	return e
 }
 
@@ -214,4 +227,19 @@ func header(m eventstream.Message, name string) string {
 		return string(s)
 	}
 	return v.String()
+}
+
+// bodyReader keeps the last error reading the upstream body other than
+// io.EOF, so a message cut by the connection is told from a malformed one.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }

@@ -10,6 +10,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -86,13 +87,40 @@ func readCompletion(resp *http.Response, d *provider.Deployment) (*llm.Completio
 	if err != nil {
 		return nil, err
 	}
+	// The body is relayed as it is, so it must be whole: a body cut short
+	// under a matching Content-Length (or by a server that closed early)
+	// would otherwise reach the client as a 200 it cannot parse.
+	if !json.Valid(body) {
+		return nil, provider.ProtocolError(d.Provider, "a response that is not valid JSON", nil)
+	}
 	c := &llm.Completion{Body: body}
 	c.Usage, c.HasUsage, c.UsageStart, c.UsageEnd = llm.ScanUsage(body)
 	if !c.HasUsage && llm.KindOf(bytes.TrimSpace(body)) != llm.KindObject {
 		return nil, &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
 			Code: "upstream_error", Message: fmt.Sprintf("provider %q sent a response that is not JSON", d.Provider)}
 	}
+	if !c.HasUsage && errorIn200(body) {
+		// Some servers answer a failed generation with 200 and an error
+		// object: it is an upstream failure (502, so retried elsewhere),
+		// never a completion to bill or cache.
+		return nil, provider.StatusError(d.Provider, resp, body)
+	}
 	return c, nil
+}
+
+// errorIn200 reports whether a 2xx body is an error object: {"error":…}
+// with neither choices nor data (a completion or an embedding list).
+func errorIn200(body []byte) bool {
+	var top struct {
+		Error   json.RawMessage `json:"error"`
+		Choices json.RawMessage `json:"choices"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(body, &top) != nil {
+		return false
+	}
+	k := llm.KindOf(top.Error)
+	return (k == llm.KindObject || k == llm.KindString) && top.Choices == nil && top.Data == nil
 }
 
 // Error decodes OpenAI's error body.

@@ -166,6 +166,38 @@ func TestCompletionReadsUsage(t *testing.T) {
 	}
 }
 
+// A 200 that is not a whole completion is an upstream failure the router
+// may retry elsewhere, never a body relayed to the client.
+func TestCompletionRefusesBrokenOr200Errors(t *testing.T) {
+	whole := `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`
+	for _, tt := range []struct {
+		name, body string
+		kind       llm.ErrorKind
+		message    string
+	}{
+		{"cut after the usage", whole[:len(whole)-1], llm.KindUpstreamProtocol, `provider "up" sent a response that is not valid JSON`},
+		{"cut mid-string", whole[:40], llm.KindUpstreamProtocol, `provider "up" sent a response that is not valid JSON`},
+		{"error object", `{"error":{"message":"the model failed","type":"server_error","param":null,"code":null}}`, llm.KindUpstreamStatus, "the model failed"},
+		{"error string", `{"error":"model crashed"}`, llm.KindUpstreamStatus, "model crashed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(tt.body))}
+			_, err := Adapter{}.Completion(resp, deployment(), chatReq(t, `{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+			e, ok := err.(*llm.Error)
+			if !ok || e.Kind != tt.kind || e.Status != http.StatusBadGateway || e.Message != tt.message {
+				t.Fatalf("got %#v, want a 502 %s saying %q", err, tt.kind, tt.message)
+			}
+		})
+	}
+	// An embedding list or a completion that merely mentions "error" passes.
+	for _, ok := range []string{whole, `{"object":"list","data":[],"error":null}`, `{"choices":[],"error":{"message":"partial"}}`} {
+		resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(ok))}
+		if _, err := (Adapter{}).Completion(resp, deployment(), chatReq(t, `{"model":"m","messages":[{"role":"user","content":"x"}]}`)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
 func TestCutMember(t *testing.T) {
 	cases := map[string]string{
 		`{"a":1,"usage":null}`:            `{"a":1}`,
