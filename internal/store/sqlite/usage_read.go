@@ -45,7 +45,7 @@ func filterOn(b *strings.Builder, args []any, f account.Filter, timeCol string) 
 			continue
 		case "customer":
 			// The literal term lets the records' partial customer index
-			// (migration 0014) serve the filter; the rollup has no
+			// (migration 0015) serve the filter; the rollup has no
 			// customer, so this never reaches it.
 			b.WriteString(" AND customer = ? AND customer <> ''")
 			args = append(args, c.Value)
