@@ -58,7 +58,7 @@ type Store struct {
 	ids       store.IDs // of the projects, keys and customers this Store creates
 
 	insertMu sync.Mutex
-	inserts  []*sql.Stmt // usage-record INSERTs by insertSizes, then the rollup's upsert; prepared on first use
+	records  recordWriter // usage records' statements on the writer connection; prepared on first use
 }
 
 // Open opens (creating if needed) the database at path and brings its
@@ -162,9 +162,7 @@ func (s *Store) Close() error {
 	if s.keyByHash != nil {
 		errs = append(errs, s.keyByHash.Close())
 	}
-	for _, st := range s.inserts {
-		errs = append(errs, st.Close())
-	}
+	errs = append(errs, s.closeRecordWriter())
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}

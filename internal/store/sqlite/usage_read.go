@@ -38,9 +38,17 @@ func filterOn(b *strings.Builder, args []any, f account.Filter, timeCol string) 
 		args = append(args, unixMicros(f.To))
 	}
 	for _, c := range account.FilterColumns(f) {
-		if c.Column == "project" {
+		switch c.Column {
+		case "project":
 			b.WriteString(" AND (project = ? OR project_id = ?)")
 			args = append(args, c.Value, c.Value)
+			continue
+		case "customer":
+			// The literal term lets the records' partial customer index
+			// (migration 0015) serve the filter; the rollup has no
+			// customer, so this never reaches it.
+			b.WriteString(" AND customer = ? AND customer <> ''")
+			args = append(args, c.Value)
 			continue
 		}
 		b.WriteString(" AND " + c.Column + " = ?")
@@ -118,16 +126,8 @@ func (s *Store) usageRollup(ctx context.Context, q account.UsageQuery) ([]accoun
 // and latency buckets (account.LatencyBucketSQL: the buckets the rollup
 // counts in), and adds up the rows of each group and time bucket in Go.
 func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]account.UsageRow, error) {
-	group, bucket := groupAndBucket(q, "time")
-	var b strings.Builder
-	b.WriteString(`SELECT ` + group + `, ` + bucket + `, ` + account.LatencyBucketSQL("latency_ms") + `,
-		CASE WHEN stream AND ttft_ms > 0 THEN ` + account.LatencyBucketSQL("ttft_ms") + ` ELSE -1 END,
-		count(*), count(*), coalesce(sum(status >= 400), 0),
-		coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cached_tokens), 0),
-		coalesce(sum(cost_micros), 0), coalesce(sum(cache IN ('hit', 'semantic')), 0) FROM usage_records`)
-	args := filterSQL(&b, nil, q.Filter)
-	b.WriteString(" GROUP BY 1, 2, 3, 4")
-	rows, err := s.r.QueryContext(ctx, b.String(), args...)
+	query, args := usageRecordsSQL(q)
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: usage: %w", err)
 	}
@@ -150,6 +150,20 @@ func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]accou
 		return nil, fmt.Errorf("sqlite: usage: %w", err)
 	}
 	return sums.Rows(), nil
+}
+
+// usageRecordsSQL is usageRecords' query and its arguments.
+func usageRecordsSQL(q account.UsageQuery) (string, []any) {
+	group, bucket := groupAndBucket(q, "time")
+	var b strings.Builder
+	b.WriteString(`SELECT ` + group + `, ` + bucket + `, ` + account.LatencyBucketSQL("latency_ms") + `,
+		CASE WHEN stream AND ttft_ms > 0 THEN ` + account.LatencyBucketSQL("ttft_ms") + ` ELSE -1 END,
+		count(*), count(*), coalesce(sum(status >= 400), 0),
+		coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cached_tokens), 0),
+		coalesce(sum(cost_micros), 0), coalesce(sum(cache IN ('hit', 'semantic')), 0) FROM usage_records`)
+	args := filterSQL(&b, nil, q.Filter)
+	b.WriteString(" GROUP BY 1, 2, 3, 4")
+	return b.String(), args
 }
 
 // recordCols are the columns a Record is scanned from, in scanRecord's
@@ -183,20 +197,11 @@ func scanRecord(sc scanner) (account.Record, error) {
 // Logs implements account.Querier: newest first, keyset-paged on
 // (time, request_id).
 func (s *Store) Logs(ctx context.Context, q account.LogQuery) (account.LogPage, error) {
-	var b strings.Builder
-	b.WriteString("SELECT " + recordCols + " FROM usage_records")
-	args := filterSQL(&b, nil, q.Filter)
-	if q.Cursor != "" {
-		at, id, err := account.DecodeCursor(q.Cursor)
-		if err != nil {
-			return account.LogPage{}, err
-		}
-		b.WriteString(" AND (time, request_id) < (?, ?)")
-		args = append(args, unixMicros(at), id)
+	query, args, err := logsSQL(q)
+	if err != nil {
+		return account.LogPage{}, err
 	}
-	b.WriteString(" ORDER BY time DESC, request_id DESC LIMIT ?")
-	args = append(args, q.Limit+1)
-	rows, err := s.r.QueryContext(ctx, b.String(), args...)
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return account.LogPage{}, fmt.Errorf("sqlite: logs: %w", err)
 	}
@@ -213,6 +218,25 @@ func (s *Store) Logs(ctx context.Context, q account.LogQuery) (account.LogPage, 
 		return account.LogPage{}, fmt.Errorf("sqlite: logs: %w", err)
 	}
 	return account.Paginate(page.Records, q.Limit), nil
+}
+
+// logsSQL is Logs' query (a page and one record more) and its
+// arguments.
+func logsSQL(q account.LogQuery) (string, []any, error) {
+	var b strings.Builder
+	b.WriteString("SELECT " + recordCols + " FROM usage_records")
+	args := filterSQL(&b, nil, q.Filter)
+	if q.Cursor != "" {
+		at, id, err := account.DecodeCursor(q.Cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		b.WriteString(" AND (time, request_id) < (?, ?)")
+		args = append(args, unixMicros(at), id)
+	}
+	b.WriteString(" ORDER BY time DESC, request_id DESC LIMIT ?")
+	args = append(args, q.Limit+1)
+	return b.String(), args, nil
 }
 
 // Record implements account.Querier.

@@ -2,7 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,10 +29,19 @@ var insertSizes = [...]int{64, 16, 4, 1}
 // usageColCount is the number of columns in usageCols.
 const usageColCount = 29
 
-// insertSQL returns the INSERT of n records.
+// insertSQL returns the INSERT of n records. A record whose request id
+// is stored already is skipped by OR IGNORE, not by ON CONFLICT
+// (request_id) DO NOTHING: with the upsert clause the other constraints
+// (the NOT NULL columns) still abort, and a statement that writes
+// several rows and may abort makes SQLite copy every page it first
+// touches to a statement journal, a temporary file, so that it can undo
+// just that statement; that copy cost a third of what a record costs
+// (BENCHMARKS.md). No NOT NULL column is ever bound to NULL here, so
+// IGNORE skips nothing but the stored request ids, and WriteRecords
+// notices any row skipped by its count anyway.
 func insertSQL(n int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO usage_records (" + usageCols + ") VALUES ")
+	b.WriteString("INSERT OR IGNORE INTO usage_records (" + usageCols + ") VALUES ")
 	row := "(" + strings.Repeat("?,", usageColCount-1) + "?)"
 	for i := range n {
 		if i > 0 {
@@ -40,7 +49,6 @@ func insertSQL(n int) string {
 		}
 		b.WriteString(row)
 	}
-	b.WriteString(" ON CONFLICT (request_id) DO NOTHING")
 	return b.String()
 }
 
@@ -64,29 +72,75 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 		json_patch(usage_hourly.ttft_hist, (SELECT json_group_object(key,
 		value + coalesce(usage_hourly.ttft_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.ttft_hist))) END`
 
-// insertStmts returns the prepared INSERTs, one per insertSizes entry,
-// followed by the rollup's upsert, preparing them on the writer the
-// first time. The writer pool has one connection, so they stay prepared
-// on it.
-func (s *Store) insertStmts(ctx context.Context) ([]*sql.Stmt, error) {
-	s.insertMu.Lock()
-	defer s.insertMu.Unlock()
-	if s.inserts != nil {
-		return s.inserts, nil
+// recordWriter holds the statements WriteRecords runs, prepared by the
+// driver itself on the writer connection, and the argument slice it
+// binds them with. Records go to the driver directly (sql.Conn.Raw),
+// not through database/sql: per statement that spares a copy and a
+// type check of every argument, and, as the driver calls get a context
+// that never ends, the watcher goroutine and progress callback the
+// driver sets up to interrupt SQLite when a context can end. The
+// batch's deadline is checked before each statement instead, and a
+// statement waits for a lock at most busyTimeout, as every other one.
+type recordWriter struct {
+	on    driver.Conn   // the connection stmts are prepared on; nil before the first write
+	stmts []driver.Stmt // the INSERTs by insertSizes, then the rollup's upsert
+	args  []driver.NamedValue
+}
+
+// prepare readies w on dc: the writer pool keeps one connection for the
+// store's life, so this happens once, unless database/sql had to
+// replace a broken one (whose statements died with it).
+func (w *recordWriter) prepare(dc driver.Conn) error {
+	if w.on == dc {
+		return nil
 	}
-	stmts := make([]*sql.Stmt, 0, len(insertSizes)+1)
+	w.on, w.stmts = nil, w.stmts[:0]
+	pc, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return fmt.Errorf("driver connection %T cannot prepare with a context", dc)
+	}
 	for _, q := range append(insertQueries(), rollupSQL) {
-		st, err := s.w.PrepareContext(ctx, q)
+		st, err := pc.PrepareContext(context.Background(), q)
 		if err != nil {
-			for _, p := range stmts {
-				p.Close()
-			}
-			return nil, err
+			w.closeStmts()
+			return err
 		}
-		stmts = append(stmts, st)
+		if _, ok := st.(driver.StmtExecContext); !ok {
+			st.Close()
+			w.closeStmts()
+			return fmt.Errorf("driver statement %T cannot execute with a context", st)
+		}
+		w.stmts = append(w.stmts, st)
 	}
-	s.inserts = stmts
-	return stmts, nil
+	if w.args == nil {
+		w.args = make([]driver.NamedValue, insertSizes[0]*usageColCount)
+		for i := range w.args {
+			w.args[i].Ordinal = i + 1
+		}
+	}
+	w.on = dc
+	return nil
+}
+
+func (w *recordWriter) closeStmts() error {
+	var errs []error
+	for _, st := range w.stmts {
+		errs = append(errs, st.Close())
+	}
+	w.stmts = w.stmts[:0]
+	return errors.Join(errs...)
+}
+
+// exec runs stmts[k] with args, after checking that ctx has not ended.
+func (w *recordWriter) exec(ctx context.Context, k int, args []driver.NamedValue) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	res, err := w.stmts[k].(driver.StmtExecContext).ExecContext(context.Background(), args)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 func insertQueries() []string {
@@ -113,73 +167,111 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	stmts, err := s.insertStmts(ctx)
+	conn, err := s.w.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("sqlite: write usage records: %w", err)
 	}
-	err = s.tx(ctx, func(tx *sql.Tx) error { return writeBatch(ctx, tx, stmts, rs) })
-	if errors.Is(err, errReplayed) {
-		err = s.tx(ctx, func(tx *sql.Tx) error { return writeOneByOne(ctx, tx, stmts, rs) })
-	}
+	defer conn.Close()
+	err = conn.Raw(func(dc any) error {
+		s.insertMu.Lock()
+		defer s.insertMu.Unlock()
+		w := &s.records
+		if err := w.prepare(dc.(driver.Conn)); err != nil {
+			return err
+		}
+		err := rawTx(dc.(driver.Conn), func() error { return w.writeBatch(ctx, rs) })
+		if errors.Is(err, errReplayed) {
+			err = rawTx(dc.(driver.Conn), func() error { return w.writeOneByOne(ctx, rs) })
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("sqlite: write usage records: %w", err)
 	}
 	return nil
 }
 
+// rawTx runs fn in a transaction of the driver connection dc (BEGIN
+// IMMEDIATE, as the writer's DSN asks).
+func rawTx(dc driver.Conn, fn func() error) error {
+	bt, ok := dc.(driver.ConnBeginTx)
+	if !ok {
+		return fmt.Errorf("driver connection %T cannot begin with a context", dc)
+	}
+	tx, err := bt.BeginTx(context.Background(), driver.TxOptions{})
+	if err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// closeRecordWriter finalizes the record statements on the writer
+// connection, before the pool closes it.
+// The connection first, then insertMu, as WriteRecords takes them.
+func (s *Store) closeRecordWriter() error {
+	conn, err := s.w.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		s.insertMu.Lock()
+		defer s.insertMu.Unlock()
+		if s.records.on == nil || dc != s.records.on {
+			return nil // nothing prepared, or on a connection the pool has closed
+		}
+		s.records.on = nil
+		return s.records.closeStmts()
+	})
+}
+
 // writeBatch inserts rs with the multi-row INSERTs and adds them all to
 // the rollup; errReplayed when any was already stored.
-func writeBatch(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []account.Record) error {
-	args := make([]any, 0, min(len(rs), insertSizes[0])*usageColCount)
+func (w *recordWriter) writeBatch(ctx context.Context, rs []account.Record) error {
 	for rest := rs; len(rest) > 0; {
 		k := 0
 		for insertSizes[k] > len(rest) {
 			k++
 		}
 		n := insertSizes[k]
-		args = args[:0]
+		args := w.args[:n*usageColCount]
 		for i := range rest[:n] {
-			var err error
-			if args, err = appendRecordArgs(args, &rest[i]); err != nil {
+			if err := setRecordArgs(args[i*usageColCount:(i+1)*usageColCount], &rest[i]); err != nil {
 				return err
 			}
 		}
-		res, err := tx.StmtContext(ctx, stmts[k]).ExecContext(ctx, args...)
+		added, err := w.exec(ctx, k, args)
 		if err != nil {
 			return err
 		}
-		if added, err := res.RowsAffected(); err != nil {
-			return err
-		} else if added != int64(n) {
+		if added != int64(n) {
 			return errReplayed
 		}
 		rest = rest[n:]
 	}
-	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, nil)
+	return w.addRollup(ctx, rs, nil)
 }
 
 // writeOneByOne inserts rs a record at a time and adds to the rollup
 // only those inserted.
-func writeOneByOne(ctx context.Context, tx *sql.Tx, stmts []*sql.Stmt, rs []account.Record) error {
-	one := tx.StmtContext(ctx, stmts[len(insertSizes)-1])
+func (w *recordWriter) writeOneByOne(ctx context.Context, rs []account.Record) error {
 	inserted := make([]bool, len(rs))
-	var args []any
+	args := w.args[:usageColCount]
 	for i := range rs {
-		var err error
-		if args, err = appendRecordArgs(args[:0], &rs[i]); err != nil {
+		if err := setRecordArgs(args, &rs[i]); err != nil {
 			return err
 		}
-		res, err := one.ExecContext(ctx, args...)
-		if err != nil {
-			return err
-		}
-		added, err := res.RowsAffected()
+		added, err := w.exec(ctx, len(insertSizes)-1, args)
 		if err != nil {
 			return err
 		}
 		inserted[i] = added == 1
 	}
-	return addRollup(ctx, tx.StmtContext(ctx, stmts[len(insertSizes)]), rs, inserted)
+	return w.addRollup(ctx, rs, inserted)
 }
 
 // hourCombo is a row of usage_hourly's key.
@@ -200,7 +292,7 @@ type hourSums struct {
 // per hour and combination. The combinations go in first-seen order, so
 // replicas' batches touch rows in the same order and a run is
 // reproducible.
-func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inserted []bool) error {
+func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inserted []bool) error {
 	const hour = int64(time.Hour / time.Microsecond)
 	sums := make(map[hourCombo]*hourSums, 4)
 	var order []hourCombo
@@ -235,30 +327,39 @@ func addRollup(ctx context.Context, upsert *sql.Stmt, rs []account.Record, inser
 		}
 	}
 	var buf []byte
+	args := w.args[:15]
 	for _, c := range order {
 		h := sums[c]
 		buf = h.latency.AppendJSON(buf[:0])
 		latency := string(buf)
 		buf = h.ttft.AppendJSON(buf[:0])
-		if _, err := upsert.ExecContext(ctx, c.hour, c.keyID, c.project, c.model, c.provider, h.projectID,
-			h.requests, h.errors, h.prompt, h.completion, h.cached, h.cost, h.hits, latency, string(buf)); err != nil {
+		for i, v := range [...]any{c.hour, c.keyID, c.project, c.model, c.provider, h.projectID, h.requests, h.errors,
+			h.prompt, h.completion, h.cached, h.cost, h.hits, latency, string(buf)} {
+			args[i].Value = v
+		}
+		if _, err := w.exec(ctx, len(insertSizes), args); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// appendRecordArgs appends r's column values in usageCols order.
-func appendRecordArgs(args []any, r *account.Record) ([]any, error) {
+// setRecordArgs sets args (usageColCount of them) to r's column values
+// in usageCols order, each already of a type the driver binds as it is
+// (int64, float64, bool, string, nil).
+func setRecordArgs(args []driver.NamedValue, r *account.Record) error {
 	labels, err := labelsJSON(r.Labels)
 	if err != nil {
-		return args, err
+		return err
 	}
-	return append(args, r.RequestID, unixMicros(r.Time), r.Endpoint, r.KeyID, r.ProjectID, r.Project,
-		r.Customer, r.Model, r.ServedModel, r.Provider, r.Deployment, r.Status, r.ErrorKind, r.PromptTokens,
-		r.CompletionTokens, r.CachedTokens, r.ReasoningTokens, int64(r.Cost), r.UsageSource, r.LatencyMS, r.TTFTMS,
-		r.OverheadMS, r.Cache, r.Attempts, r.Stream, labels, nullText(r.RequestBody), nullText(r.ResponseBody),
-		int64(r.Saved)), nil
+	for i, v := range [usageColCount]any{r.RequestID, unixMicros(r.Time), r.Endpoint, r.KeyID, r.ProjectID, r.Project,
+		r.Customer, r.Model, r.ServedModel, r.Provider, r.Deployment, int64(r.Status), r.ErrorKind,
+		int64(r.PromptTokens), int64(r.CompletionTokens), int64(r.CachedTokens), int64(r.ReasoningTokens),
+		int64(r.Cost), r.UsageSource, r.LatencyMS, r.TTFTMS, r.OverheadMS, r.Cache, int64(r.Attempts), r.Stream,
+		labels, nullText(r.RequestBody), nullText(r.ResponseBody), int64(r.Saved)} {
+		args[i].Value = v
+	}
+	return nil
 }
 
 // PruneRecords implements account.RecordStore.

@@ -1,0 +1,66 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gatehouse/internal/account"
+)
+
+// The records go to the driver with a context that never ends, so
+// WriteRecords checks the batch's own before each statement: a batch
+// whose deadline has passed stores nothing and says why, and the writer
+// still works for the next one. A Store closed after writing (its
+// statements finalized on the writer connection) opens again with every
+// record in place.
+func TestWriteRecordsContext(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "w.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	batch := func(from, n int) []account.Record {
+		var rs []account.Record
+		for i := from; i < from+n; i++ {
+			rs = append(rs, account.Record{RequestID: fmt.Sprintf("gh-ctx-%d", i), Time: at.Add(time.Duration(i) * time.Second),
+				KeyID: "key_1", Project: "p", Model: "m", Provider: "openai", Status: 200, PromptTokens: 3})
+		}
+		return rs
+	}
+	if err := s.WriteRecords(ctx, batch(0, 21)); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.WriteRecords(done, batch(21, 5)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled batch: %v, want context.Canceled", err)
+	}
+	if err := s.WriteRecords(ctx, batch(26, 2)); err != nil {
+		t.Fatalf("after a cancelled batch: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.Usage(ctx, account.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Requests != 23 || rows[0].PromptTokens != 69 {
+		t.Fatalf("usage after reopening: %+v, want 23 requests and 69 prompt tokens", rows)
+	}
+	if _, err := s.Record(ctx, "gh-ctx-21"); !errors.Is(err, account.ErrNotFound) {
+		t.Fatalf("a record of the cancelled batch: %v, want ErrNotFound", err)
+	}
+}
