@@ -22,13 +22,16 @@ import (
 const memLimitShare = 0.9
 
 // cgroup files that hold the container's memory limit: v2, then v1.
-var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+const (
+	cgroupV2MemoryFile = "/sys/fs/cgroup/memory.max"
+	cgroupV1MemoryFile = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+)
 
 // setMemoryLimit applies memoryLimit's answer to the runtime, and says
 // what it set ("" when it set nothing), for the start-up log line.
 func setMemoryLimit() string {
 	var files []string
-	for _, path := range cgroupMemoryFiles {
+	for _, path := range [...]string{cgroupV2MemoryFile, cgroupV1MemoryFile} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			files = append(files, "")

@@ -208,14 +208,14 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 // choicesKey starts the member a chunk's text is in. Both quotes
 // unescaped and a colon after them: inside a JSON string the quotes
 // would be escaped, so only a key matches.
-var choicesKey = []byte(`"choices":`)
+const choicesKey = `"choices":`
 
 // choicesOf returns the chunk from its "choices" member to its end (so
 // that '{' before it is an object again), or the whole chunk when it has
 // none where expected. It searches, it does not decode: it runs for every
 // chunk.
 func choicesOf(data []byte) []byte {
-	i := bytes.Index(data, choicesKey)
+	i := bytes.Index(data, []byte(choicesKey))
 	if i < 0 {
 		return data[min(1, len(data)):] // the '{' goes back on
 	}
