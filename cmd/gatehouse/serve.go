@@ -42,6 +42,30 @@ type gateway struct {
 	metrics *metrics.Metrics  // the process's instruments (nil for a bare proxy), handed to every generation
 	tracer  *telemetry.Tracer // the process's span exporter (nil: traces off), handed to every generation
 	traces  *config.Traces    // the settings it was started with: a reload cannot change them
+	// listener is what the listening socket and http.Server were built
+	// with: a reload cannot change it either.
+	listener listenerSettings
+}
+
+// listenerSettings are the settings fixed when the listener starts
+// (server.max_body_bytes is not among them: it applies per generation).
+type listenerSettings struct {
+	listen                             string
+	readHeaderTimeout, bodyReadTimeout config.Duration
+	shutdownGrace                      config.Duration
+	maxHeaderBytes                     int64
+	h2c                                bool
+	tls                                config.TLS // zero: plain HTTP
+}
+
+func listenerOf(cfg *config.Config) listenerSettings {
+	s := cfg.Server
+	l := listenerSettings{listen: cfg.Listen, readHeaderTimeout: s.ReadHeaderTimeout, bodyReadTimeout: s.BodyReadTimeout,
+		shutdownGrace: s.ShutdownGrace, maxHeaderBytes: s.MaxHeaderBytes, h2c: s.H2C == nil || *s.H2C}
+	if s.TLS != nil {
+		l.tls = *s.TLS
+	}
+	return l
 }
 
 func serve(path string, bare bool) error {
@@ -106,7 +130,7 @@ func newGateway(path string, cfg *config.Config, types *provider.Registry, bare 
 	if logOut != nil {
 		srv.SetRequestLog(logOut)
 	}
-	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, types: types, metrics: m, tracer: tracer, traces: cfg.Telemetry.Traces, srv: srv}, nil
+	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, types: types, metrics: m, tracer: tracer, traces: cfg.Telemetry.Traces, listener: listenerOf(cfg), srv: srv}, nil
 }
 
 // startTracer starts the OTLP exporter of telemetry.traces.
@@ -271,6 +295,9 @@ func (g *gateway) apply(cfg *config.Config) {
 	gen.runtime.Tracer = g.tracer
 	if !sameTraces(cfg.Telemetry.Traces, g.traces) {
 		g.log.Warn("telemetry settings changed: restart gatehouse to use them; the running exporter stays")
+	}
+	if listenerOf(cfg) != g.listener {
+		g.log.Warn("listen or server settings changed: restart gatehouse to use them (server.max_body_bytes applies at once); the running listener stays")
 	}
 	if g.gen != nil {
 		gen.forgetRemoved(g.gen, g.metrics)
