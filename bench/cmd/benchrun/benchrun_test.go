@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gatehouse/bench/internal/benchcli"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -281,8 +283,8 @@ func TestABBA(t *testing.T) {
 		{3, []int{0, 1, 2, 2, 1, 0}},
 	}
 	for _, tt := range tests {
-		if got := abba(tt.n); !slices.Equal(got, tt.want) {
-			t.Errorf("abba(%d) = %v, want %v", tt.n, got, tt.want)
+		if got := benchcli.ABBA(tt.n); !slices.Equal(got, tt.want) {
+			t.Errorf("benchcli.ABBA(%d) = %v, want %v", tt.n, got, tt.want)
 		}
 	}
 }
@@ -292,7 +294,7 @@ func TestABBA(t *testing.T) {
 func TestABBACancelsLinearDrift(t *testing.T) {
 	const base, drift = 1000.0, 10.0
 	runs := map[int][]sample{}
-	for pos, i := range abba(2) {
+	for pos, i := range benchcli.ABBA(2) {
 		runs[i] = append(runs[i], sample{rps: base - drift*float64(pos)})
 	}
 	a, b := mean(runs[0]), mean(runs[1])

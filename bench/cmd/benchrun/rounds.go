@@ -14,20 +14,9 @@ import (
 	"os"
 	"slices"
 	"time"
-)
 
-// abba is the order of one round over n targets: each index forward, then
-// backward.
-func abba(n int) []int {
-	order := make([]int, 0, 2*n)
-	for i := range n {
-		order = append(order, i)
-	}
-	for i := n - 1; i >= 0; i-- {
-		order = append(order, i)
-	}
-	return order
-}
+	"gatehouse/bench/internal/benchcli"
+)
 
 // runCell measures every target for one layout, scenario and concurrency.
 func runCell(ctx context.Context, targets []target, spec runSpec, rounds int) (cell, error) {
@@ -36,7 +25,7 @@ func runCell(ctx context.Context, targets []target, spec runSpec, rounds int) (c
 	allRPS := map[string][]float64{} // every run's, for the spread
 	for r := range rounds {
 		runs := map[string][]sample{}
-		for _, i := range abba(len(targets)) {
+		for _, i := range benchcli.ABBA(len(targets)) {
 			tg := targets[i]
 			s, err := measure(ctx, tg, spec, m)
 			if err != nil {

@@ -15,7 +15,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -59,7 +58,7 @@ func newHarness(o options) (*harness, error) {
 	}
 	if o.targets[plainproxy] {
 		if h.plainBin = o.plainproxy; h.plainBin == "" {
-			if h.plainBin, err = buildPlainproxy(g.Dir); err != nil {
+			if h.plainBin, err = proc.BuildPlainproxy(g.Dir); err != nil {
 				return h, err
 			}
 		}
@@ -260,17 +259,6 @@ keys:
   exact: {enabled: %t}
   semantic: {enabled: false}
 `, c.listen, storage, c.mockAddr, key, c.cached)
-}
-
-// buildPlainproxy builds the baseline proxy from this module; it works
-// when benchrun is started from inside bench/, as `make bench` does.
-func buildPlainproxy(dir string) (string, error) {
-	bin := filepath.Join(dir, "plainproxy")
-	out, err := exec.Command("go", "build", "-o", bin, "gatehouse/bench/cmd/plainproxy").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build plainproxy (run from bench/ or pass -plainproxy): %w\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // probe sends one request so that a misconfigured target fails setup with

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"gatehouse/bench/internal/benchcli"
 	"gatehouse/bench/internal/proc"
 )
 
@@ -54,7 +54,7 @@ func newHarness(ctx context.Context, o options) (*harness, error) {
 	for _, t := range o.targets {
 		if t.kind == kindPlain && h.plainBin == "" {
 			if h.plainBin = o.plainproxy; h.plainBin == "" {
-				if h.plainBin, err = buildPlainproxy(g.Dir); err != nil {
+				if h.plainBin, err = proc.BuildPlainproxy(g.Dir); err != nil {
 					return h, err
 				}
 			}
@@ -179,15 +179,6 @@ cache:
   exact: {enabled: false}
   semantic: {enabled: false}
 `, listen, sqlite, mock, benchKey)
-}
-
-func buildPlainproxy(dir string) (string, error) {
-	bin := filepath.Join(dir, "plainproxy")
-	out, err := exec.Command("go", "build", "-o", bin, "gatehouse/bench/cmd/plainproxy").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build plainproxy (run from bench/ or pass -plainproxy): %w\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // newClient is the harness's client: one connection per stream, no
@@ -392,7 +383,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 		}
 		for r := range h.o.Rounds {
 			round := make([][]burst, len(h.o.targets))
-			for _, i := range abba(len(h.o.targets)) {
+			for _, i := range benchcli.ABBA(len(h.o.targets)) {
 				t := h.o.targets[i]
 				b, err := h.measure(ctx, t, n)
 				if err != nil {

@@ -115,20 +115,6 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// abba is the order of one round over n targets: forward, then mirrored,
-// so that a drift of the machine linear over the round weighs on every
-// target alike.
-func abba(n int) []int {
-	order := make([]int, 0, 2*n)
-	for i := range n {
-		order = append(order, i)
-	}
-	for i := n - 1; i >= 0; i-- {
-		order = append(order, i)
-	}
-	return order
-}
-
 // parseCounts parses the -n flag: concurrent stream counts, each ≥ 1.
 func parseCounts(s string) ([]int, error) {
 	var out []int

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"gatehouse/bench/internal/benchcli"
 )
 
 func TestParseStatus(t *testing.T) {
@@ -106,14 +108,14 @@ func TestMedian(t *testing.T) {
 }
 
 func TestABBA(t *testing.T) {
-	got := abba(3)
+	got := benchcli.ABBA(3)
 	want := []int{0, 1, 2, 2, 1, 0}
 	if len(got) != len(want) {
-		t.Fatalf("abba(3) = %v", got)
+		t.Fatalf("benchcli.ABBA(3) = %v", got)
 	}
 	for i := range want {
 		if got[i] != want[i] {
-			t.Fatalf("abba(3) = %v, want %v", got, want)
+			t.Fatalf("benchcli.ABBA(3) = %v, want %v", got, want)
 		}
 	}
 }

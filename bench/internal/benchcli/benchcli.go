@@ -68,3 +68,17 @@ func Interrupted(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// ABBA is the order of one round over n targets: each index forward, then
+// mirrored, so that a drift of the machine linear over the round weighs
+// on every target alike.
+func ABBA(n int) []int {
+	order := make([]int, 0, 2*n)
+	for i := range n {
+		order = append(order, i)
+	}
+	for i := n - 1; i >= 0; i-- {
+		order = append(order, i)
+	}
+	return order
+}

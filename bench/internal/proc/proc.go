@@ -285,3 +285,15 @@ func (g *Group) Stop() {
 	}
 	g.procs = nil
 }
+
+// BuildPlainproxy builds the baseline proxy, gatehouse/bench/cmd/plainproxy,
+// into dir; it works when the benchmark runs from inside bench/, as the
+// Makefile's targets do.
+func BuildPlainproxy(dir string) (string, error) {
+	bin := filepath.Join(dir, "plainproxy")
+	out, err := exec.Command("go", "build", "-o", bin, "gatehouse/bench/cmd/plainproxy").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build plainproxy (run from bench/ or pass -plainproxy): %w\n%s", err, out)
+	}
+	return bin, nil
+}
