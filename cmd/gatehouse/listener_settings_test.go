@@ -18,7 +18,7 @@ func TestListenerSettingsChanged(t *testing.T) {
 			MaxHeaderBytes: 32 << 10, BodyReadTimeout: config.Duration(time.Second), H2C: &on,
 			TLS: &config.TLS{CertFile: "c.pem", KeyFile: "k.pem"}}}
 	}
-	if listenerOf(base()) != listenerOf(base()) {
+	if first, second := listenerOf(base()), listenerOf(base()); first != second {
 		t.Fatal("equal configs (distinct pointers) read as changed")
 	}
 	same := base()
