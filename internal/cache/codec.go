@@ -17,6 +17,17 @@ import (
 // values apart (and treat them as misses) instead of misreading them.
 const codecVersion = 1
 
+// MaxEntryBytes bounds an entry's fields before deflation: Encode refuses
+// a larger entry and Decode reads no further, so a corrupt or hostile
+// value in a shared tier (a small deflate stream can expand a
+// thousandfold) cannot make a replica allocate without bound. Four times
+// a provider's default response bound (64 MiB) leaves room for a long
+// stream's chunks.
+const MaxEntryBytes = 256 << 20
+
+// errTooLarge is what an entry past MaxEntryBytes gets, either way.
+func errTooLarge(bound int64) error { return fmt.Errorf("cache: an entry over %d bytes", bound) }
+
 // Encode turns e into the bytes a lower tier stores: a version byte, then
 // the entry's fields length-prefixed in a fixed order, deflated (LLM
 // answers compress several times over). Bytes, not JSON: a stored event
@@ -50,6 +61,9 @@ func Encode(e *Entry) ([]byte, error) {
 			}
 		}
 	}
+	if len(raw) > MaxEntryBytes {
+		return nil, errTooLarge(MaxEntryBytes)
+	}
 	var b bytes.Buffer
 	b.WriteByte(codecVersion)
 	fw, _ := flate.NewWriter(&b, flate.BestSpeed)
@@ -64,12 +78,21 @@ func Encode(e *Entry) ([]byte, error) {
 
 // Decode reads what Encode wrote.
 func Decode(b []byte) (*Entry, error) {
+	return decodeWithin(b, MaxEntryBytes)
+}
+
+// decodeWithin is Decode with the bound as a parameter, so a test can
+// show the bound holds without inflating 256 MiB.
+func decodeWithin(b []byte, bound int64) (*Entry, error) {
 	if len(b) == 0 || b[0] != codecVersion {
 		return nil, errors.New("cache: an entry of an unknown format")
 	}
-	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(b[1:])))
+	raw, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(b[1:])), bound+1))
 	if err != nil {
 		return nil, fmt.Errorf("cache: entry: %w", err)
+	}
+	if int64(len(raw)) > bound {
+		return nil, errTooLarge(bound)
 	}
 	r := reader{b: raw}
 	e := &Entry{Project: string(r.bytes()), ServedModel: string(r.bytes()), Provider: string(r.bytes()),

@@ -1,7 +1,9 @@
 package cache
 
 import (
+	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +80,23 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the entry:\n%+v\n%+v", e, e2)
 		}
 	})
+}
+
+// TestDecodeBounded: a value whose deflated fields expand past the bound
+// is refused after reading the bound, not inflated whole.
+func TestDecodeBounded(t *testing.T) {
+	e := &Entry{Project: "qa", Completion: bytes.Repeat([]byte{'a'}, 1<<20), Expires: time.UnixMicro(1790000000123456)}
+	b, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 64<<10 {
+		t.Fatalf("a repetitive megabyte deflated to %d bytes; the test needs a small value that expands", len(b))
+	}
+	if _, err := decodeWithin(b, 1<<20); err != nil {
+		t.Fatalf("an entry within the bound: %v", err)
+	}
+	if _, err := decodeWithin(b, 64<<10); err == nil || !strings.Contains(err.Error(), "over") {
+		t.Fatalf("an entry expanding past the bound: err = %v, want the bound's error", err)
+	}
 }
