@@ -93,7 +93,7 @@ func TestDecodeBounded(t *testing.T) {
 	if len(b) > 64<<10 {
 		t.Fatalf("a repetitive megabyte deflated to %d bytes; the test needs a small value that expands", len(b))
 	}
-	if _, err := decodeWithin(b, 1<<20); err != nil {
+	if _, err := decodeWithin(b, 2<<20); err != nil {
 		t.Fatalf("an entry within the bound: %v", err)
 	}
 	if _, err := decodeWithin(b, 64<<10); err == nil || !strings.Contains(err.Error(), "over") {
