@@ -125,6 +125,10 @@ type Tool struct {
 	// function takes none.
 	Parameters json.RawMessage
 	Strict     *bool
+	// CacheControl is Anthropic's cache_control marker on the definition,
+	// raw: a prompt-cache breakpoint after the tools, kept when the
+	// request goes to Anthropic.
+	CacheControl json.RawMessage
 }
 
 // ToolCall is a function call made by the model.
@@ -256,7 +260,8 @@ func (p *ChatParams) field(key string, v []byte, maxTokens, maxCompletion *int) 
 				if t.Function.Name == "" {
 					return missing(fmt.Sprintf("tools[%d].function.name", i))
 				}
-				p.Tools = append(p.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: nonNull(t.Function.Parameters), Strict: t.Function.Strict})
+				p.Tools = append(p.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: NonNull(t.Function.Parameters), Strict: t.Function.Strict,
+					CacheControl: NonNull(t.CacheControl)})
 			}
 		}
 	case "tool_choice":
@@ -284,7 +289,7 @@ func (p *ChatParams) field(key string, v []byte, maxTokens, maxCompletion *int) 
 					}
 					p.ResponseFormat.Name = w.JSONSchema.Name
 					p.ResponseFormat.Description = w.JSONSchema.Description
-					p.ResponseFormat.Schema = nonNull(w.JSONSchema.Schema)
+					p.ResponseFormat.Schema = NonNull(w.JSONSchema.Schema)
 					p.ResponseFormat.Strict = w.JSONSchema.Strict
 				default:
 					return BadRequest("response_format.type", "invalid_value", "Invalid value for 'response_format.type': expected one of \"text\", \"json_object\" or \"json_schema\".")
@@ -412,7 +417,9 @@ func asType(err error, te **json.UnmarshalTypeError) bool {
 	return false
 }
 
-func nonNull(raw json.RawMessage) json.RawMessage {
+// NonNull is raw, or nil when raw is absent or JSON null: an optional
+// field a client sent as null is treated as not sent.
+func NonNull(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 || KindOf(raw) == KindNull {
 		return nil
 	}

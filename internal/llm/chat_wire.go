@@ -38,6 +38,7 @@ type wireTool struct {
 		Parameters  json.RawMessage `json:"parameters"`
 		Strict      *bool           `json:"strict"`
 	} `json:"function"`
+	CacheControl json.RawMessage `json:"cache_control"`
 }
 
 type wireResponseFormat struct {
@@ -84,7 +85,7 @@ func (w *wireMessage) canonical(m *Message, i int) *Error {
 			if KindOf(raw) != KindObject || json.Unmarshal(raw, &wp) != nil {
 				return wrongType(pat, "a content part object", KindOf(raw))
 			}
-			p := Part{Type: wp.Type, CacheControl: nonNull(wp.CacheControl)}
+			p := Part{Type: wp.Type, CacheControl: NonNull(wp.CacheControl)}
 			switch wp.Type {
 			case PartText:
 				p.Text = wp.Text
@@ -127,8 +128,9 @@ func (p *ChatParams) MarshalJSON() ([]byte, error) {
 		Strict      *bool           `json:"strict,omitempty"`
 	}
 	type tool struct {
-		Type     string `json:"type"`
-		Function fn     `json:"function"`
+		Type         string          `json:"type"`
+		Function     fn              `json:"function"`
+		CacheControl json.RawMessage `json:"cache_control,omitempty"`
 	}
 	type streamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -170,7 +172,8 @@ func (p *ChatParams) MarshalJSON() ([]byte, error) {
 		out.Messages[i] = encodeMessage(&p.Messages[i])
 	}
 	for _, t := range p.Tools {
-		out.Tools = append(out.Tools, tool{Type: "function", Function: fn(t)})
+		out.Tools = append(out.Tools, tool{Type: "function", Function: fn{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict},
+			CacheControl: t.CacheControl})
 	}
 	if tc := p.ToolChoice; tc != nil {
 		if tc.Mode == ToolChoiceFunction {

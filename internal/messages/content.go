@@ -114,7 +114,7 @@ func (d *decoder) userTurn(blocks []wireBlock, i int) *llm.Error {
 		at := path("messages", i, "content", j)
 		switch b.Type {
 		case "text":
-			parts = append(parts, llm.Part{Type: llm.PartText, Text: b.Text, CacheControl: nonNull(b.CacheControl)})
+			parts = append(parts, llm.Part{Type: llm.PartText, Text: b.Text, CacheControl: llm.NonNull(b.CacheControl)})
 		case "image":
 			p, err := imagePart(b, at)
 			if err != nil {
@@ -147,7 +147,7 @@ func (d *decoder) assistantTurn(blocks []wireBlock, i int) *llm.Error {
 		at := path("messages", i, "content", j)
 		switch b.Type {
 		case "text":
-			m.Content = append(m.Content, llm.Part{Type: llm.PartText, Text: b.Text, CacheControl: nonNull(b.CacheControl)})
+			m.Content = append(m.Content, llm.Part{Type: llm.PartText, Text: b.Text, CacheControl: llm.NonNull(b.CacheControl)})
 		case "tool_use":
 			if b.ID == "" {
 				return required(at + ".id")
@@ -207,7 +207,7 @@ func imagePart(b wireBlock, at string) (llm.Part, *llm.Error) {
 	if s == nil {
 		return llm.Part{}, required(at + ".source")
 	}
-	p := llm.Part{Type: llm.PartImageURL, CacheControl: nonNull(b.CacheControl)}
+	p := llm.Part{Type: llm.PartImageURL, CacheControl: llm.NonNull(b.CacheControl)}
 	switch s.Type {
 	case "base64":
 		switch s.MediaType {
@@ -258,7 +258,7 @@ func toolResult(b wireBlock, at string) (llm.Message, []llm.Part, *llm.Error) {
 			iat := path(at, "content", k)
 			switch ib.Type {
 			case "text":
-				m.Content = append(m.Content, llm.Part{Type: llm.PartText, Text: ib.Text, CacheControl: nonNull(ib.CacheControl)})
+				m.Content = append(m.Content, llm.Part{Type: llm.PartText, Text: ib.Text, CacheControl: llm.NonNull(ib.CacheControl)})
 			case "image":
 				p, err := imagePart(ib, iat)
 				if err != nil {

@@ -274,7 +274,8 @@ func (d *decoder) tools(v []byte) *llm.Error {
 		if llm.KindOf(t.InputSchema) != llm.KindObject {
 			return required(at + ".input_schema")
 		}
-		d.p.Tools = append(d.p.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict})
+		d.p.Tools = append(d.p.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict,
+			CacheControl: llm.NonNull(t.CacheControl)})
 	}
 	return nil
 }
@@ -302,7 +303,7 @@ func (d *decoder) system(v []byte) *llm.Error {
 			if b.Type != "text" {
 				return invalid("system."+strconv.Itoa(i)+".type", "invalid_value", "system.%d.type: Input should be 'text'", i)
 			}
-			parts = append(parts, llm.Part{Type: llm.PartText, Text: b.Text, CacheControl: nonNull(b.CacheControl)})
+			parts = append(parts, llm.Part{Type: llm.PartText, Text: b.Text, CacheControl: llm.NonNull(b.CacheControl)})
 		}
 		if len(parts) == 0 {
 			return nil
@@ -332,13 +333,6 @@ func decodeField(v []byte, dst any) error {
 		return nil
 	}
 	return json.Unmarshal(v, dst)
-}
-
-func nonNull(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 || llm.KindOf(raw) == llm.KindNull {
-		return nil
-	}
-	return raw
 }
 
 func invalid(param, code, format string, args ...any) *llm.Error {

@@ -140,6 +140,7 @@ var requestCases = []struct {
 	{"thinking_effort", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"ok","reasoning_content":"I think","reasoning_signature":"sig=="},{"role":"user","content":"more"}],"reasoning_effort":"medium","temperature":1,"top_p":0.99}`, false},
 	{"thinking_budget_clamped", `{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high","max_tokens":3000}`, false},
 	{"drop_unsupported", `{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2,"seed":7,"logprobs":true,"presence_penalty":0.5,"logit_bias":{"1":2},"temperature":1.7,"top_k":5,"safety_identifier":"s-1","reasoning_effort":"low"}`, true},
+	{"tool_cache_control", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"},"cache_control":{"type":"ephemeral","ttl":"1h"}}]}`, false},
 	{"stream_pdf", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"developer","content":[{"type":"text","text":"dev","cache_control":{"type":"ephemeral"}}]},{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0="}}]}],"stop":"END","user":"u-9"}`, false},
 }
 

@@ -68,9 +68,10 @@ type source struct {
 }
 
 type tool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 type toolChoice struct {
@@ -296,7 +297,7 @@ func convertTools(d *provider.Deployment, p *llm.ChatParams, mr *messagesRequest
 		if len(schema) == 0 {
 			schema = json.RawMessage(provider.EmptySchema)
 		}
-		mr.Tools = append(mr.Tools, tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+		mr.Tools = append(mr.Tools, tool{Name: t.Name, Description: t.Description, InputSchema: schema, CacheControl: t.CacheControl})
 	}
 	var tc *toolChoice
 	if c := p.ToolChoice; c != nil && len(p.Tools) > 0 {
