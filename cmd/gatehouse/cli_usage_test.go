@@ -20,7 +20,7 @@ func TestCLIUsageAndLogs(t *testing.T) {
 			t.Fatalf("chat: %d", st)
 		}
 	}
-	waitFor(t, 5*time.Second, "three records", func() bool {
+	waitFor(t, 30*time.Second, "three records", func() bool {
 		out, _, err := cliRun(t, gw.URL, "logs", "--json")
 		var page struct{ Data []any }
 		return err == nil && json.Unmarshal([]byte(out), &page) == nil && len(page.Data) == 3

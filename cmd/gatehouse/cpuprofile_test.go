@@ -66,7 +66,7 @@ func TestProcessCPUProfile(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	waitFor(t, 15*time.Second, "the gateway to listen", func() bool { return strings.Contains(logs.String(), "gatehouse listening on ") })
+	waitFor(t, 30*time.Second, "the gateway to listen", func() bool { return strings.Contains(logs.String(), "gatehouse listening on ") })
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -88,10 +88,10 @@ models:
 	}
 	sendOnce.Do(func() { close(send) })
 	<-paused
-	waitFor(t, 5*time.Second, "the relayed chunks to lower the in-flight tokens", func() bool { return inFlight() == reserved-sent })
+	waitFor(t, 30*time.Second, "the relayed chunks to lower the in-flight tokens", func() bool { return inFlight() == reserved-sent })
 	finishOnce.Do(func() { close(finish) })
 	if r := <-done; r.err != nil || r.completion != sent {
 		t.Fatalf("stream: %v, %d completion tokens", r.err, r.completion)
 	}
-	waitFor(t, 5*time.Second, "the stream's end to release the rest", func() bool { return inFlight() == 0 })
+	waitFor(t, 30*time.Second, "the stream's end to release the rest", func() bool { return inFlight() == 0 })
 }

@@ -25,7 +25,7 @@ import (
 func recordOf(t *testing.T, base, id string) account.Record {
 	t.Helper()
 	var r account.Record
-	waitFor(t, 5*time.Second, "the record of "+id, func() bool {
+	waitFor(t, 30*time.Second, "the record of "+id, func() bool {
 		req, _ := http.NewRequest(http.MethodGet, base+"/admin/logs/"+id, nil)
 		req.Header.Set("Authorization", "Bearer "+testAdminKey)
 		resp, err := http.DefaultClient.Do(req)

@@ -260,7 +260,7 @@ func TestExactCacheReplaysStreams(t *testing.T) {
 	text1, raw1, c1 := sdkStream("replay me through the SDK")
 	// The SDK stops reading at [DONE], a moment before the handler has
 	// stored the stream: wait for it (the probe keeps nothing: no-store).
-	waitFor(t, 5*time.Second, "the SDK's stream stored", func() bool {
+	waitFor(t, 30*time.Second, "the SDK's stream stored", func() bool {
 		resp, _ := rawChat(t, gw.URL, "gh-cache-qa", `{"model":"chat","messages":[{"role":"user","content":"replay me through the SDK"}]}`,
 			"Cache-Control", "no-store")
 		return resp.Header.Get("X-Gatehouse-Cache") == "hit"
@@ -386,7 +386,7 @@ func TestExactCacheSharedByReplicas(t *testing.T) {
 	}
 	// The write to Redis is in the background: wait until the second
 	// replica finds it (its own misses keep nothing: no-store).
-	waitFor(t, 5*time.Second, "the entry in Redis", func() bool {
+	waitFor(t, 30*time.Second, "the entry in Redis", func() bool {
 		resp, _ := rawChat(t, urls[1], "gh-cache-qa", body, "Cache-Control", "no-store")
 		return resp.Header.Get("X-Gatehouse-Cache") == "hit"
 	})
@@ -406,7 +406,7 @@ func TestExactCacheSharedByReplicas(t *testing.T) {
 	}
 	// The third replica's promoted copy in its memory goes too: the purge
 	// is published to every replica.
-	waitFor(t, 5*time.Second, "the purge on the third replica", func() bool {
+	waitFor(t, 30*time.Second, "the purge on the third replica", func() bool {
 		resp, _ := rawChat(t, urls[2], "gh-cache-qa", body, "Cache-Control", "no-store")
 		return resp.Header.Get("X-Gatehouse-Cache") == "miss"
 	})
@@ -438,7 +438,7 @@ func TestExactCacheProjectAndKeySettings(t *testing.T) {
 	adminDo(t, gw.URL, http.MethodPatch, "/admin/projects/"+p["id"].(string), `{"cache":{"exact":{"enabled":true,"ttl_seconds":7}}}`, 200)
 	// The change reaches the key cache within moments (KeyChanges): until
 	// then the project's requests still bypass.
-	waitFor(t, 5*time.Second, "the project's cache turned on", func() bool { return state(off) != "bypass" })
+	waitFor(t, 30*time.Second, "the project's cache turned on", func() bool { return state(off) != "bypass" })
 	if s := state(off); s != "hit" {
 		t.Fatalf("the project turned on: %s", s)
 	}
@@ -450,7 +450,7 @@ func TestExactCacheProjectAndKeySettings(t *testing.T) {
 	}
 	defer sq.Close()
 	var expires int64
-	waitFor(t, 5*time.Second, "the entry in SQLite", func() bool {
+	waitFor(t, 30*time.Second, "the entry in SQLite", func() bool {
 		return sq.QueryRow(`SELECT expires FROM cache_entries WHERE project = 'off'`).Scan(&expires) == nil
 	})
 	if d := time.UnixMicro(expires).Sub(kept); d < 5*time.Second || d > 7*time.Second {
@@ -474,7 +474,7 @@ func TestExactCacheProjectAndKeySettings(t *testing.T) {
 		t.Fatalf("a barred key after the entry was stored: %s", s)
 	}
 	adminDo(t, gw.URL, http.MethodPatch, "/admin/keys/"+barred["id"].(string), `{"no_cache":false}`, 200)
-	waitFor(t, 5*time.Second, "the key let back in", func() bool { return state(barred["key"].(string)) != "bypass" })
+	waitFor(t, 30*time.Second, "the key let back in", func() bool { return state(barred["key"].(string)) != "bypass" })
 	if s := state(barred["key"].(string)); s != "hit" {
 		t.Fatalf("the key let back in: %s", s)
 	}

@@ -146,7 +146,7 @@ telemetry:
 
 	// The admin API, as the admin and as a viewer.
 	admin := "Bearer " + testAdminKey
-	waitFor(t, 10*time.Second, "the usage records", func() bool {
+	waitFor(t, 30*time.Second, "the usage records", func() bool {
 		return bytes.Count(o.get(t, "GET", gw.URL+"/admin/logs?limit=500", "", "Authorization", admin), []byte(`"request_id"`)) >= 12
 	})
 	o.get(t, "POST", gw.URL+"/admin/keys", `{"project":"qa","name":"made"}`, "Authorization", admin)
@@ -169,7 +169,7 @@ telemetry:
 		o.get(t, "GET", gw.URL+p, "")
 	}
 
-	waitFor(t, 10*time.Second, "exported spans", func() bool {
+	waitFor(t, 30*time.Second, "exported spans", func() bool {
 		recv.mu.Lock()
 		defer recv.mu.Unlock()
 		return len(recv.spans) >= 10

@@ -271,7 +271,7 @@ func TestConfigReload(t *testing.T) {
 	// as editors and Kubernetes do).
 	next := cfg + "  - name: added-later\n    targets: [{provider: up, model: gpt-4o}]\n"
 	replaceFile(t, gw.Path, next)
-	waitFor(t, 3*time.Second, "the new model to appear", func() bool {
+	waitFor(t, 30*time.Second, "the new model to appear", func() bool {
 		return strings.Contains(models(), "added-later") || strings.Contains(gw.Logs.String(), "rejected")
 	})
 	if strings.Contains(gw.Logs.String(), "rejected") {
@@ -281,7 +281,7 @@ func TestConfigReload(t *testing.T) {
 
 	// An invalid change is rejected with a log line; the running config stays.
 	replaceFile(t, gw.Path, next+"bogus_field: 1\n")
-	waitFor(t, 3*time.Second, "the rejection log line", func() bool {
+	waitFor(t, 30*time.Second, "the rejection log line", func() bool {
 		return strings.Contains(gw.Logs.String(), "config reload rejected") && strings.Contains(gw.Logs.String(), "bogus_field")
 	})
 	if !strings.Contains(models(), "added-later") {

@@ -39,7 +39,7 @@ models:
 		}
 	}
 	var m string
-	waitFor(t, 5*time.Second, "the usage records written", func() bool {
+	waitFor(t, 30*time.Second, "the usage records written", func() bool {
 		m = scrape(t, gw)
 		return strings.Contains(m, "gatehouse_usage_records_written_total 4")
 	})
@@ -68,7 +68,7 @@ models:
 	// spend counters (tokens, cost) keep their history.
 	replaceFile(t, gw.Path, strings.Replace(strings.Replace(cfg, ", {provider: other, model: gpt-4o-mini}", "", 1),
 		"  - {name: other, type: openai-compatible, base_url: "+other.URL+"/v1, api_key: "+upstreamKey+"}\n", "", 1))
-	waitFor(t, 3*time.Second, "the reload", func() bool { return strings.Contains(gw.Logs.String(), "config reloaded") })
+	waitFor(t, 30*time.Second, "the reload", func() bool { return strings.Contains(gw.Logs.String(), "config reloaded") })
 	m = scrape(t, gw)
 	for _, gone := range []string{`gatehouse_upstream_attempts_total{model="gpt-4o-mini",outcome="success",provider="other"}`,
 		`gatehouse_deployment_in_flight_requests{model="gpt-4o-mini",provider="other"}`,

@@ -137,7 +137,7 @@ models:
 	}
 
 	// Health checks: steady's passes, sick's fails twice and takes it out.
-	waitFor(t, 5*time.Second, "the health checks' verdicts", func() bool {
+	waitFor(t, 30*time.Second, "the health checks' verdicts", func() bool {
 		models, _ = adminModels(t, gw)
 		side := models["side"].Deployments
 		return len(side) == 2 && side[0].HealthChecked && !side[0].Down && side[1].HealthChecked && side[1].Down
@@ -159,7 +159,7 @@ models:
 	if o := <-done; o.status != 200 {
 		t.Fatalf("held request: %d %s", o.status, o.msg)
 	}
-	waitFor(t, 2*time.Second, "the held request's release", func() bool {
+	waitFor(t, 30*time.Second, "the held request's release", func() bool {
 		models, _ = adminModels(t, gw)
 		h := models["held"].Deployments[0]
 		return h.InFlightRequests == 0 && h.InFlightTokens == 0
@@ -198,7 +198,7 @@ models:
 	// A reload swaps the routing: the new model appears, and the
 	// deployment it keeps is still open.
 	replaceFile(t, gw.Path, cfg+"  - name: added-later\n    targets: [{provider: steady, model: gpt-4o}]\n")
-	waitFor(t, 3*time.Second, "the reload", func() bool { return strings.Contains(gw.Logs.String(), "config reloaded") })
+	waitFor(t, 30*time.Second, "the reload", func() bool { return strings.Contains(gw.Logs.String(), "config reloaded") })
 	models, raw = adminModels(t, gw)
 	if _, ok := models["added-later"]; !ok {
 		t.Fatalf("the reloaded config's model is missing: %s", raw)

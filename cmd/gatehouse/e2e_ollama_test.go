@@ -329,12 +329,12 @@ func TestOllamaDiscoveryKeepsLastKnown(t *testing.T) {
 		t.Fatal("not routable after the first poll")
 	}
 	phase.Store(1)
-	waitFor(t, 2*time.Second, "a discovery warning", func() bool { return strings.Contains(logs.String(), "disk on fire") })
+	waitFor(t, 30*time.Second, "a discovery warning", func() bool { return strings.Contains(logs.String(), "disk on fire") })
 	if _, ok := table.Lookup("box/qwen3:8b"); !ok {
 		t.Fatal("a failed poll dropped the models last seen")
 	}
 	phase.Store(2)
-	waitFor(t, 2*time.Second, "gemma3 to be discovered", func() bool { _, ok := table.Lookup("gemma3"); return ok })
+	waitFor(t, 30*time.Second, "gemma3 to be discovered", func() bool { _, ok := table.Lookup("gemma3"); return ok })
 
 	d.stop()
 	select {

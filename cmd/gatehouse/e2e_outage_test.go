@@ -191,7 +191,7 @@ func TestPostgresOutage(t *testing.T) {
 	if err := pg.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "records spilled to disk", func() bool {
+	waitFor(t, 30*time.Second, "records spilled to disk", func() bool {
 		files, _ := filepath.Glob(filepath.Join(spill, "spill-*.jsonl"))
 		return len(files) > 0
 	})

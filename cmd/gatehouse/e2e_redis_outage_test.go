@@ -173,7 +173,7 @@ func TestRedisOutageFailClosed(t *testing.T) {
 			slow <- a
 		}()
 	}
-	waitFor(t, 10*time.Second, "the slow requests admitted", func() bool { return c.up.mock.Stats().InFlight == int64(cap(slow)) })
+	waitFor(t, 30*time.Second, "the slow requests admitted", func() bool { return c.up.mock.Stats().InFlight == int64(cap(slow)) })
 	halt := make(chan struct{})
 	var loads []*loadTally
 	for _, u := range c.urls {
@@ -212,7 +212,7 @@ func TestRedisOutageFailClosed(t *testing.T) {
 	for _, l := range loads {
 		ok := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.statuses[200] }
 		before := ok()
-		waitFor(t, 15*time.Second, "requests admitted again after Redis is back", func() bool { return ok() > before+20 })
+		waitFor(t, 30*time.Second, "requests admitted again after Redis is back", func() bool { return ok() > before+20 })
 	}
 	close(halt)
 	for _, l := range loads {
@@ -286,7 +286,7 @@ func TestRedisOutageFailOpen(t *testing.T) {
 	}
 	// Each replica carries what it spent locally to Redis within a
 	// cooldown of Redis answering, with no request to prompt it.
-	waitFor(t, 10*time.Second, "the replicas' local spend carried to Redis", func() bool {
+	waitFor(t, 30*time.Second, "the replicas' local spend carried to Redis", func() bool {
 		return c.counted(t, budgetID) == limit.USD(0.2)
 	})
 	for _, u := range c.urls {

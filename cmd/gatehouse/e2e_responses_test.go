@@ -501,7 +501,7 @@ func TestResponsesLimitsCacheAndRecords(t *testing.T) {
 		Cache            string `json:"cache"`
 		Status           int    `json:"status"`
 	}
-	waitFor(t, 5*time.Second, "the usage record", func() bool {
+	waitFor(t, 30*time.Second, "the usage record", func() bool {
 		req, _ := http.NewRequest(http.MethodGet, gw.URL+"/admin/logs/"+firstID, nil)
 		req.Header.Set("Authorization", "Bearer "+testAdminKey)
 		resp, err := http.DefaultClient.Do(req)

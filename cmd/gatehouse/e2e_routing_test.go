@@ -302,7 +302,7 @@ models:
 func requestLine(t *testing.T, gw *testGateway, id string) string {
 	t.Helper()
 	var line string
-	waitFor(t, 2*time.Second, "log line of "+id, func() bool {
+	waitFor(t, 30*time.Second, "log line of "+id, func() bool {
 		for _, l := range strings.Split(gw.Logs.String(), "\n") {
 			if strings.Contains(l, `"msg":"request"`) && strings.Contains(l, `"request_id":"`+id+`"`) {
 				line = l
@@ -401,7 +401,7 @@ func TestCancelDuringBackoffStopsAtOnce(t *testing.T) {
 	// request: its log line appears long before the backoff (at least
 	// 30s, jittered, and within the 10-minute total) would end. Once it is
 	// written the request is over, so the count is final.
-	waitFor(t, 25*time.Second, "the request's log line", func() bool {
+	waitFor(t, 30*time.Second, "the request's log line", func() bool {
 		return strings.Contains(gw.Logs.String(), `"status":499`)
 	})
 	if n := down.hits.Load(); n != 1 {
@@ -514,7 +514,7 @@ models:
 		t.Fatalf("breaker open: %s attempts, want 1", a)
 	}
 	replaceFile(t, gw.Path, cfg+"  - name: added-later\n    targets: [{provider: ok, model: gpt-4o}]\n")
-	waitFor(t, 3*time.Second, "the reload", func() bool { return strings.Contains(gw.Logs.String(), "config reloaded") })
+	waitFor(t, 30*time.Second, "the reload", func() bool { return strings.Contains(gw.Logs.String(), "config reloaded") })
 	if a := attempts(); a != "1" {
 		t.Fatalf("after the reload: %s attempts, want 1 (the open breaker was forgotten)", a)
 	}

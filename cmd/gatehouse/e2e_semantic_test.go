@@ -81,7 +81,7 @@ func TestSemanticCacheServesParaphrases(t *testing.T) {
 
 	first, resp := ask(gw.URL, "gh-sem-qa", "", "what is the capital of france?")
 	expect(resp, "miss", 1)
-	waitFor(t, 5*time.Second, "the answer to be indexed", func() bool {
+	waitFor(t, 30*time.Second, "the answer to be indexed", func() bool {
 		_, resp := ask(gw.URL, "gh-sem-qa", "", "what is the capital of france?")
 		return resp.Header.Get("X-Gatehouse-Cache") == "hit"
 	})
@@ -148,7 +148,7 @@ func TestSemanticCacheOptInAndTimeout(t *testing.T) {
 		return resp.Header.Get("X-Gatehouse-Cache")
 	}
 	state("what is the capital of france?")
-	waitFor(t, 5*time.Second, "the answer kept", func() bool { return state("what is the capital of france?") == "hit" })
+	waitFor(t, 30*time.Second, "the answer kept", func() bool { return state("what is the capital of france?") == "hit" })
 	if s := state("tell me france's capital city"); s != "miss" {
 		t.Fatalf("semantic off by default, yet %q", s)
 	}
@@ -158,7 +158,7 @@ func TestSemanticCacheOptInAndTimeout(t *testing.T) {
 	// another until a paraphrase of the last one is a semantic hit.
 	countries := []string{"italy", "spain", "germany", "japan", "canada", "egypt", "peru", "kenya", "norway", "chile"}
 	i := 0
-	waitFor(t, 5*time.Second, "the opted-in project's semantic hit", func() bool {
+	waitFor(t, 30*time.Second, "the opted-in project's semantic hit", func() bool {
 		c := countries[i%len(countries)]
 		i++
 		state("what is the capital of " + c + "?")
@@ -206,7 +206,7 @@ func TestSemanticCacheSharedThroughPgvector(t *testing.T) {
 		t.Fatalf("first: %d %s", resp.StatusCode, resp.Header.Get("X-Gatehouse-Cache"))
 	}
 	var again []byte
-	waitFor(t, 10*time.Second, "the other replica to find the answer", func() bool {
+	waitFor(t, 30*time.Second, "the other replica to find the answer", func() bool {
 		resp, again = rawChat(t, "http://"+b.addr, "gh-sem-qa", body("tell me france's capital city"), "Cache-Control", "no-store")
 		return resp.Header.Get("X-Gatehouse-Cache") == "semantic"
 	})
@@ -229,7 +229,7 @@ func TestSemanticCachePerKey(t *testing.T) {
 	gw := startGateway(t, cfg)
 	body := func(q string) string { return `{"model":"chat","messages":[{"role":"user","content":"` + q + `"}]}` }
 	rawChat(t, gw.URL, "gh-sem-qa", body("what is the capital of france?"))
-	waitFor(t, 5*time.Second, "the owner's semantic hit", func() bool {
+	waitFor(t, 30*time.Second, "the owner's semantic hit", func() bool {
 		resp, _ := rawChat(t, gw.URL, "gh-sem-qa", body("tell me france's capital city"), "Cache-Control", "no-store")
 		return resp.Header.Get("X-Gatehouse-Cache") == "semantic"
 	})

@@ -149,7 +149,7 @@ func TestTLSListener(t *testing.T) {
 		t.Fatalf("serving serial %d", got)
 	}
 	writeCert(t, certFile, keyFile, 2)
-	waitFor(t, 10*time.Second, "the renewed certificate", func() bool { return servedSerial(t, addr) == 2 })
+	waitFor(t, 30*time.Second, "the renewed certificate", func() bool { return servedSerial(t, addr) == 2 })
 
 	// A renewal that cannot be used (a key of another certificate) keeps
 	// the last good one in service.
@@ -162,7 +162,7 @@ func TestTLSListener(t *testing.T) {
 	if got := servedSerial(t, addr); got != 2 {
 		t.Fatalf("with a mismatched pair: serial %d", got)
 	}
-	waitFor(t, 2*time.Second, "the reload error in the log", func() bool { return strings.Contains(gw.Logs.String(), "TLS certificate reload") })
+	waitFor(t, 30*time.Second, "the reload error in the log", func() bool { return strings.Contains(gw.Logs.String(), "TLS certificate reload") })
 
 	// Plain HTTP to the TLS port is refused, and the gateway serves on.
 	resp, err := http.Get("http://" + addr + "/healthz")

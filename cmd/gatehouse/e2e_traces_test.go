@@ -117,7 +117,7 @@ func TestTracesFollowGenAIConventions(t *testing.T) {
 
 	traceID, _ := hex.DecodeString(clientTrace)
 	var spans []*tracepb.Span
-	waitFor(t, 5*time.Second, "the spans of the request", func() bool {
+	waitFor(t, 30*time.Second, "the spans of the request", func() bool {
 		spans = recv.byTrace(traceID)
 		return len(spans) >= 4
 	})
@@ -205,7 +205,7 @@ func TestTracesOfResponses(t *testing.T) {
 	}
 	traceID, _ := hex.DecodeString(clientTrace)
 	byName := map[string]*tracepb.Span{}
-	waitFor(t, 5*time.Second, "the spans of the requests", func() bool {
+	waitFor(t, 30*time.Second, "the spans of the requests", func() bool {
 		for _, s := range recv.byTrace(traceID) {
 			byName[s.Name] = s
 		}

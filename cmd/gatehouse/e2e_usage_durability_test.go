@@ -79,7 +79,7 @@ func warnLines(logs string) string {
 func connectPG(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
 	var conn *pgx.Conn
-	waitFor(t, 10*time.Second, "PostgreSQL", func() bool {
+	waitFor(t, 30*time.Second, "PostgreSQL", func() bool {
 		c, err := pgx.Connect(context.Background(), dsn)
 		if err != nil {
 			return false

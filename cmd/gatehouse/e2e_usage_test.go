@@ -171,7 +171,7 @@ func TestUsageRecordsMatchWhatClientsSaw(t *testing.T) {
 	var logs struct {
 		Data []account.Record `json:"data"`
 	}
-	waitFor(t, 5*time.Second, "the usage records", func() bool {
+	waitFor(t, 30*time.Second, "the usage records", func() bool {
 		adminJSON(t, gw.URL, "/admin/logs?project=qa&limit=100", &logs)
 		return len(logs.Data) >= len(all)
 	})
@@ -326,7 +326,7 @@ func TestUsageRecordsKeepBodiesOnlyWhenTheProjectAsks(t *testing.T) {
 	}
 	get := func(id string) account.Record {
 		var r account.Record
-		waitFor(t, 5*time.Second, "record "+id, func() bool {
+		waitFor(t, 30*time.Second, "record "+id, func() bool {
 			req, _ := http.NewRequest(http.MethodGet, gw.URL+"/admin/logs/"+id, nil)
 			req.Header.Set("Authorization", "Bearer "+testAdminKey)
 			resp, err := http.DefaultClient.Do(req)

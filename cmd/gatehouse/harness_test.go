@@ -199,7 +199,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func (g *testGateway) logLine(t *testing.T, requestID string) string {
 	t.Helper()
 	var line string
-	waitFor(t, 2*time.Second, "log line of "+requestID, func() bool {
+	waitFor(t, 30*time.Second, "log line of "+requestID, func() bool {
 		for _, l := range strings.Split(g.Logs.String(), "\n") {
 			if strings.Contains(l, `"request_id":"`+requestID+`"`) {
 				line = l

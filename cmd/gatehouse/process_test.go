@@ -144,7 +144,7 @@ func TestProcessSIGHUPReloads(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the reload", func() bool {
+	waitFor(t, 30*time.Second, "the reload", func() bool {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+"/v1/models/via-sighup", nil)
 		req.Header.Set("Authorization", "Bearer "+clientKey)
 		resp, err := http.DefaultClient.Do(req)
@@ -155,7 +155,7 @@ func TestProcessSIGHUPReloads(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	})
 	// The log is written off the request path, a moment later.
-	waitFor(t, 2*time.Second, "the SIGHUP log line", func() bool { return strings.Contains(p.logs.String(), "SIGHUP") })
+	waitFor(t, 30*time.Second, "the SIGHUP log line", func() bool { return strings.Contains(p.logs.String(), "SIGHUP") })
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:

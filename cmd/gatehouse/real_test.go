@@ -248,7 +248,7 @@ func TestRealCancelStopsGeneration(t *testing.T) {
 	canceled := time.Now()
 	s.Close()
 
-	waitFor(t, 2*time.Second, "llama-server to stop generating", func() bool { return srv.processing(t) == 0 })
+	waitFor(t, 30*time.Second, "llama-server to stop generating", func() bool { return srv.processing(t) == 0 })
 	stopped := time.Since(canceled)
 	generated := srv.counters(t).sub(before).predicted
 	time.Sleep(500 * time.Millisecond)
@@ -332,7 +332,7 @@ func TestRealLeastTokensAvoidsBusyServer(t *testing.T) {
 	gw := startGateway(t, realConfig(servers))
 
 	release := a.occupy(t, llamaSlots)
-	waitFor(t, 10*time.Second, "a's slots to fill", func() bool { return a.processing(t) >= llamaSlots })
+	waitFor(t, 30*time.Second, "a's slots to fill", func() bool { return a.processing(t) >= llamaSlots })
 	time.Sleep(3 * loadInterval) // the gateway's poller has read it
 	for i := range 6 {
 		if p := providerOf(t, gw, 8); p != "b" {
@@ -341,7 +341,7 @@ func TestRealLeastTokensAvoidsBusyServer(t *testing.T) {
 	}
 
 	release()
-	waitFor(t, 2*time.Second, "a to go idle", func() bool { return a.processing(t) == 0 })
+	waitFor(t, 30*time.Second, "a to go idle", func() bool { return a.processing(t) == 0 })
 	time.Sleep(3 * loadInterval)
 	got := concurrently(t, gw, []string{"Say hello."}, []int64{16, 16, 16, 16})
 	split := map[string]int{}
