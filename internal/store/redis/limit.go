@@ -86,8 +86,19 @@ type Options struct {
 	// it, Admit returns limit.ErrUnavailable and the FailurePolicy
 	// applies.
 	Timeout time.Duration
-	// SettleQueue is how many settles may wait (4096 when zero).
+	// SettleQueue is how many settles may wait (4096 when zero). When it
+	// is full, Settle waits for room (settle.go).
 	SettleQueue int
+	// SettleBatch is how many settles at most go to Redis in one script
+	// call (DefaultSettleBatch when zero).
+	SettleBatch int
+	// SettleDelay is how long a batch of settles waits to fill before it
+	// goes out (DefaultSettleDelay when zero; negative: not at all, only
+	// what is queued already goes together).
+	SettleDelay time.Duration
+	// SettleWait is how long Settle waits for room in a full queue before
+	// it drops the settle, loudly (DefaultSettleWait when zero).
+	SettleWait time.Duration
 	// SettleAttempts is how often a settle is tried (5 when zero).
 	SettleAttempts int
 	// Spend is the durable record of settled spend; nil for none.
@@ -148,11 +159,18 @@ type Limiter struct {
 	// *seedCall).
 	seeding sync.Map
 
-	qmu       sync.RWMutex
-	closed    bool
-	queue     chan settleJob
-	wg        sync.WaitGroup
-	stopSweep chan struct{}
+	qmu    sync.RWMutex
+	closed bool
+	queue  chan settleJob
+	batch  int
+	delay  time.Duration
+	wait   time.Duration
+	// beforeFlush, when set (by tests), runs before each batch goes out.
+	beforeFlush func()
+	// The settle queue's counters (SettleStats).
+	settled, calls, waited, lostN atomic.Uint64
+	wg                            sync.WaitGroup
+	stopSweep                     chan struct{}
 }
 
 type script struct{ src, sha string }
@@ -209,6 +227,16 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 		l.spend = limit.NewSpendLog(o.Spend, o.FlushEvery, l.log)
 	}
 	l.queue = make(chan settleJob, n)
+	l.batch, l.delay = o.SettleBatch, o.SettleDelay
+	if l.batch <= 0 {
+		l.batch = DefaultSettleBatch
+	}
+	if l.delay == 0 {
+		l.delay = DefaultSettleDelay
+	}
+	if l.wait = o.SettleWait; l.wait <= 0 {
+		l.wait = DefaultSettleWait
+	}
 	for range 2 {
 		l.wg.Add(1)
 		go l.settleWorker()
@@ -491,165 +519,6 @@ func (l *Limiter) register(ctx context.Context, tag string, now time.Time) error
 	}
 	l.registered.Store(tag, now)
 	return nil
-}
-
-type settleJob struct {
-	keys, args []string
-}
-
-// Settle implements limit.Admitter. It queues the correction and returns
-// at once; it fails only when the settle had to be dropped (queue full or
-// Limiter closed), which the package doc explains.
-func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Actual) error {
-	if !r.Claim() {
-		return nil
-	}
-	job, ok := l.settleJobOf(&r, actual)
-	if !ok {
-		return nil
-	}
-	l.qmu.RLock()
-	defer l.qmu.RUnlock()
-	if l.closed {
-		return l.lost(errors.New("redis: settle after Close"))
-	}
-	select {
-	case l.queue <- job:
-		return nil
-	default:
-		return l.lost(errors.New("redis: settle queue full"))
-	}
-}
-
-// settleJobOf is the settle script's keys and arguments for r; false when
-// there is nothing to correct.
-func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settleJob, bool) {
-	a := &r.Admission
-	tag := tagOf(a)
-	keys := []string{l.prefix + "{" + tag + "}:s:" + r.ID}
-	args := []string{strconv.FormatInt(l.now().UnixMicro(), 10), "", strconv.FormatInt(window, 10), strconv.Itoa(markerTTL), "0", r.ID}
-	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for _, rt := range a.Rates {
-			k := l.rateKey(tag, "rt", rt.Scope, rt.ID)
-			if rt.TPM > 0 && !contains(keys, k) {
-				keys = append(keys, k)
-				args = append(args, strconv.FormatInt(rt.TPM, 10), strconv.FormatInt(dt, 10))
-			}
-		}
-	}
-	nt := len(keys) - 1
-	args[1] = strconv.Itoa(nt)
-	dc := strconv.FormatInt(int64(actual.Cost-a.Cost), 10)
-	full := strconv.FormatInt(int64(actual.Cost), 10)
-	for i := range a.Budgets {
-		b := &a.Budgets[i]
-		start, _ := b.Period.Span(r.At)
-		if l.spend != nil {
-			l.spend.Add(limit.BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
-		}
-		if k := l.budgetKey(tag, b, start); !contains(keys, k) {
-			keys = append(keys, k)
-			args = append(args, dc, full)
-		}
-	}
-	if nb := len(keys) - 1 - nt; nb > 0 {
-		args[4] = strconv.Itoa(nb)
-		keys = append(keys, l.ledgerKey(tag), l.ledgerHash(tag))
-	}
-	if len(keys) == 1 {
-		return settleJob{}, false
-	}
-	return settleJob{keys: keys, args: args}, true
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *Limiter) lost(err error) error {
-	l.log.Error("settle dropped; the reservation stays counted", "err", err)
-	if l.onLost != nil {
-		l.onLost(err)
-	}
-	return err
-}
-
-// settleBatch is how many queued settles a worker sends in one pipeline.
-const settleBatch = 64
-
-// settleWorker sends the queued settles. Whatever has queued up while it
-// waited goes out together, pipelined: one round trip for the batch (each
-// script still atomic on its own), so settles keep up with admissions
-// under load — two workers sending one script per round trip fell behind
-// at a few thousand requests a second and the queue overflowed (the
-// benchmark's Redis target showed it).
-func (l *Limiter) settleWorker() {
-	defer l.wg.Done()
-	batch := make([]settleJob, 0, settleBatch)
-	for job := range l.queue {
-		batch = append(batch[:0], job)
-	fill:
-		for len(batch) < settleBatch {
-			select {
-			case j, ok := <-l.queue:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, j)
-			default:
-				break fill
-			}
-		}
-		l.settleAll(batch)
-	}
-}
-
-// settleAll runs a batch of settles as one pipeline; those that fail
-// (Redis unreachable, or NOSCRIPT after a script flush) are retried one
-// by one. A settle script applies once per reservation, so one that ran
-// although its reply was lost is not applied again.
-func (l *Limiter) settleAll(batch []settleJob) {
-	if len(batch) > 1 {
-		cmds := make(rueidis.Commands, len(batch))
-		for i, j := range batch {
-			cmds[i] = l.c.B().Evalsha().Sha1(l.settle.sha).Numkeys(int64(len(j.keys))).Key(j.keys...).Arg(j.args...).Build()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		res := l.c.DoMulti(ctx, cmds...)
-		cancel()
-		failed := batch[:0]
-		for i, r := range res {
-			if r.Error() != nil {
-				failed = append(failed, batch[i])
-			}
-		}
-		batch = failed
-	}
-	for _, job := range batch {
-		l.settleOne(job)
-	}
-}
-
-// settleOne runs one settle, retrying with backoff.
-func (l *Limiter) settleOne(job settleJob) {
-	var err error
-	for try := range l.tries {
-		if try > 0 {
-			time.Sleep(time.Duration(25<<try) * time.Millisecond)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err = l.run(ctx, &l.settle, job.keys, job.args).Error()
-		cancel()
-		if err == nil {
-			return
-		}
-	}
-	l.lost(fmt.Errorf("redis: settle: %w", err))
 }
 
 // Close stops accepting settles, waits for the queued ones (until ctx
