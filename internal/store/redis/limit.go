@@ -476,7 +476,11 @@ func (l *Limiter) releaseAdmission(id string, a limit.Admission, at time.Time) {
 	if full {
 		return
 	}
-	_ = l.Settle(context.Background(), limit.NewReservation(id, a, at), limit.Actual{Tokens: a.Tokens})
+	r := limit.NewReservation(id, a, at)
+	if job, ok := l.settleJobOf(&r, limit.Actual{Tokens: a.Tokens}); ok {
+		// Never waiting: the admission that failed is on the request path.
+		_ = l.enqueue(job, false)
+	}
 }
 
 // admitOnce runs the admission script within the admission timeout.

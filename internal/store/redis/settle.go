@@ -82,6 +82,12 @@ func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Ac
 	if !ok {
 		return nil
 	}
+	return l.enqueue(job, true)
+}
+
+// enqueue puts job on the queue; when it is full, it waits for room (up
+// to Options.SettleWait) if wait, else gives up at once.
+func (l *Limiter) enqueue(job settleJob, wait bool) error {
 	l.qmu.RLock()
 	defer l.qmu.RUnlock()
 	if l.closed {
@@ -91,6 +97,9 @@ func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Ac
 	case l.queue <- job:
 		return nil
 	default:
+	}
+	if !wait {
+		return l.lost(1, errors.New("redis: settle queue full"))
 	}
 	l.waited.Add(1)
 	t := time.NewTimer(l.wait)
