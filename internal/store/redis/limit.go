@@ -82,9 +82,11 @@ type Options struct {
 	Prefix string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Timeout bounds one admission's round trip (250ms when zero); past
-	// it, Admit returns limit.ErrUnavailable and the FailurePolicy
-	// applies.
+	// Timeout is how long Redis may stay silent (no reply to any call of
+	// this replica) while an admission waits (250ms when zero); past it,
+	// Admit returns limit.ErrUnavailable and the FailurePolicy applies.
+	// While Redis answers, an admission waits for its reply up to eight
+	// times Timeout (liveness.go says why).
 	Timeout time.Duration
 	// SettleQueue is how many settles may wait (4096 when zero). When it
 	// is full, Settle waits for room (settle.go).
@@ -146,6 +148,7 @@ type Limiter struct {
 
 	admit, settle, seed, sweep, lease script
 
+	live   *liveness
 	ids    atomic.Uint64
 	idBase string
 
@@ -187,7 +190,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	l := &Limiter{c: c, prefix: o.Prefix, now: o.Now, timeout: o.Timeout, log: o.Log, onLost: o.OnSettleLost,
 		tries: o.SettleAttempts, store: o.Spend, reservationTTL: o.ReservationTTL,
 		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript),
-		lease: newScript(leaseScript)}
+		lease: newScript(leaseScript), live: newLiveness()}
 	if l.reservationTTL <= 0 {
 		l.reservationTTL = DefaultReservationTTL
 	}
@@ -483,18 +486,31 @@ func (l *Limiter) releaseAdmission(id string, a limit.Admission, at time.Time) {
 	}
 }
 
-// admitOnce runs the admission script within the admission timeout.
+// admitOnce runs the admission script, waiting for its reply while Redis
+// answers (liveness.go).
 func (l *Limiter) admitOnce(ctx context.Context, keys, args []string) ([]int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	cctx, release := l.live.callContext(ctx, l.timeout)
 	out, err := l.run(cctx, &l.admit, keys, args).AsIntSlice()
-	cancel()
+	cause := context.Cause(cctx)
+	release()
+	l.noteReply(err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("redis: admit: %w", ctx.Err())
 		}
+		if cause != nil {
+			err = cause
+		}
 		return nil, fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
 	}
 	return out, nil
+}
+
+// noteReply records that Redis answered, when err (of a call) says it did.
+func (l *Limiter) noteReply(err error) {
+	if _, isReply := rueidis.IsRedisErr(err); err == nil || isReply {
+		l.live.heard()
+	}
 }
 
 // newID names a reservation: unique across replicas (a random base per
@@ -515,9 +531,13 @@ func (l *Limiter) register(ctx context.Context, tag string, now time.Time) error
 	if t, ok := l.registered.Load(tag); ok && now.Sub(t.(time.Time)) < registerEvery {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	cctx, release := l.live.callContext(ctx, l.timeout)
 	err := l.c.Do(cctx, l.c.B().Sadd().Key(l.registryKey()).Member(tag).Build()).Error()
-	cancel()
+	if cause := context.Cause(cctx); err != nil && cause != nil && ctx.Err() == nil {
+		err = cause
+	}
+	release()
+	l.noteReply(err)
 	if err != nil {
 		return fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
 	}

@@ -379,6 +379,29 @@ type proxy struct {
 	ln    net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
+	// hung, once set, drops Redis's replies: a server that takes calls
+	// and never answers.
+	hung atomic.Bool
+}
+
+// hang makes the proxy drop every reply from now on.
+func (p *proxy) hang() { p.hung.Store(true) }
+
+// forward copies Redis's replies to the client, or drops them once hung.
+func (p *proxy) forward(client, server net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 && !p.hung.Load() {
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	client.Close()
 }
 
 func startProxy(t *testing.T, target string) *proxy {
@@ -402,7 +425,7 @@ func startProxy(t *testing.T, target string) *proxy {
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
 			go func() { io.Copy(out, in); out.Close() }()
-			go func() { io.Copy(in, out); in.Close() }()
+			go p.forward(in, out)
 		}
 	}()
 	t.Cleanup(p.close)

@@ -250,6 +250,7 @@ func (l *Limiter) settleAll(batch []settleJob) {
 	res := l.c.DoMulti(ctx, cmds...)
 	cancel()
 	for i, r := range res {
+		l.noteReply(r.Error())
 		if r.Error() != nil {
 			l.settleOne(calls[i])
 			continue
@@ -269,6 +270,7 @@ func (l *Limiter) settleOne(c settleCall) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err = l.run(ctx, &l.settle, c.keys, c.args).Error()
 		cancel()
+		l.noteReply(err)
 		if err == nil {
 			l.calls.Add(1)
 			l.settled.Add(uint64(c.n))
