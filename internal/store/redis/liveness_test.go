@@ -97,4 +97,3 @@ func TestHungRedisIsUnavailable(t *testing.T) {
 		t.Fatalf("Redis hung: err %v, want ErrUnavailable for its silence", err)
 	}
 }
-
