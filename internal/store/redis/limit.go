@@ -5,8 +5,12 @@
 // Admit is one EVALSHA of one Lua script that checks and reserves every
 // rate bucket and budget of the request, or reserves none (see package
 // limit for why). With leases (limit.Leaser), Lease hands out batches of
-// the same counters instead, one script call per batch of a tag. Settle runs a second script off the request path, from
-// a bounded queue with retries. Settled spend is also written to a
+// the same counters instead, one script call per batch of a tag. Settle
+// queues the correction; off the request path, the queued settles go to
+// Redis in batches, one script call per hash tag per batch (settle.go),
+// so a request costs Redis 1 + 1/B script calls. Admit counts Redis as
+// unavailable when it has been silent for Options.Timeout, not when one
+// reply is late (liveness.go). Settled spend is also written to a
 // limit.SpendStore (PostgreSQL in cluster mode), the durable record from
 // which Seed rebuilds budget counters Redis has lost.
 //
@@ -15,7 +19,7 @@
 //	<prefix>{<tag>}:rq:<scope>:<id>                   request bucket (GCRA arrival time, µs)
 //	<prefix>{<tag>}:rt:<scope>:<id>                   token bucket
 //	<prefix>{<tag>}:b:<scope>:<period>:<start>:<id>   budget counter (micro-dollars)
-//	<prefix>{<tag>}:s:<reservation>                   settled marker (10 minutes)
+//	<prefix>{<tag>}:s:<settle call>                   settled marker of one batch of settles (10 minutes)
 //	<prefix>{<tag>}:r, <prefix>{<tag>}:rh             reservation ledger: open reservations by deadline, and what each counts
 //	<prefix>{<tag>}:seeded                            the tag's budget counters are in Redis
 //	<prefix>{<tag>}:x:<exchange>                      a lease exchange ran (10 minutes; lease.go)
@@ -41,15 +45,20 @@
 //
 // # When a settle is lost
 //
-// The queue holds Options.SettleQueue settles; each is tried
-// Options.SettleAttempts times with backoff. A settle dropped (queue full,
-// attempts exhausted, process crash) leaves the reservation in place: the
+// The queue holds Options.SettleQueue settles; when it is full, Settle
+// waits for room (Options.SettleWait) rather than drop one, which paces
+// requests to what Redis settles. Each batch's script call is tried
+// Options.SettleAttempts times with backoff. A settle dropped (still no
+// room after the wait, attempts exhausted, process crash) is logged and
+// counted (SettleStats, the gatehouse_settles_lost_total metric) and
+// leaves the reservation in place: the
 // budget keeps the worst-case estimate instead of the actual cost, and the
 // token buckets keep the estimate until they refill within the minute.
 // The error is on the safe side, counting more spend than happened, never
 // less, and the durable record (SpendStore) still receives the actual
 // cost, since it is written independently. A retry after a lost reply is
-// harmless: the settled marker makes the script apply once.
+// harmless: the call's settled marker makes the script apply once. Each
+// reservation is settled by one call only (limit.Reservation.Claim).
 //
 // Times come from the replica's clock (Options.Now): replicas must keep
 // their clocks in sync (NTP). A clock ahead by d lets through at most d's
