@@ -76,7 +76,7 @@ func (v *liveness) callContext(parent context.Context, timeout time.Duration) (c
 	ctx, cancelCap := context.WithTimeoutCause(parent, maxWaitFactor*timeout, fmt.Errorf("%w within %v", errSlow, maxWaitFactor*timeout))
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &watch{v: v, began: v.since(), timeout: timeout, cancel: cancel}
-	w.timer.Store(time.AfterFunc(timeout, w.check))
+	w.arm(timeout)
 	return ctx, func() {
 		w.done.Store(true)
 		w.timer.Load().Stop()
@@ -93,6 +93,15 @@ type watch struct {
 	cancel  context.CancelCauseFunc
 	done    atomic.Bool
 	timer   atomic.Pointer[time.Timer]
+	// due is when the armed check should run, and excused the silence
+	// not blamed on Redis so far: the time checks ran late.
+	due, excused time.Duration
+}
+
+// arm runs check after d.
+func (w *watch) arm(d time.Duration) {
+	w.due = w.v.since() + d
+	w.timer.Store(time.AfterFunc(d, w.check))
 }
 
 // check cancels the call if Redis has been silent for the timeout, and
@@ -101,18 +110,24 @@ func (w *watch) check() {
 	if w.done.Load() {
 		return
 	}
-	s := w.v.silence(w.began)
+	// A check that runs late says this process was not running (the
+	// machine's other work had its CPUs): the silence of that stretch is
+	// the process's own, not Redis's.
+	if late := w.v.since() - w.due; late > 0 {
+		w.excused += late
+	}
+	s := w.v.silence(w.began) - w.excused
 	if s >= w.timeout {
 		// A timer's function runs ahead of the goroutines already waiting
 		// for a CPU, among them those holding Redis's replies: on a
 		// saturated replica the silence would be its own. Let them run
 		// first, then look again.
 		runtime.Gosched()
-		s = w.v.silence(w.began)
+		s = w.v.silence(w.began) - w.excused
 	}
 	if s >= w.timeout {
 		w.cancel(fmt.Errorf("%w for %v", errSilent, w.timeout))
 		return
 	}
-	w.timer.Store(time.AfterFunc(w.timeout-s, w.check))
+	w.arm(w.timeout - s)
 }

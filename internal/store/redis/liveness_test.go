@@ -32,35 +32,69 @@ func TestSilenceCountsFromTheLastReply(t *testing.T) {
 	}
 }
 
-// TestWatchWaitsWhileRedisAnswers drives one call's silence check by
-// hand: while replies to other calls keep coming it looks again instead
-// of cancelling; once none has come for the timeout it cancels with
-// errSilent.
-func TestWatchWaitsWhileRedisAnswers(t *testing.T) {
-	var mu sync.Mutex
-	var now time.Duration
-	clock := func() time.Duration { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now += d; mu.Unlock() }
-	v := &liveness{since: clock}
+// fakeMono is a monotonic clock a test moves by hand.
+type fakeMono struct {
+	mu  sync.Mutex
+	now time.Duration
+}
+
+func (c *fakeMono) since() time.Duration    { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeMono) set(t time.Duration)     { c.mu.Lock(); c.now = t; c.mu.Unlock() }
+func (c *fakeMono) advance(d time.Duration) { c.mu.Lock(); c.now += d; c.mu.Unlock() }
+
+// newTestWatch is a watch on a hand-moved clock whose timers never fire
+// by themselves (an hour): the test runs check.
+func newTestWatch(t *testing.T) (*watch, *fakeMono, context.Context) {
+	clk := &fakeMono{now: time.Minute}
+	v := &liveness{since: clk.since}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	const timeout = time.Hour // the timers never fire on their own; check runs by hand
-	w := &watch{v: v, began: clock(), timeout: timeout, cancel: cancel}
-	defer w.done.Store(true)
+	w := &watch{v: v, began: clk.since(), timeout: time.Hour, cancel: cancel}
+	w.arm(w.timeout)
+	t.Cleanup(func() {
+		w.done.Store(true)
+		w.timer.Load().Stop()
+		cancel(nil)
+	})
+	return w, clk, ctx
+}
+
+// TestWatchWaitsWhileRedisAnswers: while replies to other calls keep
+// coming, each check looks again later instead of cancelling; once none
+// has come for the timeout, the check cancels with errSilent.
+func TestWatchWaitsWhileRedisAnswers(t *testing.T) {
+	w, clk, ctx := newTestWatch(t)
 	for range 3 {
-		advance(timeout - time.Minute)
-		v.heard() // Redis answered someone just before the deadline
-		advance(time.Minute)
+		clk.set(w.due - time.Minute)
+		w.v.heard() // Redis answered someone a minute before the check
+		clk.set(w.due)
+		w.timer.Load().Stop()
 		w.check()
 		if ctx.Err() != nil {
 			t.Fatalf("cancelled (%v) while Redis answered other calls", context.Cause(ctx))
 		}
-		if w.timer.Load() == nil {
-			t.Fatal("no next check armed")
-		}
-		w.timer.Load().Stop()
 	}
-	advance(timeout) // silence: nothing heard for a whole timeout
+	clk.set(w.due) // a whole timeout since the last reply
+	w.timer.Load().Stop()
+	w.check()
+	if !errors.Is(context.Cause(ctx), errSilent) {
+		t.Fatalf("cause %v, want errSilent", context.Cause(ctx))
+	}
+}
+
+// TestWatchExcusesItsOwnLateness: a check that runs long after it was
+// due (the process had no CPU) does not blame Redis for that stretch.
+func TestWatchExcusesItsOwnLateness(t *testing.T) {
+	w, clk, ctx := newTestWatch(t)
+	clk.advance(w.timeout / 2)
+	w.v.heard()
+	clk.set(w.due + 10*time.Minute) // the check runs ten minutes late
+	w.timer.Load().Stop()
+	w.check()
+	if ctx.Err() != nil {
+		t.Fatalf("cancelled (%v): half a timeout of Redis's silence, the rest the process's own", context.Cause(ctx))
+	}
+	clk.set(w.due) // on time now, and Redis still silent: a whole timeout of its own
+	w.timer.Load().Stop()
 	w.check()
 	if !errors.Is(context.Cause(ctx), errSilent) {
 		t.Fatalf("cause %v, want errSilent", context.Cause(ctx))
