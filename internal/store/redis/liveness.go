@@ -6,17 +6,19 @@ package redis
 // thing: the reply to an admission reaches its request only after the
 // client's writer and reader goroutines and then the request's own have
 // each had their turn on a CPU, and on a saturated gateway that queueing
-// grew with the number of requests in flight — 6.6 ms at the median with
-// 32 clients, 60–100 ms with 256 on the shared 2-core bench machine,
-// while Redis (reniced above everything else, to no change) answered
-// every script in microseconds. Past 250 ms a third to two thirds of the
-// requests were refused with 503, although Redis was answering thousands
-// of scripts a second all along (BENCHMARKS.md, "Cluster mode: one round
-// trip, and leases").
+// grew with the number of requests in flight — 4–10 ms at the median
+// with 32 clients, 50–118 ms with 256 on the shared 2-core bench
+// machine, and Redis started above everything else in priority changed
+// nothing. Past 250 ms up to four fifths of the requests were refused
+// with 503 while Redis kept answering hundreds of admissions a second
+// (BENCHMARKS.md, "Without leases: settles batched, and the 503s under
+// load").
 //
 // So an admission now fails for want of Redis when Redis has been silent
 // for Options.Timeout while it waited: no reply to any call of this
-// replica (an admission or a settle) in that time. A late reply while
+// replica (an admission or a settle) in that time, less the time the
+// check itself ran late (the replica had no CPU, so the silence was its
+// own). A late reply while
 // others arrive is waited for, up to maxWaitFactor × Options.Timeout in
 // all (a Redis that answers, but too slowly to serve, still fails
 // requests rather than holding them for ever). A Redis that is gone is
