@@ -11,6 +11,7 @@ import (
 
 	"gatehouse/internal/config"
 	"gatehouse/internal/limit"
+	"gatehouse/internal/metrics"
 	"gatehouse/internal/store/redis"
 	"gatehouse/internal/tokens"
 )
@@ -35,6 +36,9 @@ type admitter struct {
 	redis rueidis.Client
 	// spend reads the budget counters for the admin API.
 	spend *budgetSpend
+	// settles reads the Redis limiter's settle queue (nil in embedded
+	// mode), for the metrics.
+	settles func() metrics.SettleStats
 	// leaser holds this replica's leases when limits.lease is on (nil
 	// otherwise): a reload hands them back.
 	leaser *limit.Leaser
@@ -73,7 +77,8 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 	} else if n > 0 {
 		log.Info("restored budget counters Redis had lost", "counters", n)
 	}
-	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}, redis: client, spend: &budgetSpend{redis: rl}}
+	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}, redis: client, spend: &budgetSpend{redis: rl},
+		settles: func() metrics.SettleStats { return metrics.SettleStats(rl.SettleStats()) }}
 	var primary limit.Admitter = rl
 	if l.Lease.Enabled {
 		// Leases in front of Redis: admissions come out of capacity taken

@@ -116,6 +116,9 @@ func newGateway(path string, cfg *config.Config, types *provider.Registry, bare 
 		if st.cache != nil {
 			m.Cache(st.cache.Memory())
 		}
+		if st.limiter != nil && st.limiter.settles != nil {
+			m.Settles(st.limiter.settles)
+		}
 	}
 	var tracer *telemetry.Tracer
 	if tr := cfg.Telemetry.Traces; tr != nil && !bare {

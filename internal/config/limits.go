@@ -49,7 +49,10 @@ type Limits struct {
 	// Replicas is how many gateways share the limits, for failing open:
 	// each enforces 1/Replicas of every limit. Default 1.
 	Replicas int `yaml:"replicas"`
-	// RedisTimeout bounds one admission round trip; default 250ms.
+	// RedisTimeout is how long Redis may stay silent (no reply to any of
+	// this replica's calls) while an admission waits before Redis counts
+	// as unavailable; a reply that is merely late while Redis answers
+	// others is waited for up to eight times as long. Default 250ms.
 	RedisTimeout Duration `yaml:"redis_timeout"`
 	// Cooldown is how long the local limiter serves after a Redis failure
 	// before Redis is tried again; default 1s.

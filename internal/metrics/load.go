@@ -96,3 +96,33 @@ func (m *Metrics) Cache(s CacheStats) {
 			Help: "Bytes the exact cache's in-process tier counts against cache.exact.max_bytes."}, func() float64 { return float64(s.Bytes()) }),
 	)
 }
+
+// SettleStats is what cluster mode's settle queue counts (the Redis
+// limiter's, internal/store/redis): settles waiting, applied, the script
+// calls that applied them, Settle calls that found the queue full and
+// waited for room, and settles given up on.
+type SettleStats struct {
+	Queued                       int
+	Settled, Calls, Waited, Lost uint64
+}
+
+// Settles registers the settle queue's depth and counters, read at scrape
+// time. Settles per call is the batching: Redis's script calls a request
+// are 1 + calls/settled.
+func (m *Metrics) Settles(read func() SettleStats) {
+	if m == nil || read == nil {
+		return
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gatehouse_settle_queue_depth",
+			Help: "Settlements waiting to be sent to Redis (cluster mode)."}, func() float64 { return float64(read().Queued) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_settles_total",
+			Help: "Settlements applied in Redis (cluster mode)."}, func() float64 { return float64(read().Settled) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_settle_calls_total",
+			Help: "Redis script calls that applied the settlements, each a batch of them."}, func() float64 { return float64(read().Calls) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_settle_waits_total",
+			Help: "Settlements that found the settle queue full and waited for room (Redis not keeping up)."}, func() float64 { return float64(read().Waited) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_settles_lost_total",
+			Help: "Settlements given up on (queue still full after waiting, or Redis failing every attempt); each reservation stays counted at its estimate."}, func() float64 { return float64(read().Lost) }),
+	)
+}

@@ -54,6 +54,7 @@ func TestInstrumentsAreServed(t *testing.T) {
 		return []DeploymentLoad{{Provider: "up", Model: "gpt-4o-mini", Requests: 2, Tokens: 900}}
 	})
 	m.UsageSink(sinkStats{})
+	m.Settles(func() SettleStats { return SettleStats{Queued: 7, Settled: 512, Calls: 3, Waited: 2, Lost: 1} })
 
 	wantSeries(t, scrape(t, m),
 		`gatehouse_requests_total{code="200",error_kind="",model="chat",route="/v1/chat/completions"} 2`,
@@ -80,6 +81,11 @@ func TestInstrumentsAreServed(t *testing.T) {
 		`gatehouse_usage_records_replayed_total 2`,
 		`gatehouse_usage_records_dropped_total 1`,
 		`gatehouse_usage_records_written_total 10`,
+		`gatehouse_settle_queue_depth 7`,
+		`gatehouse_settles_total 512`,
+		`gatehouse_settle_calls_total 3`,
+		`gatehouse_settle_waits_total 2`,
+		`gatehouse_settles_lost_total 1`,
 		`go_goroutines`,
 	)
 	// Two processes (or tests) never share instruments.

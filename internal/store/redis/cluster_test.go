@@ -44,7 +44,10 @@ func TestOnRedisCluster(t *testing.T) {
 		{"SettleAfterTheLoss", TestSettleAfterTheLoss},
 		{"SweepReleasesUnsettledReservations", TestSweepReleasesUnsettledReservations},
 		{"ReleaseAnAdmissionOfUnknownOutcome", TestReleaseAnAdmissionOfUnknownOutcome},
-		{"SettlesPipelined", TestSettlesPipelined},
+		{"SettlesBatched", TestSettlesBatched},
+		{"SettleReplayAppliesNothing", TestSettleReplayAppliesNothing},
+		{"SettleBatchesThreeReplicasExact", TestSettleBatchesThreeReplicasExact},
+		{"FullSettleQueueWaits", TestFullSettleQueueWaits},
 		{"CacheTier", TestCacheTier},
 		{"CacheEntriesExpireInRedis", TestCacheEntriesExpireInRedis},
 		{"CacheOddProjects", TestCacheOddProjects},
@@ -115,7 +118,7 @@ func TestSlotsOfEveryKey(t *testing.T) {
 			l.rateKey(tag, "rq", limit.ScopeKey, name+"{k}"),
 			l.rateKey(tag, "rt", limit.ScopeKeyModel, limit.KeyModelID("k", "llama3:8b")),
 			l.budgetKey(tag, b, "2031-01-01"),
-			l.prefix + "{" + tag + "}:s:reservation-1",
+			l.markerKey(tag, "batch-1"),
 		}
 	}
 	cache := NewCache(c, "gh:")

@@ -5,8 +5,12 @@
 // Admit is one EVALSHA of one Lua script that checks and reserves every
 // rate bucket and budget of the request, or reserves none (see package
 // limit for why). With leases (limit.Leaser), Lease hands out batches of
-// the same counters instead, one script call per batch of a tag. Settle runs a second script off the request path, from
-// a bounded queue with retries. Settled spend is also written to a
+// the same counters instead, one script call per batch of a tag. Settle
+// queues the correction; off the request path, the queued settles go to
+// Redis in batches, one script call per hash tag per batch (settle.go),
+// so a request costs Redis 1 + 1/B script calls. Admit counts Redis as
+// unavailable when it has been silent for Options.Timeout, not when one
+// reply is late (liveness.go). Settled spend is also written to a
 // limit.SpendStore (PostgreSQL in cluster mode), the durable record from
 // which Seed rebuilds budget counters Redis has lost.
 //
@@ -15,7 +19,7 @@
 //	<prefix>{<tag>}:rq:<scope>:<id>                   request bucket (GCRA arrival time, µs)
 //	<prefix>{<tag>}:rt:<scope>:<id>                   token bucket
 //	<prefix>{<tag>}:b:<scope>:<period>:<start>:<id>   budget counter (micro-dollars)
-//	<prefix>{<tag>}:s:<reservation>                   settled marker (10 minutes)
+//	<prefix>{<tag>}:s:<settle call>                   settled marker of one batch of settles (10 minutes)
 //	<prefix>{<tag>}:r, <prefix>{<tag>}:rh             reservation ledger: open reservations by deadline, and what each counts
 //	<prefix>{<tag>}:seeded                            the tag's budget counters are in Redis
 //	<prefix>{<tag>}:x:<exchange>                      a lease exchange ran (10 minutes; lease.go)
@@ -41,15 +45,20 @@
 //
 // # When a settle is lost
 //
-// The queue holds Options.SettleQueue settles; each is tried
-// Options.SettleAttempts times with backoff. A settle dropped (queue full,
-// attempts exhausted, process crash) leaves the reservation in place: the
+// The queue holds Options.SettleQueue settles; when it is full, Settle
+// waits for room (Options.SettleWait) rather than drop one, which paces
+// requests to what Redis settles. Each batch's script call is tried
+// Options.SettleAttempts times with backoff. A settle dropped (still no
+// room after the wait, attempts exhausted, process crash) is logged and
+// counted (SettleStats, the gatehouse_settles_lost_total metric) and
+// leaves the reservation in place: the
 // budget keeps the worst-case estimate instead of the actual cost, and the
 // token buckets keep the estimate until they refill within the minute.
 // The error is on the safe side, counting more spend than happened, never
 // less, and the durable record (SpendStore) still receives the actual
 // cost, since it is written independently. A retry after a lost reply is
-// harmless: the settled marker makes the script apply once.
+// harmless: the call's settled marker makes the script apply once. Each
+// reservation is settled by one call only (limit.Reservation.Claim).
 //
 // Times come from the replica's clock (Options.Now): replicas must keep
 // their clocks in sync (NTP). A clock ahead by d lets through at most d's
@@ -82,12 +91,25 @@ type Options struct {
 	Prefix string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Timeout bounds one admission's round trip (250ms when zero); past
-	// it, Admit returns limit.ErrUnavailable and the FailurePolicy
-	// applies.
+	// Timeout is how long Redis may stay silent (no reply to any call of
+	// this replica) while an admission waits (250ms when zero); past it,
+	// Admit returns limit.ErrUnavailable and the FailurePolicy applies.
+	// While Redis answers, an admission waits for its reply up to eight
+	// times Timeout (liveness.go says why).
 	Timeout time.Duration
-	// SettleQueue is how many settles may wait (4096 when zero).
+	// SettleQueue is how many settles may wait (4096 when zero). When it
+	// is full, Settle waits for room (settle.go).
 	SettleQueue int
+	// SettleBatch is how many settles at most go to Redis in one script
+	// call (DefaultSettleBatch when zero).
+	SettleBatch int
+	// SettleDelay is how long a batch of settles waits to fill before it
+	// goes out (DefaultSettleDelay when zero; negative: not at all, only
+	// what is queued already goes together).
+	SettleDelay time.Duration
+	// SettleWait is how long Settle waits for room in a full queue before
+	// it drops the settle, loudly (DefaultSettleWait when zero).
+	SettleWait time.Duration
 	// SettleAttempts is how often a settle is tried (5 when zero).
 	SettleAttempts int
 	// Spend is the durable record of settled spend; nil for none.
@@ -135,6 +157,7 @@ type Limiter struct {
 
 	admit, settle, seed, sweep, lease script
 
+	live   *liveness
 	ids    atomic.Uint64
 	idBase string
 
@@ -148,11 +171,18 @@ type Limiter struct {
 	// *seedCall).
 	seeding sync.Map
 
-	qmu       sync.RWMutex
-	closed    bool
-	queue     chan settleJob
-	wg        sync.WaitGroup
-	stopSweep chan struct{}
+	qmu    sync.RWMutex
+	closed bool
+	queue  chan settleJob
+	batch  int
+	delay  time.Duration
+	wait   time.Duration
+	// beforeFlush, when set (by tests), runs before each batch goes out.
+	beforeFlush func()
+	// The settle queue's counters (SettleStats).
+	settled, calls, waited, lostN atomic.Uint64
+	wg                            sync.WaitGroup
+	stopSweep                     chan struct{}
 }
 
 type script struct{ src, sha string }
@@ -169,7 +199,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	l := &Limiter{c: c, prefix: o.Prefix, now: o.Now, timeout: o.Timeout, log: o.Log, onLost: o.OnSettleLost,
 		tries: o.SettleAttempts, store: o.Spend, reservationTTL: o.ReservationTTL,
 		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript),
-		lease: newScript(leaseScript)}
+		lease: newScript(leaseScript), live: newLiveness()}
 	if l.reservationTTL <= 0 {
 		l.reservationTTL = DefaultReservationTTL
 	}
@@ -209,6 +239,16 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 		l.spend = limit.NewSpendLog(o.Spend, o.FlushEvery, l.log)
 	}
 	l.queue = make(chan settleJob, n)
+	l.batch, l.delay = o.SettleBatch, o.SettleDelay
+	if l.batch <= 0 {
+		l.batch = DefaultSettleBatch
+	}
+	if l.delay == 0 {
+		l.delay = DefaultSettleDelay
+	}
+	if l.wait = o.SettleWait; l.wait <= 0 {
+		l.wait = DefaultSettleWait
+	}
 	for range 2 {
 		l.wg.Add(1)
 		go l.settleWorker()
@@ -448,21 +488,38 @@ func (l *Limiter) releaseAdmission(id string, a limit.Admission, at time.Time) {
 	if full {
 		return
 	}
-	_ = l.Settle(context.Background(), limit.NewReservation(id, a, at), limit.Actual{Tokens: a.Tokens})
+	r := limit.NewReservation(id, a, at)
+	if job, ok := l.settleJobOf(&r, limit.Actual{Tokens: a.Tokens}); ok {
+		// Never waiting: the admission that failed is on the request path.
+		_ = l.enqueue(job, false)
+	}
 }
 
-// admitOnce runs the admission script within the admission timeout.
+// admitOnce runs the admission script, waiting for its reply while Redis
+// answers (liveness.go).
 func (l *Limiter) admitOnce(ctx context.Context, keys, args []string) ([]int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	cctx, release := l.live.callContext(ctx, l.timeout)
 	out, err := l.run(cctx, &l.admit, keys, args).AsIntSlice()
-	cancel()
+	cause := context.Cause(cctx)
+	release()
+	l.noteReply(err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("redis: admit: %w", ctx.Err())
 		}
+		if cause != nil {
+			err = cause
+		}
 		return nil, fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
 	}
 	return out, nil
+}
+
+// noteReply records that Redis answered, when err (of a call) says it did.
+func (l *Limiter) noteReply(err error) {
+	if _, isReply := rueidis.IsRedisErr(err); err == nil || isReply {
+		l.live.heard()
+	}
 }
 
 // newID names a reservation: unique across replicas (a random base per
@@ -483,173 +540,18 @@ func (l *Limiter) register(ctx context.Context, tag string, now time.Time) error
 	if t, ok := l.registered.Load(tag); ok && now.Sub(t.(time.Time)) < registerEvery {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	cctx, release := l.live.callContext(ctx, l.timeout)
 	err := l.c.Do(cctx, l.c.B().Sadd().Key(l.registryKey()).Member(tag).Build()).Error()
-	cancel()
+	if cause := context.Cause(cctx); err != nil && cause != nil && ctx.Err() == nil {
+		err = cause
+	}
+	release()
+	l.noteReply(err)
 	if err != nil {
 		return fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
 	}
 	l.registered.Store(tag, now)
 	return nil
-}
-
-type settleJob struct {
-	keys, args []string
-}
-
-// Settle implements limit.Admitter. It queues the correction and returns
-// at once; it fails only when the settle had to be dropped (queue full or
-// Limiter closed), which the package doc explains.
-func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Actual) error {
-	if !r.Claim() {
-		return nil
-	}
-	job, ok := l.settleJobOf(&r, actual)
-	if !ok {
-		return nil
-	}
-	l.qmu.RLock()
-	defer l.qmu.RUnlock()
-	if l.closed {
-		return l.lost(errors.New("redis: settle after Close"))
-	}
-	select {
-	case l.queue <- job:
-		return nil
-	default:
-		return l.lost(errors.New("redis: settle queue full"))
-	}
-}
-
-// settleJobOf is the settle script's keys and arguments for r; false when
-// there is nothing to correct.
-func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settleJob, bool) {
-	a := &r.Admission
-	tag := tagOf(a)
-	keys := []string{l.prefix + "{" + tag + "}:s:" + r.ID}
-	args := []string{strconv.FormatInt(l.now().UnixMicro(), 10), "", strconv.FormatInt(window, 10), strconv.Itoa(markerTTL), "0", r.ID}
-	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for _, rt := range a.Rates {
-			k := l.rateKey(tag, "rt", rt.Scope, rt.ID)
-			if rt.TPM > 0 && !contains(keys, k) {
-				keys = append(keys, k)
-				args = append(args, strconv.FormatInt(rt.TPM, 10), strconv.FormatInt(dt, 10))
-			}
-		}
-	}
-	nt := len(keys) - 1
-	args[1] = strconv.Itoa(nt)
-	dc := strconv.FormatInt(int64(actual.Cost-a.Cost), 10)
-	full := strconv.FormatInt(int64(actual.Cost), 10)
-	for i := range a.Budgets {
-		b := &a.Budgets[i]
-		start, _ := b.Period.Span(r.At)
-		if l.spend != nil {
-			l.spend.Add(limit.BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
-		}
-		if k := l.budgetKey(tag, b, start); !contains(keys, k) {
-			keys = append(keys, k)
-			args = append(args, dc, full)
-		}
-	}
-	if nb := len(keys) - 1 - nt; nb > 0 {
-		args[4] = strconv.Itoa(nb)
-		keys = append(keys, l.ledgerKey(tag), l.ledgerHash(tag))
-	}
-	if len(keys) == 1 {
-		return settleJob{}, false
-	}
-	return settleJob{keys: keys, args: args}, true
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *Limiter) lost(err error) error {
-	l.log.Error("settle dropped; the reservation stays counted", "err", err)
-	if l.onLost != nil {
-		l.onLost(err)
-	}
-	return err
-}
-
-// settleBatch is how many queued settles a worker sends in one pipeline.
-const settleBatch = 64
-
-// settleWorker sends the queued settles. Whatever has queued up while it
-// waited goes out together, pipelined: one round trip for the batch (each
-// script still atomic on its own), so settles keep up with admissions
-// under load — two workers sending one script per round trip fell behind
-// at a few thousand requests a second and the queue overflowed (the
-// benchmark's Redis target showed it).
-func (l *Limiter) settleWorker() {
-	defer l.wg.Done()
-	batch := make([]settleJob, 0, settleBatch)
-	for job := range l.queue {
-		batch = append(batch[:0], job)
-	fill:
-		for len(batch) < settleBatch {
-			select {
-			case j, ok := <-l.queue:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, j)
-			default:
-				break fill
-			}
-		}
-		l.settleAll(batch)
-	}
-}
-
-// settleAll runs a batch of settles as one pipeline; those that fail
-// (Redis unreachable, or NOSCRIPT after a script flush) are retried one
-// by one. A settle script applies once per reservation, so one that ran
-// although its reply was lost is not applied again.
-func (l *Limiter) settleAll(batch []settleJob) {
-	if len(batch) > 1 {
-		cmds := make(rueidis.Commands, len(batch))
-		for i, j := range batch {
-			cmds[i] = l.c.B().Evalsha().Sha1(l.settle.sha).Numkeys(int64(len(j.keys))).Key(j.keys...).Arg(j.args...).Build()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		res := l.c.DoMulti(ctx, cmds...)
-		cancel()
-		failed := batch[:0]
-		for i, r := range res {
-			if r.Error() != nil {
-				failed = append(failed, batch[i])
-			}
-		}
-		batch = failed
-	}
-	for _, job := range batch {
-		l.settleOne(job)
-	}
-}
-
-// settleOne runs one settle, retrying with backoff.
-func (l *Limiter) settleOne(job settleJob) {
-	var err error
-	for try := range l.tries {
-		if try > 0 {
-			time.Sleep(time.Duration(25<<try) * time.Millisecond)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err = l.run(ctx, &l.settle, job.keys, job.args).Error()
-		cancel()
-		if err == nil {
-			return
-		}
-	}
-	l.lost(fmt.Errorf("redis: settle: %w", err))
 }
 
 // Close stops accepting settles, waits for the queued ones (until ctx

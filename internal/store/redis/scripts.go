@@ -103,43 +103,54 @@ end
 return out
 `
 
-// settleScript applies the difference between actual and reserved, once
-// per reservation.
+// settleScript applies the settles of a batch of reservations — the
+// difference between what each reserved and what it used — in one call,
+// once per batch.
 //
-//	KEYS  1 the reservation's settled marker, then token buckets (nt),
-//	      then budget counters (nb), then with budgets the ledger's
-//	      sorted set and hash
-//	ARGV  1 now (µs)  2 nt  3 window (µs)  4 marker TTL (s)  5 nb
-//	      6 reservation id
-//	      then per token bucket:   limit, delta tokens
-//	      then per budget counter: delta micro-dollars, actual micro-dollars
+//	KEYS  1 the batch's settled marker, then every counter and ledger key
+//	      the batch touches, each once
+//	ARGV  1 now (µs)  2 window (µs)  3 marker TTL (s)  4 nt  5 nr
+//	      then per token bucket (nt): key index, limit, tokens to refund,
+//	      tokens to charge
+//	      then per reservation (nr): index of its ledger's sorted set, of
+//	      its hash, its id, nb, then per budget counter (nb): key index,
+//	      delta micro-dollars, actual micro-dollars
 //
-// Returns 1, or 0 when the reservation had been settled already (a retry
-// after a lost reply). A refund to a bucket that has since emptied out
-// (expired) is dropped: it is full anyway. A budget counter that expired
-// or was lost is not recreated. The reservation's estimate is in the
-// counters while the ledger holds it: then the delta applies; when the
-// ledger no longer does (swept after a crash's deadline, or lost with
-// the counters, which were rebuilt from the durable record since), the
-// actual cost is added whole.
+// A token bucket's refunds and charges are summed over the batch by the
+// caller; the refund is applied first, the order that leaves the bucket
+// fullest of all the orders the settles could have run in, so a batch
+// never admits more than the same settles one by one would have. A
+// refund to a bucket that has since emptied out (expired) is dropped: it
+// is full anyway. A reservation's estimate is in its budget counters
+// while the ledger holds it: then the delta applies; when the ledger no
+// longer does (swept after a crash's deadline, or lost with the counters,
+// which were rebuilt from the durable record since), the actual cost is
+// added whole. The budget amounts are summed per counter, and a counter
+// that expired or was lost is not recreated.
+//
+// Returns 1, or 0 when the batch had been settled already (a retry after
+// a lost reply).
 const settleScript = `
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[4])) then return 0 end
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[3])) then return 0 end
 local now = tonumber(ARGV[1])
-local nt = tonumber(ARGV[2])
-local window = tonumber(ARGV[3])
-local nb = tonumber(ARGV[5])
+local window = tonumber(ARGV[2])
+local nt = tonumber(ARGV[4])
+local nr = tonumber(ARGV[5])
+local p = 6
 for i = 1, nt do
-  local k = KEYS[1 + i]
-  local limit = tonumber(ARGV[5 + 2 * i])
-  local delta = tonumber(ARGV[6 + 2 * i])
+  local k = KEYS[tonumber(ARGV[p])]
+  local limit = tonumber(ARGV[p + 1])
+  local refund = tonumber(ARGV[p + 2])
+  local charge = tonumber(ARGV[p + 3])
+  p = p + 4
   local v = redis.call('GET', k)
   local tat
-  if delta < 0 then
-    if v then tat = tonumber(v) - math.floor(-delta * window / limit) end
-  else
-    tat = now
-    if v then tat = math.max(tonumber(v), now) end
-    tat = tat + math.floor(delta * window / limit)
+  if v then
+    tat = tonumber(v) - math.floor(refund * window / limit)
+  end
+  if charge > 0 then
+    if not tat or tat < now then tat = now end
+    tat = tat + math.floor(charge * window / limit)
   end
   if tat then
     if tat <= now then
@@ -149,17 +160,29 @@ for i = 1, nt do
     end
   end
 end
-local held = 1
-if nb > 0 then
-  held = redis.call('ZREM', KEYS[2 + nt + nb], ARGV[6])
-  redis.call('HDEL', KEYS[3 + nt + nb], ARGV[6])
+local add = {}
+local order = {}
+for i = 1, nr do
+  local id = ARGV[p + 2]
+  local nb = tonumber(ARGV[p + 3])
+  local held = redis.call('ZREM', KEYS[tonumber(ARGV[p])], id)
+  redis.call('HDEL', KEYS[tonumber(ARGV[p + 1])], id)
+  p = p + 4
+  for j = 1, nb do
+    local ki = tonumber(ARGV[p])
+    local amount = tonumber(ARGV[p + 1])
+    if held == 0 then amount = tonumber(ARGV[p + 2]) end
+    p = p + 3
+    if not add[ki] then
+      add[ki] = 0
+      order[#order + 1] = ki
+    end
+    add[ki] = add[ki] + amount
+  end
 end
-local base = 6 + 2 * nt
-for j = 1, nb do
-  local amount = tonumber(ARGV[base + 2 * j - 1])
-  if held == 0 then amount = tonumber(ARGV[base + 2 * j]) end
-  if amount ~= 0 and redis.call('EXISTS', KEYS[1 + nt + j]) == 1 then
-    redis.call('INCRBY', KEYS[1 + nt + j], amount)
+for _, ki in ipairs(order) do
+  if add[ki] ~= 0 and redis.call('EXISTS', KEYS[ki]) == 1 then
+    redis.call('INCRBY', KEYS[ki], add[ki])
   end
 end
 return 1

@@ -1,0 +1,373 @@
+package redis
+
+// Settlement in batches. Admission is the one round trip a request waits
+// for; settling it is a second script call, off the request path. Sent
+// one per request, those calls were half of Redis's script calls and
+// more than half of its commands, and under load they competed with the
+// admissions for Redis's one core and for the client's connections. So
+// settles wait in a bounded queue and go out together: every settle the
+// queue holds when a flush starts, up to Options.SettleBatch of them, in
+// one script call per hash tag (one call in all on a single server),
+// after waiting at most Options.SettleDelay for the batch to fill. Redis
+// then sees 1 + 1/B script calls a request instead of 2, and per batch
+// one settled marker instead of one per request, one read and write per
+// token bucket and one INCRBY per budget counter.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"gatehouse/internal/limit"
+)
+
+// Defaults of the settle queue's options. DefaultSettleWait is how long
+// Settle waits for room in a full queue before it gives the settle up
+// (loudly: logged and counted). A full queue means Redis settles more
+// slowly than requests arrive; waiting slows the requests to the pace
+// Redis keeps, where dropping would lose the settles.
+const (
+	DefaultSettleBatch = 256
+	DefaultSettleDelay = 2 * time.Millisecond
+	DefaultSettleWait  = time.Second
+)
+
+// settleJob is one reservation's settle, as the batch script takes it.
+type settleJob struct {
+	tag     string // the hash tag of every key below
+	id      string
+	tokens  []tokenDelta
+	budgets []budgetDelta
+}
+
+type tokenDelta struct {
+	key          string
+	limit, delta int64 // delta: actual tokens minus the estimate
+}
+
+type budgetDelta struct {
+	key         string
+	delta, full int64 // micro-dollars: actual minus estimate, and actual
+}
+
+// SettleStats counts what the settle queue did, for the metrics.
+type SettleStats struct {
+	Queued  int    // settles waiting now
+	Settled uint64 // settles applied in Redis
+	Calls   uint64 // script calls that applied them
+	Waited  uint64 // Settle calls that found the queue full and waited for room
+	Lost    uint64 // settles given up on (each also logged)
+}
+
+// SettleStats reads the settle queue's counters.
+func (l *Limiter) SettleStats() SettleStats {
+	return SettleStats{Queued: len(l.queue), Settled: l.settled.Load(), Calls: l.calls.Load(),
+		Waited: l.waited.Load(), Lost: l.lostN.Load()}
+}
+
+// Settle implements limit.Admitter. It queues the correction and returns:
+// at once while the queue has room; when it is full, after waiting for
+// room (up to Options.SettleWait), which paces requests to what Redis settles. It
+// fails only when the settle had to be dropped (no room within that
+// wait, or the Limiter closed), which the package doc explains.
+func (l *Limiter) Settle(_ context.Context, r limit.Reservation, actual limit.Actual) error {
+	if !r.Claim() {
+		return nil
+	}
+	job, ok := l.settleJobOf(&r, actual)
+	if !ok {
+		return nil
+	}
+	return l.enqueue(job, true)
+}
+
+// enqueue puts job on the queue; when it is full, it waits for room (up
+// to Options.SettleWait) if wait, else gives up at once.
+func (l *Limiter) enqueue(job settleJob, wait bool) error {
+	l.qmu.RLock()
+	defer l.qmu.RUnlock()
+	if l.closed {
+		return l.lost(1, errors.New("redis: settle after Close"))
+	}
+	select {
+	case l.queue <- job:
+		return nil
+	default:
+	}
+	if !wait {
+		return l.lost(1, errors.New("redis: settle queue full"))
+	}
+	l.waited.Add(1)
+	t := time.NewTimer(l.wait)
+	defer t.Stop()
+	select {
+	case l.queue <- job:
+		return nil
+	case <-t.C:
+		return l.lost(1, fmt.Errorf("redis: settle queue full for %v", l.wait))
+	}
+}
+
+// settleJobOf is what settling r takes in Redis; false when there is
+// nothing to correct. It also adds the actual cost to the durable record.
+func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settleJob, bool) {
+	a := &r.Admission
+	job := settleJob{tag: tagOf(a), id: r.ID}
+	if dt := actual.Tokens - a.Tokens; dt != 0 {
+		for _, rt := range a.Rates {
+			if rt.TPM <= 0 {
+				continue
+			}
+			k := l.rateKey(job.tag, "rt", rt.Scope, rt.ID)
+			if !hasToken(job.tokens, k) {
+				job.tokens = append(job.tokens, tokenDelta{key: k, limit: rt.TPM, delta: dt})
+			}
+		}
+	}
+	for i := range a.Budgets {
+		b := &a.Budgets[i]
+		start, _ := b.Period.Span(r.At)
+		if l.spend != nil {
+			l.spend.Add(limit.BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
+		}
+		if k := l.budgetKey(job.tag, b, start); !hasBudget(job.budgets, k) {
+			job.budgets = append(job.budgets, budgetDelta{key: k, delta: int64(actual.Cost - a.Cost), full: int64(actual.Cost)})
+		}
+	}
+	return job, len(job.tokens)+len(job.budgets) > 0
+}
+
+func hasToken(s []tokenDelta, k string) bool {
+	for _, d := range s {
+		if d.key == k {
+			return true
+		}
+	}
+	return false
+}
+
+func hasBudget(s []budgetDelta, k string) bool {
+	for _, d := range s {
+		if d.key == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Limiter) lost(n int, err error) error {
+	l.lostN.Add(uint64(n))
+	l.log.Error("settle dropped; the reservation stays counted", "err", err, "settles", n)
+	if l.onLost != nil {
+		for range n {
+			l.onLost(err)
+		}
+	}
+	return err
+}
+
+// settleWorker takes settles off the queue in batches: the first one
+// starts a batch, which goes out when it holds l.batch settles or
+// l.delay after it started, whichever comes first, or at once when the
+// queue closes.
+func (l *Limiter) settleWorker() {
+	defer l.wg.Done()
+	batch := make([]settleJob, 0, l.batch)
+	var timer *time.Timer
+	if l.delay > 0 {
+		timer = time.NewTimer(l.delay)
+		timer.Stop()
+	}
+	for job := range l.queue {
+		batch = append(batch[:0], job)
+		l.fill(&batch, timer)
+		l.settleAll(batch)
+	}
+}
+
+// fill adds queued settles to batch until it holds l.batch, the delay
+// passes, or the queue closes. Without a delay it takes only what is
+// queued already.
+func (l *Limiter) fill(batch *[]settleJob, timer *time.Timer) {
+	// First what is there already, without touching the timer: under load
+	// the batch fills from the queue alone.
+	for len(*batch) < l.batch {
+		select {
+		case j, ok := <-l.queue:
+			if !ok {
+				return
+			}
+			*batch = append(*batch, j)
+			continue
+		default:
+		}
+		break
+	}
+	if timer == nil || len(*batch) >= l.batch {
+		return
+	}
+	timer.Reset(l.delay)
+	defer timer.Stop()
+	for len(*batch) < l.batch {
+		select {
+		case j, ok := <-l.queue:
+			if !ok {
+				return
+			}
+			*batch = append(*batch, j)
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// settleCall is one settle script call: the settles of one batch that
+// share a hash tag (on Redis Cluster) or all of them (one server).
+type settleCall struct {
+	keys, args []string
+	n          int // settles it carries
+}
+
+// settleAll applies a batch of settles: one script call per group (see
+// settleCalls), all of them sent as one pipeline; a call that fails
+// (Redis unreachable, a timeout, NOSCRIPT after a script flush) is tried
+// again alone, with backoff. Each call carries its own settled marker,
+// so one that ran although its reply was lost is not applied again.
+func (l *Limiter) settleAll(batch []settleJob) {
+	if l.beforeFlush != nil {
+		l.beforeFlush()
+	}
+	calls := l.settleCalls(batch)
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = l.c.B().Evalsha().Sha1(l.settle.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	res := l.c.DoMulti(ctx, cmds...)
+	cancel()
+	for i, r := range res {
+		l.noteReply(r.Error())
+		if r.Error() != nil {
+			l.settleOne(calls[i])
+			continue
+		}
+		l.calls.Add(1)
+		l.settled.Add(uint64(calls[i].n))
+	}
+}
+
+// settleOne runs one settle call, retrying with backoff.
+func (l *Limiter) settleOne(c settleCall) {
+	var err error
+	for try := range l.tries {
+		if try > 0 {
+			time.Sleep(time.Duration(25<<try) * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = l.run(ctx, &l.settle, c.keys, c.args).Error()
+		cancel()
+		l.noteReply(err)
+		if err == nil {
+			l.calls.Add(1)
+			l.settled.Add(uint64(c.n))
+			return
+		}
+	}
+	l.lost(c.n, fmt.Errorf("redis: settle: %w", err))
+}
+
+// settleCalls groups a batch into script calls. On Redis Cluster every
+// key of one call must hash to one slot, so each hash tag gets its own
+// call; a single server (or Sentinel's master) takes the whole batch in
+// one. Every key appears once in a call's KEYS, and the token deltas of a
+// bucket are summed.
+func (l *Limiter) settleCalls(batch []settleJob) []settleCall {
+	cluster := l.c.Mode() == rueidis.ClientModeCluster
+	var order []string
+	groups := map[string][]settleJob{}
+	for _, j := range batch {
+		g := ""
+		if cluster {
+			g = j.tag
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], j)
+	}
+	calls := make([]settleCall, 0, len(order))
+	now := strconv.FormatInt(l.now().UnixMicro(), 10)
+	for _, g := range order {
+		calls = append(calls, l.settleCallOf(groups[g], now))
+	}
+	return calls
+}
+
+// settleCallOf is the script call for jobs, which share a slot.
+func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
+	c := settleCall{keys: []string{l.markerKey(jobs[0].tag, l.newBatchID())}, n: len(jobs)}
+	index := map[string]int{}
+	key := func(k string) string {
+		i, ok := index[k]
+		if !ok {
+			c.keys = append(c.keys, k)
+			i = len(c.keys) // Lua's KEYS count from 1
+			index[k] = i
+		}
+		return strconv.Itoa(i)
+	}
+	// Token buckets: refunds and charges summed per bucket.
+	type bucket struct {
+		key            string
+		limit          int64
+		refund, charge int64
+	}
+	var buckets []bucket
+	at := map[string]int{}
+	for _, j := range jobs {
+		for _, t := range j.tokens {
+			i, ok := at[t.key]
+			if !ok {
+				i = len(buckets)
+				at[t.key] = i
+				buckets = append(buckets, bucket{key: t.key, limit: t.limit})
+			}
+			if t.delta < 0 {
+				buckets[i].refund -= t.delta
+			} else {
+				buckets[i].charge += t.delta
+			}
+		}
+	}
+	c.args = append(c.args, now, strconv.FormatInt(window, 10), strconv.Itoa(markerTTL), strconv.Itoa(len(buckets)), "")
+	for _, b := range buckets {
+		c.args = append(c.args, key(b.key), strconv.FormatInt(b.limit, 10), strconv.FormatInt(b.refund, 10), strconv.FormatInt(b.charge, 10))
+	}
+	nr := 0
+	for _, j := range jobs {
+		if len(j.budgets) == 0 {
+			continue
+		}
+		nr++
+		c.args = append(c.args, key(l.ledgerKey(j.tag)), key(l.ledgerHash(j.tag)), j.id, strconv.Itoa(len(j.budgets)))
+		for _, b := range j.budgets {
+			c.args = append(c.args, key(b.key), strconv.FormatInt(b.delta, 10), strconv.FormatInt(b.full, 10))
+		}
+	}
+	c.args[4] = strconv.Itoa(nr)
+	return c
+}
+
+// markerKey is the settled marker of one settle call.
+func (l *Limiter) markerKey(tag, batch string) string {
+	return l.prefix + "{" + tag + "}:s:" + batch
+}
+
+// newBatchID names a settle call, unique like a reservation's id.
+func (l *Limiter) newBatchID() string {
+	return l.idBase + "s" + strconv.FormatUint(l.ids.Add(1), 36)
+}
