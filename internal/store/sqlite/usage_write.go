@@ -54,9 +54,8 @@ func insertSQL(n int) string {
 
 // rollupSQL adds one combination's sums and latency histograms to its
 // hour of usage_hourly. The histograms are JSON objects of bucket counts
-// (migration 0012): the batch's buckets, each with the stored count
-// added, patched over the stored object; a batch without streams adds
-// no ttft.
+// (migration 0012), merged with the stored ones by histAdd; a batch
+// without streams adds no ttft.
 const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors,
 	prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits, latency_hist, ttft_hist)
 	VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
@@ -66,11 +65,9 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 	completion_tokens = completion_tokens + excluded.completion_tokens,
 	cached_tokens = cached_tokens + excluded.cached_tokens,
 	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits,
-	latency_hist = json_patch(usage_hourly.latency_hist, (SELECT json_group_object(key,
-		value + coalesce(usage_hourly.latency_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.latency_hist))),
-	ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN usage_hourly.ttft_hist ELSE
-		json_patch(usage_hourly.ttft_hist, (SELECT json_group_object(key,
-		value + coalesce(usage_hourly.ttft_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.ttft_hist))) END`
+	latency_hist = ` + histAddFunc + `(usage_hourly.latency_hist, excluded.latency_hist),
+	ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN usage_hourly.ttft_hist
+		ELSE ` + histAddFunc + `(usage_hourly.ttft_hist, excluded.ttft_hist) END`
 
 // recordWriter holds the statements WriteRecords runs, prepared by the
 // driver itself on the writer connection, and the argument slice it
