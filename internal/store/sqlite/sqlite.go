@@ -78,10 +78,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// batches, so durability costs little here.
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Set("_txlock", "immediate")
-	w, err := sql.Open("sqlite", path+"?"+wq.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
+	w := sql.OpenDB(writerConnector{path + "?" + wq.Encode()})
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -93,4 +94,20 @@ func BenchmarkWriteRecords(b *testing.B) {
 	}
 	defer s.Close()
 	storetest.BenchWriteRecords(b, s)
+}
+
+// BenchmarkWriteBatches: WriteRecords on batches of 4 (about what the
+// sink writes per 200 ms tick under callgrind), 100 and 1,000 records,
+// to count what a record costs at a fixed batch size (BENCHMARKS.md).
+func BenchmarkWriteBatches(b *testing.B) {
+	for _, size := range []int{4, 100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchWriteBatches(b, s, size)
+		})
+	}
 }

@@ -54,9 +54,8 @@ func insertSQL(n int) string {
 
 // rollupSQL adds one combination's sums and latency histograms to its
 // hour of usage_hourly. The histograms are JSON objects of bucket counts
-// (migration 0012): the batch's buckets, each with the stored count
-// added, patched over the stored object; a batch without streams adds
-// no ttft.
+// (migration 0012), merged with the stored ones by histAdd; a batch
+// without streams adds no ttft.
 const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provider, project_id, requests, errors,
 	prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits, latency_hist, ttft_hist)
 	VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
@@ -66,11 +65,9 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 	completion_tokens = completion_tokens + excluded.completion_tokens,
 	cached_tokens = cached_tokens + excluded.cached_tokens,
 	cost_micros = cost_micros + excluded.cost_micros, cache_hits = cache_hits + excluded.cache_hits,
-	latency_hist = json_patch(usage_hourly.latency_hist, (SELECT json_group_object(key,
-		value + coalesce(usage_hourly.latency_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.latency_hist))),
-	ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN usage_hourly.ttft_hist ELSE
-		json_patch(usage_hourly.ttft_hist, (SELECT json_group_object(key,
-		value + coalesce(usage_hourly.ttft_hist ->> ('$."' || key || '"'), 0)) FROM json_each(excluded.ttft_hist))) END`
+	latency_hist = ` + histAddFunc + `(usage_hourly.latency_hist, excluded.latency_hist),
+	ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN usage_hourly.ttft_hist
+		ELSE ` + histAddFunc + `(usage_hourly.ttft_hist, excluded.ttft_hist) END`
 
 // recordWriter holds the statements WriteRecords runs, prepared by the
 // driver itself on the writer connection, and the argument slice it
@@ -83,9 +80,22 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 // statement waits for a lock at most busyTimeout, as every other one.
 type recordWriter struct {
 	on    driver.Conn   // the connection stmts are prepared on; nil before the first write
-	stmts []driver.Stmt // the INSERTs by insertSizes, then the rollup's upsert
+	stmts []driver.Stmt // the INSERTs by insertSizes, then stmtRollup, stmtBegin, stmtCommit, stmtRollback
 	args  []driver.NamedValue
 }
+
+// The indexes in recordWriter.stmts of the statements after the INSERTs.
+const (
+	stmtRollup = len(insertSizes) + iota
+	stmtBegin
+	stmtCommit
+	stmtRollback
+)
+
+// txSQL are the statements that begin and end a batch's transaction, in
+// the order of stmtBegin, stmtCommit and stmtRollback. BEGIN IMMEDIATE,
+// as the writer's DSN asks of every other transaction.
+var txSQL = [...]string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
 
 // prepare readies w on dc: the writer pool keeps one connection for the
 // store's life, so this happens once, unless database/sql had to
@@ -99,7 +109,7 @@ func (w *recordWriter) prepare(dc driver.Conn) error {
 	if !ok {
 		return fmt.Errorf("driver connection %T cannot prepare with a context", dc)
 	}
-	for _, q := range append(insertQueries(), rollupSQL) {
+	for _, q := range append(append(insertQueries(), rollupSQL), txSQL[:]...) {
 		st, err := pc.PrepareContext(context.Background(), q)
 		if err != nil {
 			w.closeStmts()
@@ -179,9 +189,9 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 		if err := w.prepare(dc.(driver.Conn)); err != nil {
 			return err
 		}
-		err := rawTx(dc.(driver.Conn), func() error { return w.writeBatch(ctx, rs) })
+		err := w.tx(ctx, func() error { return w.writeBatch(ctx, rs) })
 		if errors.Is(err, errReplayed) {
-			err = rawTx(dc.(driver.Conn), func() error { return w.writeOneByOne(ctx, rs) })
+			err = w.tx(ctx, func() error { return w.writeOneByOne(ctx, rs) })
 		}
 		return err
 	})
@@ -191,22 +201,27 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	return nil
 }
 
-// rawTx runs fn in a transaction of the driver connection dc (BEGIN
-// IMMEDIATE, as the writer's DSN asks).
-func rawTx(dc driver.Conn, fn func() error) error {
-	bt, ok := dc.(driver.ConnBeginTx)
-	if !ok {
-		return fmt.Errorf("driver connection %T cannot begin with a context", dc)
+// tx runs fn in a transaction begun and ended by w's own prepared
+// statements. The driver's BeginTx and Commit parse "begin immediate"
+// and "commit" afresh each time, and with the sink's batches as small as
+// they are at a modest request rate (a few records a tick), parsing the
+// two cost a record about as much as binding its 29 values
+// (BENCHMARKS.md). A batch that fails, or whose COMMIT fails (it can
+// leave the transaction open, SQLITE_BUSY for one), is rolled back, so
+// the connection always comes back outside a transaction.
+func (w *recordWriter) tx(ctx context.Context, fn func() error) error {
+	if _, err := w.exec(ctx, stmtBegin, nil); err != nil {
+		return err
 	}
-	tx, err := bt.BeginTx(context.Background(), driver.TxOptions{})
+	err := fn()
+	if err == nil {
+		_, err = w.exec(context.Background(), stmtCommit, nil)
+	}
 	if err != nil {
-		return err
+		// Its own error says only that no transaction was open.
+		w.exec(context.Background(), stmtRollback, nil)
 	}
-	if err := fn(); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return err
 }
 
 // closeRecordWriter finalizes the record statements on the writer
@@ -337,7 +352,7 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 			h.prompt, h.completion, h.cached, h.cost, h.hits, latency, string(buf)} {
 			args[i].Value = v
 		}
-		if _, err := w.exec(ctx, len(insertSizes), args); err != nil {
+		if _, err := w.exec(ctx, stmtRollup, args); err != nil {
 			return err
 		}
 	}

@@ -64,3 +64,59 @@ func TestWriteRecordsContext(t *testing.T) {
 		t.Fatalf("a record of the cancelled batch: %v, want ErrNotFound", err)
 	}
 }
+
+// endsAfter is a context whose Err is nil for its first n calls and
+// context.Canceled after: a batch's deadline passing between two of
+// its statements.
+type endsAfter struct {
+	context.Context
+	n int
+}
+
+func (c *endsAfter) Err() error {
+	if c.n > 0 {
+		c.n--
+		return nil
+	}
+	return context.Canceled
+}
+
+// A batch that fails after its transaction began (here, its deadline
+// passing after the first 64-row INSERT) is rolled back whole, and the
+// writer's connection comes back outside a transaction: the next batch
+// begins its own and is stored.
+func TestWriteRecordsRolledBack(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	batch := func(from, n int) []account.Record {
+		var rs []account.Record
+		for i := from; i < from+n; i++ {
+			rs = append(rs, account.Record{RequestID: fmt.Sprintf("gh-rb-%d", i), Time: at.Add(time.Duration(i) * time.Second),
+				KeyID: "key_1", Project: "p", Model: "m", Provider: "openai", Status: 200, PromptTokens: 2})
+		}
+		return rs
+	}
+	// Err is asked before BEGIN and before each INSERT: nil twice lets
+	// BEGIN and the 64-row INSERT run, then the 4-row one is refused.
+	if err := s.WriteRecords(&endsAfter{ctx, 2}, batch(0, 70)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a batch ended half way: %v, want context.Canceled", err)
+	}
+	if err := s.WriteRecords(ctx, batch(70, 3)); err != nil {
+		t.Fatalf("the batch after: %v", err)
+	}
+	rows, err := s.Usage(ctx, account.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Requests != 3 || rows[0].PromptTokens != 6 {
+		t.Fatalf("usage: %+v, want only the 3 records of the second batch", rows)
+	}
+	if _, err := s.Record(ctx, "gh-rb-0"); !errors.Is(err, account.ErrNotFound) {
+		t.Fatalf("a record of the rolled-back batch: %v, want ErrNotFound", err)
+	}
+}

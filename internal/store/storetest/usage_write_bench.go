@@ -18,7 +18,13 @@ import (
 // three streamed, their first token log-normal around 250 ms), so each
 // batch fills 80 rollup rows and a dozen latency buckets in each. It
 // reports records/s.
-func BenchWriteRecords(b *testing.B, s auth.Store) {
+func BenchWriteRecords(b *testing.B, s auth.Store) { BenchWriteBatches(b, s, 1000) }
+
+// BenchWriteBatches is BenchWriteRecords with batches of size records:
+// what a record costs depends on how many share a transaction (each
+// commit writes a page of every b-tree it touched), and the sink's
+// batches are as small as the records that arrive in one interval.
+func BenchWriteBatches(b *testing.B, s auth.Store, size int) {
 	rs, ok := s.(account.RecordStore)
 	if !ok {
 		b.Fatalf("%T does not implement account.RecordStore", s)
@@ -39,8 +45,8 @@ func BenchWriteRecords(b *testing.B, s auth.Store) {
 	}
 	ctx := context.Background()
 	b.ResetTimer()
-	for i := 0; i < len(recs); i += 1000 {
-		if err := rs.WriteRecords(ctx, recs[i:min(i+1000, len(recs))]); err != nil {
+	for i := 0; i < len(recs); i += size {
+		if err := rs.WriteRecords(ctx, recs[i:min(i+size, len(recs))]); err != nil {
 			b.Fatal(err)
 		}
 	}
