@@ -92,8 +92,11 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 	}
 }
 
+// ctxFor bounds a contract step so a hung store fails the test rather
+// than the package timeout; generous, since under -race on a loaded
+// 2-core machine the usage reads over many records took past 30 s.
 func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
