@@ -318,7 +318,7 @@ func wrongType(param, want string, got Kind) *Error {
 
 // jsonError turns a scan failure into the 400 a client can act on.
 func jsonError(err error) *Error {
-	if err == errNotObject {
+	if err == ErrNotObject {
 		return BadRequest("", "invalid_json", "The request body must be a JSON object.")
 	}
 	return BadRequest("", "invalid_json", "We could not parse the JSON body of your request. (%v)", err)
