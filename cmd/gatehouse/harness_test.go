@@ -71,6 +71,7 @@ type testGateway struct {
 	URL  string
 	Path string // the config file, for reload tests
 	Logs *syncBuffer
+	gw   *gateway // the gateway itself, for benchmarks that pace its writers
 }
 
 const clientKey = "gh-test-client-key"
@@ -104,12 +105,19 @@ func startGateway(t testing.TB, yaml string) *testGateway {
 // --bare) when bare is set.
 func startGatewayMode(t testing.TB, yaml string, bare bool) *testGateway {
 	t.Helper()
+	return startPacedGateway(t, yaml, bare, pacing{})
+}
+
+// startPacedGateway is startGatewayMode with the gateway's background
+// writers paced by p.
+func startPacedGateway(t testing.TB, yaml string, bare bool, p pacing) *testGateway {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gatehouse.yaml")
 	if err := os.WriteFile(path, []byte(withTestStorage(yaml, dir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gw, _ := launchGateway(t, path, bare)
+	gw, _ := launchPacedGateway(t, path, bare, nil, p)
 	return gw
 }
 
@@ -125,6 +133,13 @@ func launchGateway(t testing.TB, path string, bare bool) (gw *testGateway, stop 
 // TLS listener, say: the URL is then https) unless wrap is nil.
 func launchGatewayOn(t testing.TB, path string, bare bool, wrap func(net.Listener) net.Listener) (gw *testGateway, stop func()) {
 	t.Helper()
+	return launchPacedGateway(t, path, bare, wrap, pacing{})
+}
+
+// launchPacedGateway is launchGatewayOn with the gateway's background
+// writers paced by p.
+func launchPacedGateway(t testing.TB, path string, bare bool, wrap func(net.Listener) net.Listener, p pacing) (gw *testGateway, stop func()) {
+	t.Helper()
 	types := providerTypes()
 	cfg, err := config.Load(path, types)
 	if err != nil {
@@ -137,7 +152,7 @@ func launchGatewayOn(t testing.TB, path string, bare bool, wrap func(net.Listene
 		logs.discard, level = true, slog.LevelInfo
 	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
-	g, err := newGateway(path, cfg, types, bare, log, logs)
+	g, err := newPacedGateway(path, cfg, types, bare, log, logs, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +185,7 @@ func launchGatewayOn(t testing.TB, path string, bare bool, wrap func(net.Listene
 		})
 	}
 	t.Cleanup(stop)
-	return &testGateway{URL: scheme + ln.Addr().String(), Path: path, Logs: logs}, stop
+	return &testGateway{URL: scheme + ln.Addr().String(), Path: path, Logs: logs, gw: g}, stop
 }
 
 func (g *testGateway) client(opts ...option.RequestOption) openai.Client {

@@ -52,10 +52,10 @@ type admitter struct {
 // batches taken from it), spend recorded in PostgreSQL and used to
 // re-seed counters Redis lost, behind a Fallback applying
 // limits.failure_policy while Redis cannot be reached.
-func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStore, log *slog.Logger) (*admitter, error) {
+func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStore, log *slog.Logger, p pacing) (*admitter, error) {
 	l := cfg.Limits
 	if !cfg.Cluster() {
-		e, err := limit.NewEmbedded(ctx, limit.Options{Spend: spend, FlushEvery: l.FlushEvery.D(), Log: log})
+		e, err := limit.NewEmbedded(ctx, limit.Options{Spend: spend, FlushEvery: p.or(l.FlushEvery.D()), SweepEvery: p.or(0), Log: log})
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -55,6 +56,21 @@ func redisCalls(b *testing.B, c rueidis.Client) (scripts, all int64) {
 	return scripts, all
 }
 
+// The request rate BenchmarkRequestPath's background writers are paced
+// for (see pacing): at benchRate requests a second the usage sink's
+// 200 ms timer sees benchSinkBatch records a transaction and the spend
+// log's 250 ms timer (limits.flush_every) one flush every benchSpendEvery
+// requests, so the benchmark writes exactly that often, whatever the
+// machine's load. The keys' last-used times (every 5 s, 5,000 requests)
+// and the key cache's refresh (every minute) fall outside a run of a few
+// thousand requests; written at close, they cancel out of
+// scripts/bench-instructions' difference of two runs.
+const (
+	benchRate       = 1000
+	benchSinkBatch  = benchRate * 200 / 1000
+	benchSpendEvery = benchRate * 250 / 1000
+)
+
 // BenchmarkRequestPath is one chat completion through the whole gateway
 // (real HTTP in and out, on loopback, mockllm upstream), with a key that
 // has no limits ("nolimits"), with one that has rpm, tpm and a budget
@@ -71,7 +87,8 @@ func redisCalls(b *testing.B, c rueidis.Client) (scripts, all int64) {
 // differences are what admission control costs a request, how much of it
 // is the six headers, and what the log line and the usage record cost;
 // scripts/bench-instructions counts them in instructions. Run with -cpu 1
-// for the least scheduling noise.
+// for the least scheduling noise. In embedded mode the store writers are
+// paced by request count (benchRate); cluster mode keeps its timers.
 func BenchmarkRequestPath(b *testing.B) {
 	up := startUpstream(b, mockllm.Options{RecordLimit: -1})
 	prompt := strings.Repeat("Summarise the trade-offs of running an LLM gateway in front of several providers. ", 4)[:300]
@@ -135,7 +152,12 @@ func BenchmarkRequestPath(b *testing.B) {
 				if strings.HasPrefix(sc.name, "responses-native") {
 					yaml = strings.Replace(yaml, "type: openai-compatible\n", "type: openai-compatible\n    responses_api: true\n", 1)
 				}
-				gw := startGatewayMode(b, yaml, v.bare)
+				var pace pacing
+				if !strings.HasPrefix(v.extra, "cluster") {
+					pace = pacing{sinkBatch: benchSinkBatch, manual: true}
+				}
+				gw := startPacedGateway(b, yaml, v.bare, pace)
+				var served atomic.Int64 // timed requests, for the paced spend flush
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 				body := []byte(sc.body)
 				do := func() *http.Response {
@@ -178,6 +200,11 @@ func BenchmarkRequestPath(b *testing.B) {
 					var mine []float64
 					for pb.Next() {
 						resp := do()
+						if pace.manual && served.Add(1)%benchSpendEvery == 0 {
+							if err := gw.gw.flushSpend(context.Background()); err != nil {
+								b.Fatal(err)
+							}
+						}
 						if v.cache != "" { // the cache's figure (the other variants' counts stay as they were)
 							ms, _ := strconv.ParseFloat(resp.Header.Get("X-Gatehouse-Overhead-Ms"), 64)
 							mine = append(mine, ms)

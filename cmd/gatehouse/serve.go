@@ -98,7 +98,13 @@ func serve(path string, bare bool) error {
 // not nil, is the writer under log's JSON handler: request lines are
 // encoded by hand and written there (server.SetRequestLog).
 func newGateway(path string, cfg *config.Config, types *provider.Registry, bare bool, log *slog.Logger, logOut io.Writer) (*gateway, error) {
-	st, err := openStores(cfg, bare, log)
+	return newPacedGateway(path, cfg, types, bare, log, logOut, pacing{})
+}
+
+// newPacedGateway is newGateway with its background writers paced by p
+// (benchmarks; pacing{} is production).
+func newPacedGateway(path string, cfg *config.Config, types *provider.Registry, bare bool, log *slog.Logger, logOut io.Writer, p pacing) (*gateway, error) {
+	st, err := openStores(cfg, bare, log, p)
 	if err != nil {
 		return nil, err
 	}

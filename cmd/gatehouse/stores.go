@@ -90,7 +90,7 @@ func (s *stores) overlay() *tokens.Overlay {
 // openStores opens the store the config names: PostgreSQL in cluster
 // mode (storage.postgres and storage.redis both set), else the SQLite
 // file, whose directory is created if needed.
-func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error) {
+func openStores(cfg *config.Config, bare bool, log *slog.Logger, p pacing) (*stores, error) {
 	s := &stores{conf: cfg.Storage, limits: cfg.Limits, usage: cfg.Usage}
 	if bare {
 		s.desc = "none (bare proxy)"
@@ -121,7 +121,7 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 	if err != nil {
 		return nil, fmt.Errorf("open the record store (%s): %w", s.desc, err)
 	}
-	if s.limiter, err = openAdmitter(ctx, cfg, spend, log); err != nil {
+	if s.limiter, err = openAdmitter(ctx, cfg, spend, log, p); err != nil {
 		s.store.Close()
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 		return nil, err
 	}
 	if cfg.Usage.RecordsOn() {
-		if s.sink, err = openSink(s.store, cfg.Usage, log); err != nil {
+		if s.sink, err = openSink(s.store, cfg.Usage, log, p); err != nil {
 			s.prices.stop()
 			_ = s.limiter.close()
 			s.store.Close()
@@ -162,7 +162,8 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 	s.customers = auth.NewCustomers(s.store, auth.CustomersOptions{})
 	// The cache lives until close, across reloads; the config's static
 	// keys, which reloads change, are looked up in front of it.
-	s.keys, err = auth.NewKeys(context.Background(), s.store, nil, auth.KeysOptions{Logger: log})
+	s.keys, err = auth.NewKeys(context.Background(), s.store, nil, auth.KeysOptions{Logger: log,
+		FlushEvery: p.or(0), RefreshAfter: p.or(0), MaxAge: p.or(0)})
 	if err != nil {
 		s.customers.Close()
 		s.closeSink()
@@ -175,12 +176,16 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger) (*stores, error
 }
 
 // openSink starts the usage-record sink over the record store.
-func openSink(st auth.Store, u config.Usage, log *slog.Logger) (*account.Sink, error) {
+func openSink(st auth.Store, u config.Usage, log *slog.Logger, p pacing) (*account.Sink, error) {
 	rs, ok := st.(account.RecordStore)
 	if !ok {
 		return nil, fmt.Errorf("the record store keeps no usage records (set usage.records: false)")
 	}
-	sink, err := account.NewSink(rs, account.SinkOptions{Queue: u.Queue, SpillDir: u.SpillDir, Retention: u.Retention.D(), Log: log})
+	o := account.SinkOptions{Queue: u.Queue, SpillDir: u.SpillDir, Retention: u.Retention.D(), Log: log}
+	if p.sinkBatch > 0 {
+		o.Batch, o.Interval = p.sinkBatch, paceNever
+	}
+	sink, err := account.NewSink(rs, o)
 	if err != nil {
 		return nil, fmt.Errorf("usage records: %w", err)
 	}

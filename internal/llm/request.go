@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 )
@@ -186,16 +187,19 @@ func (r *ChatRequest) messages(v []byte) *Error {
 			e = wrongType("messages["+strconv.Itoa(i)+"]", "an object", KindOf(m))
 			return false
 		}
+		// The members again, without validating: the walk that called
+		// us has (a second scanner pass cost a bare request about as
+		// much as the message's text).
 		var role, content []byte
-		_ = EachField(m, func(key string, fv []byte, _ int) bool {
-			switch key {
+		fs := Walk(m, '{')
+		for k, fv, ok := fs.Next(); ok; k, fv, ok = fs.Next() {
+			switch messageKey(k) {
 			case "role":
 				role = fv
 			case "content":
 				content = fv
 			}
-			return true
-		})
+		}
 		at := func(f string) string { return "messages[" + strconv.Itoa(i) + "]." + f }
 		switch {
 		case role == nil:
@@ -217,6 +221,24 @@ func (r *ChatRequest) messages(v []byte) *Error {
 		return BadRequest("messages", "empty_array", "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")
 	}
 	return nil
+}
+
+// messageKey is a quoted key from a Walker over a chat message: "role"
+// or "content" when it names one of them as EachField would read it
+// (escapes included), "" for any other key. It allocates only for a key
+// written with escapes.
+func messageKey(q []byte) string {
+	if len(q) < 2 {
+		return ""
+	}
+	if k, ok := knownKey(q[1 : len(q)-1]); ok {
+		return k
+	}
+	if bytes.IndexByte(q, '\\') < 0 {
+		return "" // a plain key knownKey did not know: neither of the two
+	}
+	k, _ := unquoteJSON(q)
+	return k
 }
 
 // contentShape checks a chat message's content is of a type it can
@@ -318,7 +340,7 @@ func wrongType(param, want string, got Kind) *Error {
 
 // jsonError turns a scan failure into the 400 a client can act on.
 func jsonError(err error) *Error {
-	if err == errNotObject {
+	if err == ErrNotObject {
 		return BadRequest("", "invalid_json", "The request body must be a JSON object.")
 	}
 	return BadRequest("", "invalid_json", "We could not parse the JSON body of your request. (%v)", err)

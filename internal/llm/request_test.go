@@ -288,6 +288,9 @@ func TestParseChatRequestErrors(t *testing.T) {
 		{"content a number", `{"model":"m","messages":[{"role":"user","content":12}]}`, "messages[0].content", "invalid_type", "'messages[0].content': expected a string or an array, but got a number"},
 		{"content an object", `{"model":"m","messages":[{"content":{"text":"hi"},"role":"user"}]}`, "messages[0].content", "invalid_type", "'messages[0].content': expected a string or an array, but got an object"},
 		{"content part a string", `{"model":"m","messages":[{"role":"user","content":"ok"},{"role":"user","content":[{"type":"text","text":"a"},"b"]}]}`, "messages[1].content[1]", "invalid_type", "'messages[1].content[1]': expected a content part object, but got a string"},
+		{"escaped content key a number", `{"model":"m","messages":[{"role":"user","c\u006fntent":12}]}`, "messages[0].content", "invalid_type", "'messages[0].content': expected a string or an array, but got a number"},
+		{"escaped role key null", `{"model":"m","messages":[{"r\u006fle":null , "name" : "x"}]}`, "messages[0].role", "invalid_type", "'messages[0].role': expected a string, but got null"},
+		{"later role wins", `{"model":"m","messages":[{"role":"user","role":7}]}`, "messages[0].role", "invalid_type", "'messages[0].role': expected a string, but got a number"},
 		{"message 12 without role", `{"model":"m","messages":[` + strings.Repeat(`{"role":"user"},`, 12) + `{"Role":"user"}]}`, "messages[12].role", "missing_required_parameter", "'messages[12].role'"},
 	}
 	for _, tt := range tests {

@@ -22,8 +22,10 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.msg)
 }
 
-// errNotObject is returned when the top-level value is valid but not an object.
-var errNotObject = errors.New("the request body must be a JSON object")
+// ErrNotObject is what EachField returns when the top-level value is
+// well-formed JSON but not an object (its message is for a request body;
+// callers reading other bodies say what they need).
+var ErrNotObject = errors.New("the request body must be a JSON object")
 
 // Kind is the JSON type of a raw value, read from its first byte.
 type Kind byte
@@ -100,7 +102,7 @@ func EachField(data []byte, fn func(key string, value []byte, offset int) bool) 
 		if s.pos != len(data) {
 			return s.fail("unexpected data after top-level value")
 		}
-		return errNotObject
+		return ErrNotObject
 	}
 	s.pos++
 	s.skipSpace()

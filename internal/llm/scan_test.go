@@ -168,8 +168,8 @@ func TestEachFieldErrors(t *testing.T) {
 				t.Fatalf("EachField(%q) = nil, want an error", tt.in)
 			}
 			if tt.notObject {
-				if err != errNotObject {
-					t.Errorf("EachField(%q) = %v, want errNotObject", tt.in, err)
+				if err != ErrNotObject {
+					t.Errorf("EachField(%q) = %v, want ErrNotObject", tt.in, err)
 				}
 				return
 			}
@@ -442,8 +442,8 @@ func FuzzEachField(f *testing.F) {
 		if (err == nil) != isObject {
 			t.Fatalf("EachField(%q) = %v; json.Valid = %v, object = %v", data, err, valid, isObject)
 		}
-		if valid && !isObject && err != errNotObject {
-			t.Fatalf("EachField(%q) = %v for a valid non-object, want errNotObject", data, err)
+		if valid && !isObject && err != ErrNotObject {
+			t.Fatalf("EachField(%q) = %v for a valid non-object, want ErrNotObject", data, err)
 		}
 		if err != nil {
 			return

@@ -119,9 +119,21 @@ func UsageOf(body []byte) (Usage, bool) {
 // or the body is not well-formed. With it SetUsageCostAt edits a
 // non-streamed answer without a second walk of the body.
 func ScanUsage(body []byte) (u Usage, ok bool, start, end int) {
+	u, ok, start, end, _ = CheckUsage(body)
+	return u, ok, start, end
+}
+
+// CheckUsage is ScanUsage that also reports whether body is one
+// well-formed JSON object: err is nil when it is, ErrNotObject when it is
+// well-formed JSON of another kind, a *SyntaxError otherwise. A
+// non-streamed answer is relayed as it came, so it must be whole; the walk
+// that finds its usage validates it too, instead of a second walk
+// (json.Valid) over the same bytes. Nesting deeper than the scanner's
+// limit (512) counts as malformed.
+func CheckUsage(body []byte) (u Usage, ok bool, start, end int, err error) {
 	var first []byte
 	found := false
-	err := EachField(body, func(key string, v []byte, off int) bool {
+	err = EachField(body, func(key string, v []byte, off int) bool {
 		if key != "usage" {
 			return true
 		}
@@ -137,5 +149,5 @@ func ScanUsage(body []byte) (u Usage, ok bool, start, end int) {
 		start, end = 0, 0
 	}
 	u, ok = ParseUsage(first)
-	return u, ok, start, end
+	return u, ok, start, end, err
 }

@@ -1,7 +1,9 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 )
 
@@ -76,6 +78,9 @@ func TestSetUsageCostAtAgrees(t *testing.T) {
 func FuzzSetUsageCostAt(f *testing.F) {
 	f.Add([]byte(`{"usage":{"prompt_tokens":3}}`))
 	f.Add([]byte(`{"usage":{"a":1},"usage":{}}`))
+	f.Add([]byte(`[{"usage":{"prompt_tokens":3}}]`))
+	f.Add([]byte(`{"usage":{"prompt_tokens":3}`))
+	f.Add([]byte(` null `))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, wantOK := SetUsageCost(b, "0.5")
 		got, ok := scanThenSet(b, "0.5")
@@ -86,6 +91,19 @@ func FuzzSetUsageCostAt(f *testing.F) {
 		u2, ok2, _, _ := ScanUsage(b)
 		if u1 != u2 || ok1 != ok2 {
 			t.Fatalf("%q: ScanUsage %v, %v; UsageOf %v, %v", b, u2, ok2, u1, ok1)
+		}
+		// CheckUsage's verdict is json.Valid's for an object (within the
+		// scanner's nesting limit, past which it refuses).
+		_, _, _, _, err := CheckUsage(b)
+		trimmed := bytes.TrimLeft(b, " \t\r\n")
+		object := json.Valid(b) && len(trimmed) > 0 && trimmed[0] == '{'
+		switch {
+		case object && nesting(b) <= maxDepth && err != nil:
+			t.Fatalf("%q: CheckUsage refuses a JSON object: %v", b, err)
+		case !object && err == nil:
+			t.Fatalf("%q: CheckUsage accepts what is not a JSON object", b)
+		case json.Valid(b) && !object && nesting(b) <= maxDepth && !errors.Is(err, ErrNotObject):
+			t.Fatalf("%q: CheckUsage gives %v for well-formed JSON that is not an object, want ErrNotObject", b, err)
 		}
 	})
 }

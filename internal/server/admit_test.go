@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -151,5 +152,29 @@ func TestQuotaHeaders(t *testing.T) {
 		if c.tok.Limit > 0 && h.Get("X-Ratelimit-Remaining-Requests") != c.want["X-Ratelimit-Remaining-Requests"] {
 			t.Errorf("%s: appending to one header changed another", c.name)
 		}
+	}
+}
+
+// TestAnsweredBy: the three headers come out as Header.Set would write
+// them, and appending to one leaves the others alone.
+func TestAnsweredBy(t *testing.T) {
+	got, want := http.Header{}, http.Header{}
+	answeredBy(got, "up", "gpt-4o-mini", "2")
+	want.Set("x-gatehouse-provider", "up")
+	want.Set("x-gatehouse-model", "gpt-4o-mini")
+	want.Set("x-gatehouse-attempts", "2")
+	var a, b bytes.Buffer
+	if err := got.Write(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := want.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() {
+		t.Fatalf("answeredBy wrote\n%s\nHeader.Set writes\n%s", a.String(), b.String())
+	}
+	got.Add("X-Gatehouse-Provider", "other")
+	if got.Get("X-Gatehouse-Model") != "gpt-4o-mini" || got.Get("X-Gatehouse-Attempts") != "2" {
+		t.Fatalf("appending to one header changed another: %v", got)
 	}
 }

@@ -202,17 +202,29 @@ func (x *exchange) resolve(model string) (*route.Group, bool) {
 func (x *exchange) headers() {
 	h := x.w.Header()
 	if d := x.deployment; d != nil {
-		h.Set("X-Gatehouse-Provider", d.Provider)
-		h.Set("X-Gatehouse-Model", d.Model)
-		h.Set("X-Gatehouse-Attempts", itoa(max(x.attempts, 1)))
+		answeredBy(h, d.Provider, d.Model, itoa(max(x.attempts, 1)))
 	} else if e := x.cache.hit; e != nil {
-		h.Set("X-Gatehouse-Provider", e.Provider) // who answered when the entry was stored
-		h.Set("X-Gatehouse-Model", e.ServedModel)
-		h.Set("X-Gatehouse-Attempts", "0")
+		answeredBy(h, e.Provider, e.ServedModel, "0") // who answered when the entry was stored
 	}
 	h[hdrCache] = cacheHeader[x.cacheResult()]
 	x.limitHeaders(h)
 	x.setOverhead(h)
+}
+
+// The headers saying who answered, in canonical form.
+const (
+	hdrProvider = "X-Gatehouse-Provider"
+	hdrModel    = "X-Gatehouse-Model"
+	hdrAttempts = "X-Gatehouse-Attempts"
+)
+
+// answeredBy sets the provider, model and attempts headers. Nearly every
+// response carries them, so they are stored under their canonical names
+// directly (Header.Set would canonicalise each name again) and their
+// values share one slice.
+func answeredBy(h http.Header, provider, model, attempts string) {
+	v := []string{provider, model, attempts}
+	h[hdrProvider], h[hdrModel], h[hdrAttempts] = v[0:1:1], v[1:2:2], v[2:3:3]
 }
 
 // fail answers with err unless the response has already started, and

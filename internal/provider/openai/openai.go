@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -89,15 +90,15 @@ func readCompletion(resp *http.Response, d *provider.Deployment) (*llm.Completio
 	}
 	// The body is relayed as it is, so it must be whole: a body cut short
 	// under a matching Content-Length (or by a server that closed early)
-	// would otherwise reach the client as a 200 it cannot parse.
-	if !json.Valid(body) {
-		return nil, provider.ProtocolError(d.Provider, "a response that is not valid JSON", nil)
-	}
+	// would otherwise reach the client as a 200 it cannot parse. The walk
+	// that reads the usage checks that too.
 	c := &llm.Completion{Body: body}
-	c.Usage, c.HasUsage, c.UsageStart, c.UsageEnd = llm.ScanUsage(body)
-	if !c.HasUsage && llm.KindOf(bytes.TrimSpace(body)) != llm.KindObject {
-		return nil, &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
-			Code: "upstream_error", Message: fmt.Sprintf("provider %q sent a response that is not JSON", d.Provider)}
+	c.Usage, c.HasUsage, c.UsageStart, c.UsageEnd, err = llm.CheckUsage(body)
+	if errors.Is(err, llm.ErrNotObject) {
+		return nil, provider.ProtocolError(d.Provider, "a response that is JSON but not an object", nil)
+	}
+	if err != nil {
+		return nil, provider.ProtocolError(d.Provider, "a response that is not valid JSON", err)
 	}
 	if !c.HasUsage && errorIn200(body) {
 		// Some servers answer a failed generation with 200 and an error

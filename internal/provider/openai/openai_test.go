@@ -177,6 +177,11 @@ func TestCompletionRefusesBrokenOr200Errors(t *testing.T) {
 	}{
 		{"cut after the usage", whole[:len(whole)-1], llm.KindUpstreamProtocol, `provider "up" sent a response that is not valid JSON`},
 		{"cut mid-string", whole[:40], llm.KindUpstreamProtocol, `provider "up" sent a response that is not valid JSON`},
+		{"an array", `[` + whole + `]`, llm.KindUpstreamProtocol, `provider "up" sent a response that is JSON but not an object`},
+		{"null", `null`, llm.KindUpstreamProtocol, `provider "up" sent a response that is JSON but not an object`},
+		{"a string", `"hi"`, llm.KindUpstreamProtocol, `provider "up" sent a response that is JSON but not an object`},
+		{"an object and more", whole + `{}`, llm.KindUpstreamProtocol, `provider "up" sent a response that is not valid JSON`},
+		{"empty", ``, llm.KindUpstreamProtocol, `provider "up" sent a response that is not valid JSON`},
 		{"error object", `{"error":{"message":"the model failed","type":"server_error","param":null,"code":null}}`, llm.KindUpstreamStatus, "the model failed"},
 		{"error string", `{"error":"model crashed"}`, llm.KindUpstreamStatus, "model crashed"},
 	} {
