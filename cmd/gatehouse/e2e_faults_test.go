@@ -46,6 +46,15 @@ var faultProviders = []struct{ name, entry, model string }{
 // faultKey is the budgeted key every matrix request is sent with.
 const faultKey = "gh-faults-budgeted"
 
+// faultResponseLimit is the faulty providers' max_response_bytes: above
+// every ordinary answer of the matrix, far below an enormous one. The
+// gate of an enormous answer is a little above it, enough for the
+// gateway to find the bound by reading.
+const (
+	faultResponseLimit = 4 << 10
+	faultGateAt        = faultResponseLimit + 4<<10
+)
+
 // faultConfig routes every provider type to up, each model with and
 // without a fallback target on backup. Breakers are off (TestFaultOpensBreaker
 // covers them), so every row meets its fault; the timeouts are small so
@@ -62,7 +71,7 @@ providers:
   - {name: backup, type: openai-compatible, base_url: ` + backup.URL + `/v1, api_key: ` + upstreamKey + `}
 `)
 	for _, p := range faultProviders {
-		fmt.Fprintf(&b, "  - {name: %s, "+p.entry+"}\n", p.name, up.URL)
+		fmt.Fprintf(&b, "  - {name: %[1]s, max_response_bytes: %[3]d, "+p.entry+"}\n", p.name, up.URL, faultResponseLimit)
 	}
 	b.WriteString("keys:\n  - {key: " + faultKey + ", name: budgeted, project: qa, budget: {usd: 100, period: month}}\nmodels:\n")
 	for _, p := range faultProviders {
@@ -125,6 +134,40 @@ var faultRows = []faultRow{
 	{"hang alone", "hang=true", false, false, ""},
 	{"truncate stream start", "truncate=0", true, false, "-fb"},
 	{"huge stream", "huge=4000000, chunks=200", true, false, ""},
+	// Enormous non-streamed answers, over the provider's
+	// max_response_bytes: announced by their Content-Length, or chunked.
+	{"enormous", "huge=4000000", false, false, "-fb"},
+	{"enormous alone", "huge=4000000", false, false, ""},
+	{"enormous chunked", "huge=4000000", false, false, "-fb"},
+	{"enormous chunked alone", "huge=4000000", false, false, ""},
+}
+
+// enormous reports whether the row's upstream answer is over the bound,
+// held at the gate of a gatedUpstream.
+func (r faultRow) enormous() bool { return strings.HasPrefix(r.name, "enormous") }
+
+// faultyCalls is how many calls a row's fault before any byte costs the
+// faulty upstream: one when the backup is behind it; two when it is the
+// model's only deployment, retried once (route.Retry's default) as for
+// any protocol failure.
+func (r faultRow) faultyCalls() int {
+	if r.suffix == "-fb" {
+		return 1
+	}
+	return 2
+}
+
+// prompt is the row's user message: its directive, and the marks the
+// gated upstream reads.
+func (r faultRow) prompt() string {
+	marks := ""
+	if r.enormous() {
+		marks = gateMark + " "
+		if strings.Contains(r.name, "chunked") {
+			marks += unsizedMark + " "
+		}
+	}
+	return "tell me " + marks + "@mock(" + r.directive + ")"
 }
 
 // faultAnswer is what the client read.
@@ -156,12 +199,12 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 	t.Setenv("AWS_SESSION_TOKEN", awsToken)
 	t.Setenv("AWS_BEARER_TOKEN_BEDROCK", "")
 	t.Setenv("AWS_REGION", "eu-central-1")
-	up := startUpstream(t, mockllm.Options{AWSAccessKeyID: awsKeyID, AWSSecretKey: awsSecret, AWSSessionToken: awsToken,
-		Models: []string{"gpt-4o-mini", "llama3.2:latest"}})
+	up := startGatedUpstream(t, mockllm.Options{AWSAccessKeyID: awsKeyID, AWSSecretKey: awsSecret, AWSSessionToken: awsToken,
+		Models: []string{"gpt-4o-mini", "llama3.2:latest"}}, faultGateAt)
 	backup := startBackup(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gatehouse.db")
-	gw, stop := stoppableGateway(t, dir, faultConfig(up, backup,
+	gw, stop := stoppableGateway(t, dir, faultConfig(up.upstream, backup,
 		"storage: {sqlite: "+db+"}\nusage: {spill_dir: "+filepath.Join(dir, "spill")+"}\n"))
 	// The client's own timeout only keeps a gateway bug from hanging the
 	// test; the gateway's timeouts are what must end every row.
@@ -183,9 +226,12 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 		for _, row := range faultRows {
 			t.Run(p.name+"/"+row.name, func(t *testing.T) {
 				backupBefore := backup.mock.Stats().Requests
-				body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"tell me @mock(%s)"}]}`,
-					p.name+row.suffix, row.stream, row.directive)
+				body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":%q}]}`,
+					p.name+row.suffix, row.stream, row.prompt())
 				a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, body)
+				if row.enormous() {
+					up.check(t, faultResponseLimit, row.faultyCalls())
+				}
 				if a.err != nil {
 					t.Fatalf("the client read an error from the gateway: %v (status %d, %d bytes)", a.err, a.status, len(a.body))
 				}
@@ -210,11 +256,16 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 			{"truncate stream", "truncate=5", true, true, "-fb"},
 			{"reset stream", "reset_after=4", true, true, "-fb"},
 			{"malformed", "malformed", false, false, "-fb"},
+			{"enormous alone", "huge=4000000", false, false, ""},
+			{"enormous chunked", "huge=4000000", false, false, "-fb"},
 		} {
 			t.Run("messages/"+p+"/"+row.name, func(t *testing.T) {
-				body := fmt.Sprintf(`{"model":%q,"max_tokens":200,"stream":%v,"messages":[{"role":"user","content":"tell me @mock(%s)"}]}`,
-					p+row.suffix, row.stream, row.directive)
+				body := fmt.Sprintf(`{"model":%q,"max_tokens":4000,"stream":%v,"messages":[{"role":"user","content":%q}]}`,
+					p+row.suffix, row.stream, row.prompt())
 				a := faultCall(client, gw.URL+"/v1/messages", anthHdr, body)
+				if row.enormous() {
+					up.check(t, faultResponseLimit, row.faultyCalls())
+				}
 				if a.err != nil {
 					t.Fatalf("the client read an error from the gateway: %v", a.err)
 				}
@@ -238,8 +289,12 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 					if a.status < 500 || strings.HasPrefix(anthropicErrorType(a.body), "not an") {
 						t.Errorf("%d %s: want a 5xx in Anthropic's shape", a.status, a.body)
 					}
-					if r.Status != a.status || r.ErrorKind == "" {
-						t.Errorf("record status %d kind %q, the client got %d", r.Status, r.ErrorKind, a.status)
+					if r.Status != a.status || r.ErrorKind == "" || r.Cost != 0 || r.CompletionTokens != 0 {
+						t.Errorf("record status %d kind %q cost %s, the client got %d: want its status, a kind, nothing billed",
+							r.Status, r.ErrorKind, r.Cost, a.status)
+					}
+					if row.enormous() && (a.status != http.StatusBadGateway || !bytes.Contains(a.body, []byte("larger than the gateway's limit"))) {
+						t.Errorf("%d %s: want a 502 saying the answer was over the bound", a.status, a.body)
 					}
 				}
 			})
@@ -350,10 +405,24 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 			t.Fatalf("%d %s: want a %d in OpenAI's shape", a.status, a.body, want)
 		}
 		t.Logf("%d %s: %s", a.status, r.ErrorKind, a.body)
-		if r.Status != a.status || r.ErrorKind == "" || r.CompletionTokens != 0 || r.Cost != 0 {
-			t.Errorf("record %+v: want the client's status, an error kind and nothing billed", r)
+		if r.Status != a.status || r.ErrorKind == "" || r.CompletionTokens != 0 || r.Cost != 0 || r.Attempts != row.faultyCalls() {
+			t.Errorf("record %+v: want the client's status, an error kind, nothing billed, %d attempts", r, row.faultyCalls())
+		}
+		if row.enormous() && (dialectCode(a.body) != "upstream_response_too_large" || r.ErrorKind != string(llm.KindUpstreamProtocol)) {
+			t.Errorf("code %q, record kind %q: want upstream_response_too_large, upstream_protocol", dialectCode(a.body), r.ErrorKind)
 		}
 	}
+}
+
+// dialectCode is the code of an OpenAI-shaped error body.
+func dialectCode(b []byte) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(b, &e)
+	return e.Error.Code
 }
 
 // openAIErrorShape reports whether b is an error in OpenAI's shape: a
