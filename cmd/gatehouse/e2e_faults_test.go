@@ -474,12 +474,14 @@ providers:
   - {name: untrusted, type: openai-compatible, base_url: `+untrusted.URL+`/v1, api_key: `+upstreamKey+`}
   - {name: plaintext, type: openai-compatible, base_url: `+https+`/v1, api_key: `+upstreamKey+`}
   - {name: erring, type: openai-compatible, base_url: `+up.URL+`/v1, api_key: `+upstreamKey+`}
+  - {name: bloated, type: openai-compatible, base_url: `+up.URL+`/v1, api_key: `+upstreamKey+`, max_response_bytes: 4KiB}
 keys:
   - {key: `+clientKey+`, name: tester, project: qa}
 models:
   - {name: untrusted, targets: [{provider: untrusted, model: gpt-4o-mini}]}
   - {name: plaintext, targets: [{provider: plaintext, model: gpt-4o-mini}]}
   - {name: erring, targets: [{provider: erring, model: gpt-4o-mini}]}
+  - {name: bloated, targets: [{provider: bloated, model: gpt-4o-mini}]}
   - {name: untrusted-fb, strategy: failover, targets: [{provider: untrusted, model: gpt-4o-mini}, {provider: backup, model: gpt-4o-mini}]}
 `)
 	client := &http.Client{Timeout: time.Minute}
@@ -489,12 +491,13 @@ models:
 		for _, stream := range []bool{false, true} {
 			a := faultCall(client, gw.URL+"/v1/chat/completions", bearer,
 				fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, model, stream))
-			if a.err != nil || a.status != http.StatusBadGateway || !openAIErrorShape(a.body) {
-				t.Errorf("%s stream=%v: %d %v %s; want a 502 in OpenAI's shape", model, stream, a.status, a.err, a.body)
+			if a.err != nil || a.status != http.StatusBadGateway || !openAIErrorShape(a.body) || dialectCode(a.body) != "upstream_tls_error" {
+				t.Errorf("%s stream=%v: %d %v %s; want a 502 upstream_tls_error in OpenAI's shape", model, stream, a.status, a.err, a.body)
 			}
 			r := recordOf(t, gw.URL, a.header.Get("X-Gatehouse-Request-Id"))
-			if k := llm.ErrorKind(r.ErrorKind); r.Status != a.status || (k != llm.KindUpstreamConnect && k != llm.KindUpstreamProtocol) {
-				t.Errorf("%s: record status %d kind %q", model, r.Status, r.ErrorKind)
+			if r.Status != a.status || r.ErrorKind != string(llm.KindUpstreamTLS) || r.Cost != 0 || r.Attempts != 2 {
+				t.Errorf("%s: record status %d kind %q cost %s attempts %d; want upstream_tls, nothing billed, 2 attempts (one retry)",
+					model, r.Status, r.ErrorKind, r.Cost, r.Attempts)
 			}
 		}
 		a := faultCall(client, gw.URL+"/v1/messages", anth,
@@ -509,8 +512,13 @@ models:
 			t.Errorf("a 200 carrying an error: %d %s; want 502", a.status, a.body)
 		}
 	}
+	// An answer over max_response_bytes, too: the 502s count.
+	a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"bloated","messages":[{"role":"user","content":"hi @mock(huge=100000)"}]}`)
+	if a.status != http.StatusBadGateway || dialectCode(a.body) != "upstream_response_too_large" {
+		t.Errorf("an enormous answer: %d %s; want 502 upstream_response_too_large", a.status, a.body)
+	}
 	metrics := scrape(t, gw)
-	for _, p := range []string{"untrusted", "plaintext", "erring"} {
+	for _, p := range []string{"untrusted", "plaintext", "erring", "bloated"} {
 		want := `gatehouse_breaker_state{model="gpt-4o-mini",provider="` + p + `"} 2`
 		if !strings.Contains(metrics, want) {
 			t.Errorf("no %s in the metrics: the breaker of %s did not open", want, p)
@@ -518,7 +526,7 @@ models:
 	}
 	// The open breaker sends the fallback model's requests straight to
 	// the backup.
-	a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"untrusted-fb","messages":[{"role":"user","content":"hi"}]}`)
+	a = faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"untrusted-fb","messages":[{"role":"user","content":"hi"}]}`)
 	if a.status != 200 || a.header.Get("X-Gatehouse-Provider") != "backup" {
 		t.Errorf("untrusted-fb: %d from %q: %s", a.status, a.header.Get("X-Gatehouse-Provider"), a.body)
 	}
