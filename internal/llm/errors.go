@@ -35,9 +35,9 @@ const (
 	// deployment may take it; the deployment's breaker counts it, since
 	// its next handshake fails the same way until someone fixes it.
 	KindUpstreamTLS ErrorKind = "upstream_tls"
-	KindUnavailable      ErrorKind = "unavailable"
-	KindInternal         ErrorKind = "internal"
-	KindCanceled         ErrorKind = "canceled"
+	KindUnavailable ErrorKind = "unavailable"
+	KindInternal    ErrorKind = "internal"
+	KindCanceled    ErrorKind = "canceled"
 )
 
 // Error is a failure the gateway reports to a client. Message, Type, Code
