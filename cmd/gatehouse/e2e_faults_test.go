@@ -80,6 +80,7 @@ providers:
 			p.name, p.name, p.model)
 		fmt.Fprintf(&b, "  - {name: %s-trickle, timeouts: {total: 2s}, targets: [{provider: %s, model: %q}]}\n", p.name, p.name, p.model)
 	}
+	b.WriteString(embedModels())
 	return b.String() + extra
 }
 
@@ -200,7 +201,7 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 	t.Setenv("AWS_BEARER_TOKEN_BEDROCK", "")
 	t.Setenv("AWS_REGION", "eu-central-1")
 	up := startGatedUpstream(t, mockllm.Options{AWSAccessKeyID: awsKeyID, AWSSecretKey: awsSecret, AWSSessionToken: awsToken,
-		Models: []string{"gpt-4o-mini", "llama3.2:latest"}}, faultGateAt)
+		Models: []string{"gpt-4o-mini", "llama3.2:latest", "all-minilm:latest"}}, faultGateAt)
 	backup := startBackup(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gatehouse.db")
@@ -301,6 +302,8 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 		}
 	}
 
+	ids = append(ids, endpointFaults(t, gw.URL, client, bearer, up, backup)...)
+
 	// Healthy afterwards, and no goroutine left behind by a fault.
 	mustCall(t, 200, "GET", gw.URL+"/healthz", "", "")
 	client.CloseIdleConnections()
@@ -332,6 +335,9 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 		Data []account.Record `json:"data"`
 	}
 	adminJSON(t, gw.URL, "/admin/logs?limit=500", &page)
+	if len(page.Data) == 500 {
+		t.Fatal("more records than one page of /admin/logs: page through them")
+	}
 	stored := map[string]int{}
 	var all limit.Micros
 	for _, r := range page.Data {

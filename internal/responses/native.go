@@ -170,6 +170,11 @@ func ReadNative(body []byte, provider string) (llm.Usage, bool, error) {
 	if llm.KindOf(bytes.TrimSpace(body)) != llm.KindObject || ResponseID(body) == "" {
 		return llm.Usage{}, false, protocolError("provider %q sent a Responses API answer that is not a response object", provider)
 	}
+	// The body is relayed as it came, so it must be whole: one cut short
+	// under a matching Content-Length still starts with a response id.
+	if !json.Valid(body) {
+		return llm.Usage{}, false, protocolError("provider %q sent a Responses API answer that is not valid JSON", provider)
+	}
 	u, ok := UsageOf(body)
 	return u, ok, nil
 }
@@ -221,6 +226,11 @@ func (s *NativeStream) Next() (llm.Chunk, error) {
 		}
 		if len(bytes.TrimSpace(data)) == 0 {
 			continue
+		}
+		// Each event is relayed as it came: a broken one would reach the
+		// client as an event its SDK cannot parse.
+		if !json.Valid(data) {
+			return llm.Chunk{}, protocolError("the backend sent a malformed stream event")
 		}
 		c := llm.Chunk{Data: data}
 		typ, seq := eventHead(data)
