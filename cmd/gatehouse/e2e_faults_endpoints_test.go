@@ -171,4 +171,5 @@ func checkWholeFault(t *testing.T, row faultRow, a faultAnswer, r account.Record
 	if row.enormous() && (dialectCode(a.body) != "upstream_response_too_large" || r.ErrorKind != string(llm.KindUpstreamProtocol)) {
 		t.Errorf("code %q, record kind %q: want upstream_response_too_large, upstream_protocol", dialectCode(a.body), r.ErrorKind)
 	}
+	checkProviderMessage(t, row, a.body)
 }

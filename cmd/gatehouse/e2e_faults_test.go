@@ -294,6 +294,7 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 						t.Errorf("record status %d kind %q cost %s, the client got %d: want its status, a kind, nothing billed",
 							r.Status, r.ErrorKind, r.Cost, a.status)
 					}
+					checkProviderMessage(t, row, a.body)
 					if row.enormous() && (a.status != http.StatusBadGateway || !bytes.Contains(a.body, []byte("larger than the gateway's limit"))) {
 						t.Errorf("%d %s: want a 502 saying the answer was over the bound", a.status, a.body)
 					}
@@ -417,6 +418,20 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 		if row.enormous() && (dialectCode(a.body) != "upstream_response_too_large" || r.ErrorKind != string(llm.KindUpstreamProtocol)) {
 			t.Errorf("code %q, record kind %q: want upstream_response_too_large, upstream_protocol", dialectCode(a.body), r.ErrorKind)
 		}
+		checkProviderMessage(t, row, a.body)
+	}
+}
+
+// checkProviderMessage: a 200 carrying the provider's error object
+// reaches the client with the provider's message (every provider type),
+// and never with the provider's key.
+func checkProviderMessage(t *testing.T, row faultRow, body []byte) {
+	t.Helper()
+	if strings.HasPrefix(row.directive, "error_in_200") && !bytes.Contains(body, []byte("mockllm injected fault")) {
+		t.Errorf("the provider's message is lost: %s", body)
+	}
+	if bytes.Contains(body, []byte(upstreamKey)) {
+		t.Errorf("the provider's key reached the client: %s", body)
 	}
 }
 
