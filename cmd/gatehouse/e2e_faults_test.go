@@ -279,18 +279,21 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 						bytes.Contains(a.body, []byte("event: message_stop")) {
 						t.Errorf("a stream broken after its start: %d %s; want Anthropic's error event and no message_stop", a.status, a.body)
 					}
-					if r.ErrorKind == "" || r.CompletionTokens == 0 {
-						t.Errorf("record %+v: want the error and the tokens relayed", r)
+					if r.ErrorKind == "" || r.CompletionTokens == 0 || r.Status != 200 || r.Attempts != 1 {
+						t.Errorf("record %+v: want the error and the tokens relayed, 1 attempt", r)
 					}
 				case row.suffix == "-fb":
 					if a.status != 200 || a.header.Get("X-Gatehouse-Provider") != "backup" {
 						t.Errorf("%d %s from %q: want the backup's answer", a.status, a.body, a.header.Get("X-Gatehouse-Provider"))
 					}
+					if r.Status != 200 || r.ErrorKind != "" || r.Provider != "backup" || r.Attempts != 2 || r.CompletionTokens == 0 || r.Cost == 0 {
+						t.Errorf("record %+v: want the backup's success after 2 attempts, billed", r)
+					}
 				default:
 					if a.status < 500 || strings.HasPrefix(anthropicErrorType(a.body), "not an") {
 						t.Errorf("%d %s: want a 5xx in Anthropic's shape", a.status, a.body)
 					}
-					if r.Status != a.status || r.ErrorKind == "" || r.Cost != 0 || r.CompletionTokens != 0 {
+					if r.Status != a.status || r.ErrorKind == "" || r.Cost != 0 || r.CompletionTokens != 0 || r.Attempts != row.faultyCalls() {
 						t.Errorf("record status %d kind %q cost %s, the client got %d: want its status, a kind, nothing billed",
 							r.Status, r.ErrorKind, r.Cost, a.status)
 					}
@@ -376,8 +379,8 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 		if row.suffix == "-trickle" && !totalTimeoutMessage.Match(a.body) {
 			t.Errorf("the total timeout's error does not say it in milliseconds at most: %s", tail(a.body))
 		}
-		if r.ErrorKind == "" || r.Status != 200 {
-			t.Errorf("record status %d kind %q: want the stream's failure recorded", r.Status, r.ErrorKind)
+		if r.ErrorKind == "" || r.Status != 200 || r.Attempts != 1 {
+			t.Errorf("record status %d kind %q attempts %d: want the stream's failure recorded, 1 attempt", r.Status, r.ErrorKind, r.Attempts)
 		}
 		if r.CompletionTokens == 0 || r.PromptTokens == 0 {
 			t.Errorf("record %d+%d tokens: what was relayed is not counted", r.PromptTokens, r.CompletionTokens)
@@ -391,8 +394,8 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 		if row.stream && !bytes.HasSuffix(a.body, []byte("data: [DONE]\n\n")) {
 			t.Errorf("the backup's stream is not complete: %s", tail(a.body))
 		}
-		if r.Status != 200 || r.ErrorKind != "" || r.Provider != "backup" || r.Attempts != 2 || r.CompletionTokens == 0 {
-			t.Errorf("record %+v: want the backup's success after 2 attempts", r)
+		if r.Status != 200 || r.ErrorKind != "" || r.Provider != "backup" || r.Attempts != 2 || r.CompletionTokens == 0 || r.Cost == 0 {
+			t.Errorf("record %+v: want the backup's success after 2 attempts, billed", r)
 		}
 	case row.name == "huge stream":
 		// Providers that cap the output (max_tokens) send less than the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -168,6 +169,13 @@ func OutputOf(resp []byte) []byte {
 // an id, which is relayed as it is.
 func ReadNative(body []byte, provider string) (llm.Usage, bool, error) {
 	if llm.KindOf(bytes.TrimSpace(body)) != llm.KindObject || ResponseID(body) == "" {
+		// A 200 carrying OpenAI's {"error":{…}} failed upstream: the
+		// provider's words reach the client, as a 502 that moves on.
+		if e := field(body, "error"); llm.KindOf(e) == llm.KindObject && stringField(e, "message") != "" {
+			return llm.Usage{}, false, &llm.Error{Kind: llm.KindUpstreamStatus, Status: http.StatusBadGateway, Type: "server_error",
+				Code: stringField(e, "code"), Message: stringField(e, "message"),
+				Cause: fmt.Errorf("provider %q: error object in a 200", provider)}
+		}
 		return llm.Usage{}, false, protocolError("provider %q sent a Responses API answer that is not a response object", provider)
 	}
 	// The body is relayed as it came, so it must be whole: one cut short

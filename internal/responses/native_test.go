@@ -122,6 +122,11 @@ func TestReadNative(t *testing.T) {
 	if _, has, err := ReadNative(readFile(t, "testdata/native/reasoning.json"), "p"); err != nil || !has {
 		t.Fatalf("%v %v", has, err)
 	}
+	inner := `{"error":{"message":"The model failed.","type":"server_error","param":null,"code":"server_error"}}`
+	if _, _, err := ReadNative([]byte(inner), "p"); llm.AsError(err).Status != 502 || llm.AsError(err).Message != "The model failed." ||
+		llm.AsError(err).Kind != llm.KindUpstreamStatus {
+		t.Errorf("an error object under a 200: %v, want a 502 with the provider's message", err)
+	}
 	whole := string(readFile(t, "testdata/native/reasoning.json"))
 	// Cut short under a matching Content-Length: it still starts with its id.
 	half := whole[:len(whole)/2]
