@@ -46,6 +46,15 @@ var faultProviders = []struct{ name, entry, model string }{
 // faultKey is the budgeted key every matrix request is sent with.
 const faultKey = "gh-faults-budgeted"
 
+// faultResponseLimit is the faulty providers' max_response_bytes: above
+// every ordinary answer of the matrix, far below an enormous one. The
+// gate of an enormous answer is a little above it, enough for the
+// gateway to find the bound by reading.
+const (
+	faultResponseLimit = 4 << 10
+	faultGateAt        = faultResponseLimit + 4<<10
+)
+
 // faultConfig routes every provider type to up, each model with and
 // without a fallback target on backup. Breakers are off (TestFaultOpensBreaker
 // covers them), so every row meets its fault; the timeouts are small so
@@ -62,7 +71,7 @@ providers:
   - {name: backup, type: openai-compatible, base_url: ` + backup.URL + `/v1, api_key: ` + upstreamKey + `}
 `)
 	for _, p := range faultProviders {
-		fmt.Fprintf(&b, "  - {name: %s, "+p.entry+"}\n", p.name, up.URL)
+		fmt.Fprintf(&b, "  - {name: %[1]s, max_response_bytes: %[3]d, "+p.entry+"}\n", p.name, up.URL, faultResponseLimit)
 	}
 	b.WriteString("keys:\n  - {key: " + faultKey + ", name: budgeted, project: qa, budget: {usd: 100, period: month}}\nmodels:\n")
 	for _, p := range faultProviders {
@@ -71,6 +80,7 @@ providers:
 			p.name, p.name, p.model)
 		fmt.Fprintf(&b, "  - {name: %s-trickle, timeouts: {total: 2s}, targets: [{provider: %s, model: %q}]}\n", p.name, p.name, p.model)
 	}
+	b.WriteString(embedModels())
 	return b.String() + extra
 }
 
@@ -125,6 +135,40 @@ var faultRows = []faultRow{
 	{"hang alone", "hang=true", false, false, ""},
 	{"truncate stream start", "truncate=0", true, false, "-fb"},
 	{"huge stream", "huge=4000000, chunks=200", true, false, ""},
+	// Enormous non-streamed answers, over the provider's
+	// max_response_bytes: announced by their Content-Length, or chunked.
+	{"enormous", "huge=4000000", false, false, "-fb"},
+	{"enormous alone", "huge=4000000", false, false, ""},
+	{"enormous chunked", "huge=4000000", false, false, "-fb"},
+	{"enormous chunked alone", "huge=4000000", false, false, ""},
+}
+
+// enormous reports whether the row's upstream answer is over the bound,
+// held at the gate of a gatedUpstream.
+func (r faultRow) enormous() bool { return strings.HasPrefix(r.name, "enormous") }
+
+// faultyCalls is how many calls a row's fault before any byte costs the
+// faulty upstream: one when the backup is behind it; two when it is the
+// model's only deployment, retried once (route.Retry's default) as for
+// any protocol failure.
+func (r faultRow) faultyCalls() int {
+	if r.suffix == "-fb" {
+		return 1
+	}
+	return 2
+}
+
+// prompt is the row's user message: its directive, and the marks the
+// gated upstream reads.
+func (r faultRow) prompt() string {
+	marks := ""
+	if r.enormous() {
+		marks = gateMark + " "
+		if strings.Contains(r.name, "chunked") {
+			marks += unsizedMark + " "
+		}
+	}
+	return "tell me " + marks + "@mock(" + r.directive + ")"
 }
 
 // faultAnswer is what the client read.
@@ -156,12 +200,12 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 	t.Setenv("AWS_SESSION_TOKEN", awsToken)
 	t.Setenv("AWS_BEARER_TOKEN_BEDROCK", "")
 	t.Setenv("AWS_REGION", "eu-central-1")
-	up := startUpstream(t, mockllm.Options{AWSAccessKeyID: awsKeyID, AWSSecretKey: awsSecret, AWSSessionToken: awsToken,
-		Models: []string{"gpt-4o-mini", "llama3.2:latest"}})
+	up := startGatedUpstream(t, mockllm.Options{AWSAccessKeyID: awsKeyID, AWSSecretKey: awsSecret, AWSSessionToken: awsToken,
+		Models: []string{"gpt-4o-mini", "llama3.2:latest", "all-minilm:latest"}}, faultGateAt)
 	backup := startBackup(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gatehouse.db")
-	gw, stop := stoppableGateway(t, dir, faultConfig(up, backup,
+	gw, stop := stoppableGateway(t, dir, faultConfig(up.upstream, backup,
 		"storage: {sqlite: "+db+"}\nusage: {spill_dir: "+filepath.Join(dir, "spill")+"}\n"))
 	// The client's own timeout only keeps a gateway bug from hanging the
 	// test; the gateway's timeouts are what must end every row.
@@ -183,9 +227,12 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 		for _, row := range faultRows {
 			t.Run(p.name+"/"+row.name, func(t *testing.T) {
 				backupBefore := backup.mock.Stats().Requests
-				body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"tell me @mock(%s)"}]}`,
-					p.name+row.suffix, row.stream, row.directive)
+				body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":%q}]}`,
+					p.name+row.suffix, row.stream, row.prompt())
 				a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, body)
+				if row.enormous() {
+					up.check(t, faultResponseLimit, row.faultyCalls())
+				}
 				if a.err != nil {
 					t.Fatalf("the client read an error from the gateway: %v (status %d, %d bytes)", a.err, a.status, len(a.body))
 				}
@@ -210,11 +257,16 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 			{"truncate stream", "truncate=5", true, true, "-fb"},
 			{"reset stream", "reset_after=4", true, true, "-fb"},
 			{"malformed", "malformed", false, false, "-fb"},
+			{"enormous alone", "huge=4000000", false, false, ""},
+			{"enormous chunked", "huge=4000000", false, false, "-fb"},
 		} {
 			t.Run("messages/"+p+"/"+row.name, func(t *testing.T) {
-				body := fmt.Sprintf(`{"model":%q,"max_tokens":200,"stream":%v,"messages":[{"role":"user","content":"tell me @mock(%s)"}]}`,
-					p+row.suffix, row.stream, row.directive)
+				body := fmt.Sprintf(`{"model":%q,"max_tokens":4000,"stream":%v,"messages":[{"role":"user","content":%q}]}`,
+					p+row.suffix, row.stream, row.prompt())
 				a := faultCall(client, gw.URL+"/v1/messages", anthHdr, body)
+				if row.enormous() {
+					up.check(t, faultResponseLimit, row.faultyCalls())
+				}
 				if a.err != nil {
 					t.Fatalf("the client read an error from the gateway: %v", a.err)
 				}
@@ -227,24 +279,34 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 						bytes.Contains(a.body, []byte("event: message_stop")) {
 						t.Errorf("a stream broken after its start: %d %s; want Anthropic's error event and no message_stop", a.status, a.body)
 					}
-					if r.ErrorKind == "" || r.CompletionTokens == 0 {
-						t.Errorf("record %+v: want the error and the tokens relayed", r)
+					if r.ErrorKind == "" || r.CompletionTokens == 0 || r.Status != 200 || r.Attempts != 1 {
+						t.Errorf("record %+v: want the error and the tokens relayed, 1 attempt", r)
 					}
 				case row.suffix == "-fb":
 					if a.status != 200 || a.header.Get("X-Gatehouse-Provider") != "backup" {
 						t.Errorf("%d %s from %q: want the backup's answer", a.status, a.body, a.header.Get("X-Gatehouse-Provider"))
 					}
+					if r.Status != 200 || r.ErrorKind != "" || r.Provider != "backup" || r.Attempts != 2 || r.CompletionTokens == 0 || r.Cost == 0 {
+						t.Errorf("record %+v: want the backup's success after 2 attempts, billed", r)
+					}
 				default:
 					if a.status < 500 || strings.HasPrefix(anthropicErrorType(a.body), "not an") {
 						t.Errorf("%d %s: want a 5xx in Anthropic's shape", a.status, a.body)
 					}
-					if r.Status != a.status || r.ErrorKind == "" {
-						t.Errorf("record status %d kind %q, the client got %d", r.Status, r.ErrorKind, a.status)
+					if r.Status != a.status || r.ErrorKind == "" || r.Cost != 0 || r.CompletionTokens != 0 || r.Attempts != row.faultyCalls() {
+						t.Errorf("record status %d kind %q cost %s, the client got %d: want its status, a kind, nothing billed",
+							r.Status, r.ErrorKind, r.Cost, a.status)
+					}
+					checkProviderMessage(t, row, a.body)
+					if row.enormous() && (a.status != http.StatusBadGateway || !bytes.Contains(a.body, []byte("larger than the gateway's limit"))) {
+						t.Errorf("%d %s: want a 502 saying the answer was over the bound", a.status, a.body)
 					}
 				}
 			})
 		}
 	}
+
+	ids = append(ids, endpointFaults(t, gw.URL, client, bearer, up, backup)...)
 
 	// Healthy afterwards, and no goroutine left behind by a fault.
 	mustCall(t, 200, "GET", gw.URL+"/healthz", "", "")
@@ -277,6 +339,9 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 		Data []account.Record `json:"data"`
 	}
 	adminJSON(t, gw.URL, "/admin/logs?limit=500", &page)
+	if len(page.Data) == 500 {
+		t.Fatal("more records than one page of /admin/logs: page through them")
+	}
 	stored := map[string]int{}
 	var all limit.Micros
 	for _, r := range page.Data {
@@ -314,8 +379,8 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 		if row.suffix == "-trickle" && !totalTimeoutMessage.Match(a.body) {
 			t.Errorf("the total timeout's error does not say it in milliseconds at most: %s", tail(a.body))
 		}
-		if r.ErrorKind == "" || r.Status != 200 {
-			t.Errorf("record status %d kind %q: want the stream's failure recorded", r.Status, r.ErrorKind)
+		if r.ErrorKind == "" || r.Status != 200 || r.Attempts != 1 {
+			t.Errorf("record status %d kind %q attempts %d: want the stream's failure recorded, 1 attempt", r.Status, r.ErrorKind, r.Attempts)
 		}
 		if r.CompletionTokens == 0 || r.PromptTokens == 0 {
 			t.Errorf("record %d+%d tokens: what was relayed is not counted", r.PromptTokens, r.CompletionTokens)
@@ -329,8 +394,8 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 		if row.stream && !bytes.HasSuffix(a.body, []byte("data: [DONE]\n\n")) {
 			t.Errorf("the backup's stream is not complete: %s", tail(a.body))
 		}
-		if r.Status != 200 || r.ErrorKind != "" || r.Provider != "backup" || r.Attempts != 2 || r.CompletionTokens == 0 {
-			t.Errorf("record %+v: want the backup's success after 2 attempts", r)
+		if r.Status != 200 || r.ErrorKind != "" || r.Provider != "backup" || r.Attempts != 2 || r.CompletionTokens == 0 || r.Cost == 0 {
+			t.Errorf("record %+v: want the backup's success after 2 attempts, billed", r)
 		}
 	case row.name == "huge stream":
 		// Providers that cap the output (max_tokens) send less than the
@@ -350,10 +415,38 @@ func checkFaultAnswer(t *testing.T, row faultRow, a faultAnswer, r account.Recor
 			t.Fatalf("%d %s: want a %d in OpenAI's shape", a.status, a.body, want)
 		}
 		t.Logf("%d %s: %s", a.status, r.ErrorKind, a.body)
-		if r.Status != a.status || r.ErrorKind == "" || r.CompletionTokens != 0 || r.Cost != 0 {
-			t.Errorf("record %+v: want the client's status, an error kind and nothing billed", r)
+		if r.Status != a.status || r.ErrorKind == "" || r.CompletionTokens != 0 || r.Cost != 0 || r.Attempts != row.faultyCalls() {
+			t.Errorf("record %+v: want the client's status, an error kind, nothing billed, %d attempts", r, row.faultyCalls())
 		}
+		if row.enormous() && (dialectCode(a.body) != "upstream_response_too_large" || r.ErrorKind != string(llm.KindUpstreamProtocol)) {
+			t.Errorf("code %q, record kind %q: want upstream_response_too_large, upstream_protocol", dialectCode(a.body), r.ErrorKind)
+		}
+		checkProviderMessage(t, row, a.body)
 	}
+}
+
+// checkProviderMessage: a 200 carrying the provider's error object
+// reaches the client with the provider's message (every provider type),
+// and never with the provider's key.
+func checkProviderMessage(t *testing.T, row faultRow, body []byte) {
+	t.Helper()
+	if strings.HasPrefix(row.directive, "error_in_200") && !bytes.Contains(body, []byte("mockllm injected fault")) {
+		t.Errorf("the provider's message is lost: %s", body)
+	}
+	if bytes.Contains(body, []byte(upstreamKey)) {
+		t.Errorf("the provider's key reached the client: %s", body)
+	}
+}
+
+// dialectCode is the code of an OpenAI-shaped error body.
+func dialectCode(b []byte) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(b, &e)
+	return e.Error.Code
 }
 
 // openAIErrorShape reports whether b is an error in OpenAI's shape: a
@@ -405,12 +498,14 @@ providers:
   - {name: untrusted, type: openai-compatible, base_url: `+untrusted.URL+`/v1, api_key: `+upstreamKey+`}
   - {name: plaintext, type: openai-compatible, base_url: `+https+`/v1, api_key: `+upstreamKey+`}
   - {name: erring, type: openai-compatible, base_url: `+up.URL+`/v1, api_key: `+upstreamKey+`}
+  - {name: bloated, type: openai-compatible, base_url: `+up.URL+`/v1, api_key: `+upstreamKey+`, max_response_bytes: 4KiB}
 keys:
   - {key: `+clientKey+`, name: tester, project: qa}
 models:
   - {name: untrusted, targets: [{provider: untrusted, model: gpt-4o-mini}]}
   - {name: plaintext, targets: [{provider: plaintext, model: gpt-4o-mini}]}
   - {name: erring, targets: [{provider: erring, model: gpt-4o-mini}]}
+  - {name: bloated, targets: [{provider: bloated, model: gpt-4o-mini}]}
   - {name: untrusted-fb, strategy: failover, targets: [{provider: untrusted, model: gpt-4o-mini}, {provider: backup, model: gpt-4o-mini}]}
 `)
 	client := &http.Client{Timeout: time.Minute}
@@ -420,12 +515,13 @@ models:
 		for _, stream := range []bool{false, true} {
 			a := faultCall(client, gw.URL+"/v1/chat/completions", bearer,
 				fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, model, stream))
-			if a.err != nil || a.status != http.StatusBadGateway || !openAIErrorShape(a.body) {
-				t.Errorf("%s stream=%v: %d %v %s; want a 502 in OpenAI's shape", model, stream, a.status, a.err, a.body)
+			if a.err != nil || a.status != http.StatusBadGateway || !openAIErrorShape(a.body) || dialectCode(a.body) != "upstream_tls_error" {
+				t.Errorf("%s stream=%v: %d %v %s; want a 502 upstream_tls_error in OpenAI's shape", model, stream, a.status, a.err, a.body)
 			}
 			r := recordOf(t, gw.URL, a.header.Get("X-Gatehouse-Request-Id"))
-			if k := llm.ErrorKind(r.ErrorKind); r.Status != a.status || (k != llm.KindUpstreamConnect && k != llm.KindUpstreamProtocol) {
-				t.Errorf("%s: record status %d kind %q", model, r.Status, r.ErrorKind)
+			if r.Status != a.status || r.ErrorKind != string(llm.KindUpstreamTLS) || r.Cost != 0 || r.Attempts != 2 {
+				t.Errorf("%s: record status %d kind %q cost %s attempts %d; want upstream_tls, nothing billed, 2 attempts (one retry)",
+					model, r.Status, r.ErrorKind, r.Cost, r.Attempts)
 			}
 		}
 		a := faultCall(client, gw.URL+"/v1/messages", anth,
@@ -440,8 +536,13 @@ models:
 			t.Errorf("a 200 carrying an error: %d %s; want 502", a.status, a.body)
 		}
 	}
+	// An answer over max_response_bytes, too: the 502s count.
+	a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"bloated","messages":[{"role":"user","content":"hi @mock(huge=100000)"}]}`)
+	if a.status != http.StatusBadGateway || dialectCode(a.body) != "upstream_response_too_large" {
+		t.Errorf("an enormous answer: %d %s; want 502 upstream_response_too_large", a.status, a.body)
+	}
 	metrics := scrape(t, gw)
-	for _, p := range []string{"untrusted", "plaintext", "erring"} {
+	for _, p := range []string{"untrusted", "plaintext", "erring", "bloated"} {
 		want := `gatehouse_breaker_state{model="gpt-4o-mini",provider="` + p + `"} 2`
 		if !strings.Contains(metrics, want) {
 			t.Errorf("no %s in the metrics: the breaker of %s did not open", want, p)
@@ -449,7 +550,7 @@ models:
 	}
 	// The open breaker sends the fallback model's requests straight to
 	// the backup.
-	a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"untrusted-fb","messages":[{"role":"user","content":"hi"}]}`)
+	a = faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"untrusted-fb","messages":[{"role":"user","content":"hi"}]}`)
 	if a.status != 200 || a.header.Get("X-Gatehouse-Provider") != "backup" {
 		t.Errorf("untrusted-fb: %d from %q: %s", a.status, a.header.Get("X-Gatehouse-Provider"), a.body)
 	}

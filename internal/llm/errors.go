@@ -29,9 +29,15 @@ const (
 	KindUpstreamTimeout  ErrorKind = "upstream_timeout"
 	KindUpstreamConnect  ErrorKind = "upstream_connect"
 	KindUpstreamProtocol ErrorKind = "upstream_protocol"
-	KindUnavailable      ErrorKind = "unavailable"
-	KindInternal         ErrorKind = "internal"
-	KindCanceled         ErrorKind = "canceled"
+	// KindUpstreamTLS: the TLS handshake with the provider failed (an
+	// untrusted or wrong certificate, a server that does not speak TLS,
+	// a refused handshake). The request was not sent, so another
+	// deployment may take it; the deployment's breaker counts it, since
+	// its next handshake fails the same way until someone fixes it.
+	KindUpstreamTLS ErrorKind = "upstream_tls"
+	KindUnavailable ErrorKind = "unavailable"
+	KindInternal    ErrorKind = "internal"
+	KindCanceled    ErrorKind = "canceled"
 )
 
 // Error is a failure the gateway reports to a client. Message, Type, Code

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"gatehouse/internal/llm"
@@ -132,7 +133,7 @@ func (s *Server) embeddings(c *call, body []byte) {
 			return
 		}
 	}
-	p, perr := s.newPlan(c, "")
+	p, perr := s.newPlan(c, embedText(inputs))
 	if perr != nil {
 		c.fail(perr)
 		return
@@ -245,4 +246,17 @@ func embed(v []float32, in embedInput) {
 // float response and a base64 response decode to the same float32s.
 func appendFloat32(b []byte, f float32) []byte {
 	return strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+}
+
+// embedText is the text inputs joined, where a @mock(...) directive
+// arms a fault on an embedding call as it does in a chat prompt.
+func embedText(inputs []embedInput) string {
+	var b strings.Builder
+	for _, in := range inputs {
+		if in.isText {
+			b.WriteString(in.text)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }

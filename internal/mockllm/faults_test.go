@@ -240,3 +240,35 @@ func TestFaultDirectiveValues(t *testing.T) {
 		t.Errorf("error_in_200 switched off by header: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestFaultDirectivesInEmbeddings: a directive in an embedding input arms
+// the whole-body faults on OpenAI's, Gemini's and Ollama's embeddings.
+func TestFaultDirectivesInEmbeddings(t *testing.T) {
+	_, ts := start(t, Options{Models: []string{"all-minilm"}})
+	for _, d := range []faultDialect{
+		{"openai", func(d string, _ bool) (string, string, map[string]string) {
+			return "/v1/embeddings", `{"model":"text-embedding-3-small","input":["first",` + quote("hello "+d) + `]}`, nil
+		}, `"usage"`, `{"error":{"message":"mockllm injected fault`},
+		{"gemini", func(d string, _ bool) (string, string, map[string]string) {
+			return "/v1beta/models/gemini-embedding-001:embedContent", `{"content":{"parts":[{"text":` + quote("hello "+d) + `}]}}`, nil
+		}, `"values"`, `"status": "INTERNAL"`},
+		{"ollama", func(d string, _ bool) (string, string, map[string]string) {
+			return "/api/embed", `{"model":"all-minilm","input":` + quote("hello "+d) + `}`, nil
+		}, `"embeddings"`, `{"error":"mockllm injected fault`},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			if r := faultDo(t, ts.URL, d, "", false); r.err != nil || r.status != 200 || !bytes.Contains(r.body, []byte(d.done)) {
+				t.Fatalf("without a fault: %d %v %q", r.status, r.err, r.body)
+			}
+			if r := faultDo(t, ts.URL, d, "@mock(error_in_200)", false); r.status != 200 || !bytes.Contains(r.body, []byte(d.errMark)) {
+				t.Errorf("error_in_200: %d %q; want a 200 with %q", r.status, r.body, d.errMark)
+			}
+			if r := faultDo(t, ts.URL, d, "@mock(truncate)", false); !errors.Is(r.err, io.ErrUnexpectedEOF) || json.Valid(r.body) {
+				t.Errorf("truncate: %v %q; want half a body under its Content-Length", r.err, r.body)
+			}
+			if r := faultDo(t, ts.URL, d, "@mock(malformed)", false); r.err != nil || r.status != 200 || json.Valid(r.body) {
+				t.Errorf("malformed: %d %v %q; want a 200 whose JSON is broken", r.status, r.err, r.body)
+			}
+		})
+	}
+}

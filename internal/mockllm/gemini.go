@@ -392,7 +392,14 @@ func (s *Server) gemEmbed(c *call, model string, batch bool, body []byte) {
 			return
 		}
 	}
-	p, perr := s.newPlan(c, "")
+	var all strings.Builder // where a @mock(...) directive arms a fault
+	for _, r := range reqs {
+		for _, p := range r.Content.Parts {
+			all.WriteString(*p.Text)
+			all.WriteByte('\n')
+		}
+	}
+	p, perr := s.newPlan(c, all.String())
 	if perr != nil {
 		c.gemFail(gemInvalid("%s", perr.message))
 		return

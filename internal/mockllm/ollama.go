@@ -478,7 +478,8 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 		}
 		dims = req.Dimensions
 	}
-	p, perr := s.newPlan(c, "")
+	// A @mock(...) directive in the inputs arms a fault, as in a prompt.
+	p, perr := s.newPlan(c, strings.Join(inputs, "\n"))
 	if perr != nil {
 		c.ollamaFail(http.StatusBadRequest, perr.message, "")
 		return

@@ -27,11 +27,16 @@ func (d *Deployment) ResponseLimit() int64 {
 }
 
 // ReadBody reads a whole upstream body, refusing more than limit bytes:
-// a larger one is a 502 naming the limit, and the rest is not read.
+// a larger one is a 502 naming the limit, and the rest is not read. A
+// Content-Length over the limit is refused before any of the body is
+// read, so an announced enormous answer costs the gateway nothing.
 func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 	defer resp.Body.Close()
+	if resp.ContentLength > limit {
+		return nil, tooLarge(limit, resp.ContentLength)
+	}
 	var buf bytes.Buffer
-	if resp.ContentLength > 0 && resp.ContentLength <= limit {
+	if resp.ContentLength > 0 {
 		buf.Grow(int(resp.ContentLength))
 	}
 	n, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
@@ -39,11 +44,21 @@ func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if n > limit {
-		return nil, &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
-			Code: "upstream_response_too_large", Message: "The provider's response is larger than the gateway's limit of " + strconv.FormatInt(limit, 10) + " bytes.",
-			Cause: fmt.Errorf("upstream response larger than %d bytes", limit)}
+		return nil, tooLarge(limit, -1)
 	}
 	return buf.Bytes(), nil
+}
+
+// tooLarge is the 502 for a body over limit bytes; announced is its
+// Content-Length, or -1 when it was found by reading.
+func tooLarge(limit, announced int64) *llm.Error {
+	cause := fmt.Errorf("upstream response larger than %d bytes", limit)
+	if announced >= 0 {
+		cause = fmt.Errorf("upstream response of %d bytes (Content-Length), the limit is %d", announced, limit)
+	}
+	return &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
+		Code: "upstream_response_too_large", Message: "The provider's response is larger than the gateway's limit of " + strconv.FormatInt(limit, 10) + " bytes.",
+		Cause: cause}
 }
 
 // RetryAfter reads how long a provider asked us to wait, from Retry-After

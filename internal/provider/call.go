@@ -155,6 +155,10 @@ func TransportError(provider string, err error) *llm.Error {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return timeoutError(provider, "timed out", err)
 	}
+	if why := tlsFailure(err); why != "" {
+		return &llm.Error{Kind: llm.KindUpstreamTLS, Status: http.StatusBadGateway, Type: "server_error",
+			Code: "upstream_tls_error", Message: fmt.Sprintf("provider %q failed: %s", provider, why), Cause: err}
+	}
 	return &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
 		Code: "upstream_error", Message: fmt.Sprintf("provider %q failed: connection error", provider), Cause: err}
 }

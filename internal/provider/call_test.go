@@ -2,11 +2,15 @@ package provider
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +143,75 @@ func TestStatusErrorShapes(t *testing.T) {
 		if e.Status != 503 || e.RetryAfter != 2*time.Second {
 			t.Errorf("%s: status %d retry %v", c.body, e.Status, e.RetryAfter)
 		}
+	}
+}
+
+// TestTransportErrorTLS: every way a handshake with the provider fails
+// is an upstream_tls 502 saying why in words safe to show, not a
+// protocol error; what is not a handshake failure is not one.
+func TestTransportErrorTLS(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	quiet := log.New(io.Discard, "", 0)
+	untrusted := httptest.NewUnstartedServer(ok)
+	untrusted.Config.ErrorLog = quiet
+	untrusted.StartTLS()
+	defer untrusted.Close()
+	clientCert := httptest.NewUnstartedServer(ok)
+	clientCert.Config.ErrorLog = quiet
+	clientCert.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert, MaxVersion: tls.VersionTLS12}
+	clientCert.StartTLS()
+	defer clientCert.Close()
+	plain := httptest.NewServer(ok)
+	defer plain.Close()
+
+	trusting := NewTransport()
+	trusting.TLSClientConfig = &tls.Config{RootCAs: x509.NewCertPool()}
+	trusting.TLSClientConfig.RootCAs.AddCert(untrusted.Certificate())
+	trusting.TLSClientConfig.RootCAs.AddCert(clientCert.Certificate())
+	for _, tc := range []struct {
+		name, url string
+		transport *http.Transport
+		kind      llm.ErrorKind
+		says      string
+	}{
+		{"untrusted certificate", untrusted.URL, NewTransport(), llm.KindUpstreamTLS, "not trusted"},
+		{"certificate for another name", strings.Replace(untrusted.URL, "127.0.0.1", "localhost", 1), trusting, llm.KindUpstreamTLS, "not trusted"},
+		{"plain HTTP behind https", "https://" + strings.TrimPrefix(plain.URL, "http://"), NewTransport(), llm.KindUpstreamTLS, "does not speak TLS"},
+		{"handshake refused", clientCert.URL, trusting, llm.KindUpstreamTLS, "refused the TLS handshake"},
+		{"trusted", untrusted.URL, trusting, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
+			resp, err := (&http.Client{Transport: tc.transport}).Do(req)
+			if tc.kind == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if why := tlsFailure(err); why != "" {
+					t.Errorf("a working connection reads as a TLS failure: %q", why)
+				}
+				return
+			}
+			if err == nil {
+				resp.Body.Close()
+				t.Fatal("the request went through")
+			}
+			e := TransportError("p", err)
+			if e.Kind != tc.kind || e.Status != http.StatusBadGateway || e.Code != "upstream_tls_error" || !strings.Contains(e.Message, tc.says) {
+				t.Errorf("%v: got kind %q status %d code %q message %q; want %q saying %q", err, e.Kind, e.Status, e.Code, e.Message, tc.kind, tc.says)
+			}
+			if strings.Contains(e.Message, "x509") || strings.Contains(e.Message, "127.0.0.1") {
+				t.Errorf("the message shows the certificate's details: %q", e.Message)
+			}
+		})
+	}
+	refused := TransportError("p", &net.OpError{Op: "dial", Err: errors.New("connection refused")})
+	if refused.Kind != llm.KindUpstreamConnect {
+		t.Errorf("a refused connect: %q", refused.Kind)
+	}
+	reset := TransportError("p", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")})
+	if reset.Kind != llm.KindUpstreamProtocol {
+		t.Errorf("a reset mid-answer: %q", reset.Kind)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -168,7 +169,19 @@ func OutputOf(resp []byte) []byte {
 // an id, which is relayed as it is.
 func ReadNative(body []byte, provider string) (llm.Usage, bool, error) {
 	if llm.KindOf(bytes.TrimSpace(body)) != llm.KindObject || ResponseID(body) == "" {
+		// A 200 carrying OpenAI's {"error":{…}} failed upstream: the
+		// provider's words reach the client, as a 502 that moves on.
+		if e := field(body, "error"); llm.KindOf(e) == llm.KindObject && stringField(e, "message") != "" {
+			return llm.Usage{}, false, &llm.Error{Kind: llm.KindUpstreamStatus, Status: http.StatusBadGateway, Type: "server_error",
+				Code: stringField(e, "code"), Message: stringField(e, "message"),
+				Cause: fmt.Errorf("provider %q: error object in a 200", provider)}
+		}
 		return llm.Usage{}, false, protocolError("provider %q sent a Responses API answer that is not a response object", provider)
+	}
+	// The body is relayed as it came, so it must be whole: one cut short
+	// under a matching Content-Length still starts with a response id.
+	if !json.Valid(body) {
+		return llm.Usage{}, false, protocolError("provider %q sent a Responses API answer that is not valid JSON", provider)
 	}
 	u, ok := UsageOf(body)
 	return u, ok, nil
@@ -221,6 +234,11 @@ func (s *NativeStream) Next() (llm.Chunk, error) {
 		}
 		if len(bytes.TrimSpace(data)) == 0 {
 			continue
+		}
+		// Each event is relayed as it came: a broken one would reach the
+		// client as an event its SDK cannot parse.
+		if !json.Valid(data) {
+			return llm.Chunk{}, protocolError("the backend sent a malformed stream event")
 		}
 		c := llm.Chunk{Data: data}
 		typ, seq := eventHead(data)

@@ -122,9 +122,17 @@ func TestReadNative(t *testing.T) {
 	if _, has, err := ReadNative(readFile(t, "testdata/native/reasoning.json"), "p"); err != nil || !has {
 		t.Fatalf("%v %v", has, err)
 	}
-	for _, bad := range []string{`[]`, `{"object":"response"}`, `not json`} {
+	inner := `{"error":{"message":"The model failed.","type":"server_error","param":null,"code":"server_error"}}`
+	if _, _, err := ReadNative([]byte(inner), "p"); llm.AsError(err).Status != 502 || llm.AsError(err).Message != "The model failed." ||
+		llm.AsError(err).Kind != llm.KindUpstreamStatus {
+		t.Errorf("an error object under a 200: %v, want a 502 with the provider's message", err)
+	}
+	whole := string(readFile(t, "testdata/native/reasoning.json"))
+	// Cut short under a matching Content-Length: it still starts with its id.
+	half := whole[:len(whole)/2]
+	for _, bad := range []string{`[]`, `{"object":"response"}`, `not json`, half} {
 		if _, _, err := ReadNative([]byte(bad), "p"); err == nil || llm.AsError(err).Status != 502 {
-			t.Errorf("%s: %v, want a 502", bad, err)
+			t.Errorf("%.60s: %v, want a 502", bad, err)
 		}
 	}
 }
@@ -211,6 +219,11 @@ func TestNativeStreamEnds(t *testing.T) {
 	}
 	if _, err := NewNativeStream(nativeResponse("data: {\"sequence_number\":1}\n\n")).Next(); err == nil {
 		t.Fatal("an event without a type was accepted")
+	}
+	// A malformed event is not relayed as if it were one.
+	broken := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"brok\n\n"
+	if c, err := NewNativeStream(nativeResponse(broken)).Next(); err == nil || llm.AsError(err).Kind != llm.KindUpstreamProtocol || c.Data != nil {
+		t.Fatalf("a malformed event: %q %v", c.Data, err)
 	}
 }
 

@@ -74,7 +74,7 @@ func (r Retry) judge(e *llm.Error) verdict {
 	switch e.Kind {
 	case llm.KindCanceled:
 		return clientGone
-	case llm.KindUpstreamConnect, llm.KindUpstreamTimeout, llm.KindUpstreamProtocol:
+	case llm.KindUpstreamConnect, llm.KindUpstreamTimeout, llm.KindUpstreamProtocol, llm.KindUpstreamTLS:
 		return moveOn
 	case llm.KindUpstreamStatus:
 		switch {

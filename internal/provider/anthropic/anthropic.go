@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"gatehouse/internal/llm"
@@ -84,6 +85,22 @@ func (a Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *l
 func (Adapter) Error(resp *http.Response, d *provider.Deployment) *llm.Error {
 	body, _ := provider.ReadBody(resp, 1<<20)
 	return provider.StatusError(d.Provider, resp, body)
+}
+
+// errorIn200 is Anthropic's error object answered with a 200: the
+// provider's type and message reach the client (its key, should a proxy
+// in between have echoed it, does not), with Anthropic's status for the
+// type, a server-side one as 502 like any upstream failure.
+func errorIn200(d *provider.Deployment, typ, message string) *llm.Error {
+	status := statusForType(typ)
+	if status >= 500 {
+		status = http.StatusBadGateway
+	}
+	if d.APIKey != "" {
+		message = strings.ReplaceAll(message, d.APIKey, "[redacted]")
+	}
+	return &llm.Error{Kind: llm.KindUpstreamStatus, Status: status, Type: typ, Message: message,
+		Cause: fmt.Errorf("provider %q: error object in a 200: %s", d.Provider, typ)}
 }
 
 // statusForType is the HTTP status Anthropic uses for each error type; an

@@ -275,6 +275,31 @@ func TestCompletionNotAMessage(t *testing.T) {
 	}
 }
 
+// TestCompletionErrorIn200: Anthropic's error object under a 200 keeps
+// the provider's type and message (minus the provider's key, were it
+// echoed), with Anthropic's status for the type, 5xx ones as 502.
+func TestCompletionErrorIn200(t *testing.T) {
+	req := providertest.MustRequest(t, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false)
+	for _, tc := range []struct {
+		typ    string
+		status int
+	}{
+		{"api_error", http.StatusBadGateway},
+		{"overloaded_error", http.StatusBadGateway},
+		{"rate_limit_error", http.StatusTooManyRequests},
+		{"invalid_request_error", http.StatusBadRequest},
+	} {
+		body := `{"type":"error","error":{"type":"` + tc.typ + `","message":"the model broke; key sk-ant-test was used"},"request_id":"req_1"}`
+		resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}
+		_, err := Adapter{}.Completion(resp, deployment(), req)
+		var ge *llm.Error
+		if !errors.As(err, &ge) || ge.Kind != llm.KindUpstreamStatus || ge.Status != tc.status || ge.Type != tc.typ ||
+			ge.Message != "the model broke; key [redacted] was used" {
+			t.Errorf("%s: got %+v, want %d with the provider's type and message, its key redacted", tc.typ, ge, tc.status)
+		}
+	}
+}
+
 func stream(t *testing.T, reqBody string, sse []byte) llm.Stream {
 	t.Helper()
 	req := providertest.MustRequest(t, reqBody, true)

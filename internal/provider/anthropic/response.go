@@ -18,6 +18,11 @@ type messageResponse struct {
 	Content    []responseBlock `json:"content"`
 	StopReason string          `json:"stop_reason"`
 	Usage      wireUsage       `json:"usage"`
+	// Error is set when a 200 carries {"type":"error","error":{…}}.
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
 }
 
 type responseBlock struct {
@@ -115,7 +120,11 @@ func (a Adapter) Completion(resp *http.Response, d *provider.Deployment, req *ll
 		return nil, err
 	}
 	var m messageResponse
-	if err := json.Unmarshal(body, &m); err != nil || m.Type != "message" {
+	err = json.Unmarshal(body, &m)
+	if err == nil && m.Type == "error" && m.Error != nil && m.Error.Message != "" {
+		return nil, errorIn200(d, m.Error.Type, m.Error.Message)
+	}
+	if err != nil || m.Type != "message" {
 		return nil, provider.ProtocolError(d.Provider, "a response that is not a Messages API message", err)
 	}
 	jsonTool := ""

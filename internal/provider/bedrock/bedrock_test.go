@@ -353,3 +353,15 @@ func TestStreamCutByTheConnectionIsNotMalformed(t *testing.T) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestCompletionExceptionIn200: an exception's {"message":…} under a 200
+// is a 502 with the provider's message, not "without output.message".
+func TestCompletionExceptionIn200(t *testing.T) {
+	d := deployment()
+	req := providertest.MustRequest(t, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false)
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"message":"The model failed."}`))}
+	_, err := testAdapter().Completion(resp, &d, req)
+	if e := llm.AsError(err); err == nil || e.Kind != llm.KindUpstreamStatus || e.Status != http.StatusBadGateway || e.Message != "The model failed." {
+		t.Fatalf("got %v, want a 502 with the provider's message", err)
+	}
+}

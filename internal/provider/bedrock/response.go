@@ -3,6 +3,7 @@ package bedrock
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -20,6 +21,8 @@ type converseResponse struct {
 	} `json:"output"`
 	StopReason string      `json:"stopReason"`
 	Usage      *tokenUsage `json:"usage"`
+	// Message is an exception's text: set when a 200 carries an error.
+	Message string `json:"message"`
 }
 
 // responseBlock is a content block of an answer.
@@ -80,7 +83,14 @@ func (a *Adapter) Completion(resp *http.Response, d *provider.Deployment, _ *llm
 		return nil, err
 	}
 	var cr converseResponse
-	if err := json.Unmarshal(body, &cr); err != nil || cr.Output.Message == nil {
+	err = json.Unmarshal(body, &cr)
+	if err == nil && cr.Output.Message == nil && cr.Message != "" {
+		// An exception's {"message":…} under a 200: the provider's words
+		// reach the client, as a 502 like any upstream failure.
+		return nil, &llm.Error{Kind: llm.KindUpstreamStatus, Status: http.StatusBadGateway, Type: "server_error",
+			Message: cr.Message, Cause: fmt.Errorf("provider %q: exception in a 200", d.Provider)}
+	}
+	if err != nil || cr.Output.Message == nil {
 		return nil, provider.ProtocolError(d.Provider, "a Converse response without output.message", err)
 	}
 	msg := llm.ResponseMessage{Role: llm.RoleAssistant}

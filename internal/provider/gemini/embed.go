@@ -122,6 +122,7 @@ func embedInputs(v json.RawMessage) ([]string, error) {
 }
 
 type batchEmbedResponse struct {
+	Error      *apiError `json:"error"` // a failure answered with a 200
 	Embeddings []struct {
 		Values json.RawMessage `json:"values"`
 	} `json:"embeddings"`
@@ -142,6 +143,9 @@ func (Adapter) Embedding(resp *http.Response, d *provider.Deployment, req *llm.E
 	var g batchEmbedResponse
 	if err := json.Unmarshal(body, &g); err != nil {
 		return nil, provider.ProtocolError(d.Provider, "an embeddings response that is not a BatchEmbedContentsResponse", err)
+	}
+	if g.Error != nil {
+		return nil, g.Error.gatewayError(d.Provider, http.StatusBadGateway, nil)
 	}
 	ep, err := decodeEmbed(d, req.Body)
 	if err != nil {

@@ -463,3 +463,15 @@ func FuzzStream(f *testing.F) {
 		t.Fatal("stream never ended")
 	})
 }
+
+// TestEmbeddingErrorIn200: Google's error object under a 200 is the
+// provider's error with its message, not "0 embeddings for 1 inputs".
+func TestEmbeddingErrorIn200(t *testing.T) {
+	d := deployment()
+	d.Model = "gemini-embedding-001"
+	body := `{"error":{"code":500,"message":"Internal error encountered.","status":"INTERNAL"}}`
+	_, err := Adapter{}.Embedding(&http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))}, d, embedReq(t, `{"model":"e","input":"a"}`))
+	if e := llm.AsError(err); err == nil || e.Status < 500 || e.Message != "Internal error encountered." || e.Code != "INTERNAL" {
+		t.Fatalf("got %v, want a 5xx with the provider's message and status", err)
+	}
+}

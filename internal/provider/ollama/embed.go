@@ -24,6 +24,7 @@ type embedResponse struct {
 	Model           string            `json:"model"`
 	Embeddings      []json.RawMessage `json:"embeddings"`
 	PromptEvalCount int               `json:"prompt_eval_count"`
+	Error           json.RawMessage   `json:"error"` // a failure answered with a 200
 }
 
 // embedOptions are the OpenAI embedding parameters besides model and
@@ -125,6 +126,14 @@ func (Adapter) Embedding(resp *http.Response, d *provider.Deployment, req *llm.E
 	var r embedResponse
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, provider.ProtocolError(d.Provider, "an embeddings response that is not JSON", err)
+	}
+	// A 200 with {"error":…} failed; one without any vector did too, and
+	// would otherwise reach the client as an empty list it did not ask for.
+	if r.Error != nil {
+		return nil, streamError(d, r.Error)
+	}
+	if len(r.Embeddings) == 0 {
+		return nil, provider.ProtocolError(d.Provider, "an embeddings response without embeddings", nil)
 	}
 	b := make([]byte, 0, len(body)+64*len(r.Embeddings)+128)
 	b = append(b, `{"object":"list","data":[`...)

@@ -357,6 +357,22 @@ func TestEmbedding(t *testing.T) {
 	}
 }
 
+// TestEmbeddingFailedWith200: Ollama's error object, or an answer without
+// vectors, under a 200 is a 502 with its message, not an empty list.
+func TestEmbeddingFailedWith200(t *testing.T) {
+	d := deployment()
+	for body, says := range map[string]string{
+		`{"error":"model failed to load"}`:                 "model failed to load",
+		`{"model":"embeddinggemma","prompt_eval_count":3}`: "without embeddings",
+	} {
+		resp := &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))}
+		c, err := Adapter{}.Embedding(resp, &d, embedReq(t, `{"model":"e","input":"a"}`))
+		if e := llm.AsError(err); err == nil || e.Status != http.StatusBadGateway || !strings.Contains(e.Message, says) {
+			t.Errorf("%s: got %v %v; want a 502 saying %q", body, c, err, says)
+		}
+	}
+}
+
 func TestModels(t *testing.T) {
 	d := deployment()
 	hr, err := Adapter{}.ModelsRequest(context.Background(), &d)

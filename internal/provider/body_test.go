@@ -1,0 +1,68 @@
+package provider
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"gatehouse/internal/llm"
+)
+
+// countingBody is an upstream body that counts the bytes taken from it
+// and whether it was closed.
+type countingBody struct {
+	r      io.Reader
+	read   int64
+	closed bool
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	return n, err
+}
+
+func (b *countingBody) Close() error { b.closed = true; return nil }
+
+func TestReadBodyBound(t *testing.T) {
+	const limit = 1000
+	for _, tc := range []struct {
+		name          string
+		size          int
+		contentLength int64 // -1: unknown (chunked)
+		wantErr       bool
+		maxRead       int64 // the most of the body ReadBody may take
+	}{
+		{"at the limit, announced", limit, limit, false, limit},
+		{"at the limit, chunked", limit, -1, false, limit},
+		{"one over, announced", limit + 1, limit + 1, true, 0},
+		{"enormous, announced", 1 << 20, 1 << 20, true, 0},
+		{"enormous, chunked", 1 << 20, -1, true, limit + 1},
+		// A Content-Length that lies low is no way around the bound.
+		{"enormous, announced small", 1 << 20, 10, true, limit + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := &countingBody{r: strings.NewReader(strings.Repeat("x", tc.size))}
+			got, err := ReadBody(&http.Response{Body: body, ContentLength: tc.contentLength}, limit)
+			if !body.closed {
+				t.Error("the body was not closed")
+			}
+			if body.read > tc.maxRead {
+				t.Errorf("read %d bytes of the body, want at most %d", body.read, tc.maxRead)
+			}
+			if !tc.wantErr {
+				if err != nil || len(got) != tc.size {
+					t.Fatalf("got %d bytes, %v; want the whole %d", len(got), err, tc.size)
+				}
+				return
+			}
+			var ge *llm.Error
+			if !errors.As(err, &ge) || ge.Code != "upstream_response_too_large" || ge.Status != http.StatusBadGateway ||
+				!strings.Contains(ge.Message, "1000 bytes") {
+				t.Fatalf("got %v; want a 502 upstream_response_too_large naming the limit", err)
+			}
+		})
+	}
+}
