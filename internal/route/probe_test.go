@@ -100,7 +100,7 @@ func TestMetricsPollerRunPollsUntilCancelled(t *testing.T) {
 	r, w, kv, _ := LoadMetrics("llamacpp")
 	fixed := time.Unix(1_800_000_000, 0) // readings never age: only the polling is under test
 	p := &MetricsPoller{URL: srv.URL, Interval: time.Millisecond, Running: r, Waiting: w, KVCache: kv,
-		now: func() time.Time { return fixed }}
+		now: func() time.Time { return fixed }, timeout: 30 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
