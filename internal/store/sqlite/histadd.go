@@ -12,11 +12,10 @@ import (
 // histAddFunc is the SQL name of histAdd on the writer's connections.
 const histAddFunc = "gatehouse_hist_add"
 
-// writerDriver opens the writer's connections. It is a driver of its
-// own, not the "sqlite" one sql.Open finds, so that histAdd is
-// registered on the writer alone and on nothing else in the process.
-var writerDriver = newWriterDriver()
-
+// newWriterDriver makes the driver that opens a store's writer
+// connections. It is a driver of its own, not the "sqlite" one sql.Open
+// finds, so that histAdd is registered on the writer alone and on
+// nothing else in the process; one per store, so no package state.
 func newWriterDriver() *sqlite.Driver {
 	d := &sqlite.Driver{}
 	d.MustRegisterDeterministicScalarFunction(histAddFunc, 2, histAdd)
@@ -51,10 +50,14 @@ func histAdd(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, erro
 	return string(h.AppendJSON(nil)), nil
 }
 
-// writerConnector opens connections of writerDriver for database/sql.
-type writerConnector struct{ dsn string }
+// writerConnector opens connections of a newWriterDriver for
+// database/sql.
+type writerConnector struct {
+	dsn string
+	d   *sqlite.Driver
+}
 
 func (c writerConnector) Connect(context.Context) (driver.Conn, error) {
-	return writerDriver.Open(c.dsn)
+	return c.d.Open(c.dsn)
 }
-func (c writerConnector) Driver() driver.Driver { return writerDriver }
+func (c writerConnector) Driver() driver.Driver { return c.d }

@@ -78,7 +78,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// batches, so durability costs little here.
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Set("_txlock", "immediate")
-	w := sql.OpenDB(writerConnector{path + "?" + wq.Encode()})
+	w := sql.OpenDB(writerConnector{dsn: path + "?" + wq.Encode(), d: newWriterDriver()})
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)

@@ -95,7 +95,7 @@ const (
 // txSQL are the statements that begin and end a batch's transaction, in
 // the order of stmtBegin, stmtCommit and stmtRollback. BEGIN IMMEDIATE,
 // as the writer's DSN asks of every other transaction.
-var txSQL = [...]string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
+func txSQL() []string { return []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"} }
 
 // prepare readies w on dc: the writer pool keeps one connection for the
 // store's life, so this happens once, unless database/sql had to
@@ -109,7 +109,7 @@ func (w *recordWriter) prepare(dc driver.Conn) error {
 	if !ok {
 		return fmt.Errorf("driver connection %T cannot prepare with a context", dc)
 	}
-	for _, q := range append(append(insertQueries(), rollupSQL), txSQL[:]...) {
+	for _, q := range append(append(insertQueries(), rollupSQL), txSQL()...) {
 		st, err := pc.PrepareContext(context.Background(), q)
 		if err != nil {
 			w.closeStmts()
