@@ -20,6 +20,12 @@ import (
 // read. So the first read of a connection, when it asks for fewer bytes
 // than the preface, reads what the socket has into a buffer of its own
 // and hands the rest out to the next reads.
+//
+// The buffer comes from a pool and goes back as soon as its bytes are
+// handed out. So that a burst of connections whose clients have not
+// written yet does not hold a buffer each while they wait, the first read
+// waits for the socket to be readable before it takes one (where the
+// connection offers its file descriptor's poller: a TCP connection does).
 
 // prefaceLen is the length of the HTTP/2 client connection preface: a
 // first read asking for less is the cleartext HTTP/2 peek.
@@ -62,6 +68,9 @@ func (f *firstRead) read(b []byte, socket io.Reader) (n int, err error, ok bool)
 		return 0, nil, false
 	}
 	f.begun = true
+	if err := awaitReadable(socket); err != nil {
+		return 0, err, true
+	}
 	f.buf = aheadPool.Get().(*[aheadSize]byte)
 	got, rerr := socket.Read(f.buf[:])
 	f.rest, f.err = f.buf[:got], rerr

@@ -258,3 +258,57 @@ func TestCleartextHTTP2StillServedAfterTheReadAhead(t *testing.T) {
 		t.Fatalf("served as %q, want HTTP/2.0", b)
 	}
 }
+
+// The first read of a real TCP connection waits for the client's bytes
+// (before it takes a buffer) and then reads them all ahead.
+func TestFirstReadWaitsForTheClientOnTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Watch(sc, 0)
+	defer c.Close()
+	const request = "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"
+	type result struct {
+		first, rest string
+		err         error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		b := make([]byte, 14)
+		n, err := c.Read(b) // whether this starts before the write or after, it must get the start
+		r.first = string(b[:n])
+		if err != nil {
+			r.err = err
+			done <- r
+			return
+		}
+		// The rest must come from the read-ahead: the client writes
+		// nothing more, and a read of the socket would block.
+		rest := make([]byte, 64)
+		n, r.err = c.Read(rest)
+		r.rest = string(rest[:n])
+		done <- r
+	}()
+	if _, err := io.WriteString(client, request); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.first+r.rest != request || len(r.first) != 14 {
+		t.Fatalf("reads %q then %q, want 14 bytes then the rest of %q", r.first, r.rest, request)
+	}
+}
