@@ -54,8 +54,9 @@ func headerCap(maxHeaderBytes int) int {
 // net/http reads them.
 type Conn struct {
 	net.Conn
-	mu sync.Mutex // held while a Read feeds the parser
-	p  parser
+	mu    sync.Mutex // held while a Read feeds the parser
+	p     parser
+	first firstRead // the read-ahead of a cleartext connection's first read (firstread.go)
 
 	ambiguous atomic.Int64 // the 1-based number of the ambiguous request; 0 if none
 	served    atomic.Int64 // requests handed to Ambiguous so far
@@ -73,7 +74,10 @@ func watch(c net.Conn, limit int) *Conn {
 }
 
 func (c *Conn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
+	n, err, ok := c.first.read(b, c.Conn)
+	if !ok {
+		n, err = c.Conn.Read(b)
+	}
 	if n > 0 {
 		c.mu.Lock()
 		if at := c.p.feed(b[:n]); at > 0 {

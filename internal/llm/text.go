@@ -11,7 +11,7 @@ import (
 // run only in that rare case, never per chunk on the request path.
 
 // ChunksText appends the text of newline-separated chat.completion.chunk
-// JSON objects (what stream.Result.Sample holds) to dst. Lines that do not
+// JSON objects to dst. Lines that do not
 // decode are skipped.
 func ChunksText(dst []byte, chunks []byte) []byte {
 	for line := range bytes.SplitSeq(chunks, []byte{'\n'}) {

@@ -190,5 +190,11 @@ func NewTransportWith(d *Dialer) *http.Transport {
 		// written straight through (bufio does not copy what it cannot
 		// hold), so the count of writes does not grow with the body.
 		WriteBufferSize: 1 << 10,
+		// The read buffer too is kept for the connection's life, and a
+		// stream waits on it between events. 1 KiB holds the chunk-size
+		// line and an event or more; the SSE reader above it assembles
+		// longer lines (and so does the header parser), and a read into
+		// a larger slice (a non-streamed body) bypasses it.
+		ReadBufferSize: 1 << 10,
 	}
 }

@@ -145,10 +145,9 @@ func (c *bodyCapture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 // whole stream when the sample is only its start). The cost is then
 // priced from it, never above the reservation (answeredCost).
 func (x *exchange) countStream(model string, res *stream.Result) {
-	text := llm.ChunksText(nil, res.Sample)
-	n, _ := x.s.completions().Count(model, string(text))
-	if len(res.Sample) > 0 && res.Relayed > len(res.Sample) {
-		n = int(float64(n)*float64(res.Relayed)/float64(len(res.Sample)) + 0.5)
+	n, _ := x.s.completions().Count(model, stream.SampleText(res.Sample))
+	if res.Sampled > 0 && res.Relayed > res.Sampled {
+		n = int(float64(n)*float64(res.Relayed)/float64(res.Sampled) + 0.5)
 	}
 	x.setCounted(n)
 }

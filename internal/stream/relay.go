@@ -62,19 +62,24 @@ type Result struct {
 	FirstChunk time.Time // when the first chunk was written; zero if none
 	Started    bool      // the response headers went out
 	Done       bool      // the stream completed and [DONE] was sent
-	// Sample holds the first chunks relayed, one a line, up to about
-	// SampleBytes, each cut down to {"choices":…} (the members from its
-	// choices on), and Relayed the size of all of them the same way:
-	// what the completion tokens of a stream that ended without usage are
-	// counted from (llm.ChunksText), scaled up when the sample is only
-	// the start.
+	// Sample holds the text of the first chunks relayed, up to about
+	// SampleBytes: each choice's content, refusal, reasoning and tool-call
+	// names and arguments, as the raw JSON strings the chunks carried
+	// them in, one a line (SampleText decodes it). It is what the
+	// completion tokens of a stream that ended without usage are counted
+	// from. Sampled is the size of the chunks it was taken from and
+	// Relayed that of all chunks relayed, each chunk counted from its
+	// choices on (the id, model and fingerprint every chunk repeats are
+	// left out), so a count of a sample that is only the start scales
+	// up by Relayed/Sampled.
 	Sample  []byte
+	Sampled int
 	Relayed int
 }
 
 // SampleBytes bounds Result.Sample: a stream's count is exact up to
-// about this much chunk JSON, extrapolated beyond, and a stream holds no
-// more than this for it.
+// about this much text, extrapolated beyond, and a stream holds no more
+// than this for it.
 const SampleBytes = 16 << 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
@@ -192,14 +197,15 @@ func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 		}
 		res.Chunks++
 		if !c.UsageOnly { // what the client was sent, for counting if no usage comes
-			// Only the choices are kept (as {"choices":…}): the id, model
-			// and fingerprint every chunk repeats are most of its bytes
-			// and none of its text.
-			sample := choicesOf(c.Data)
+			// Only the text is kept, not the chunk: a stream waits most
+			// of its life, and what it holds meanwhile is what ten
+			// thousand open streams cost.
+			size := len(choicesOf(c.Data)) + 2
 			if len(res.Sample) < SampleBytes {
-				res.Sample = append(append(append(res.Sample, '{'), sample...), '\n')
+				res.Sample = appendText(res.Sample, c.Data)
+				res.Sampled += size
 			}
-			res.Relayed += len(sample) + 2
+			res.Relayed += size
 		}
 		dirty = true
 	}

@@ -169,29 +169,29 @@ func TestRelayFlushesEachChunkWhenNothingIsBuffered(t *testing.T) {
 	}
 }
 
-// The sample keeps each chunk from its choices on, which is all its text,
-// and still reads back as chunks; Relayed counts in the same units.
-func TestRelaySampleKeepsOnlyChoices(t *testing.T) {
+// The sample keeps only each chunk's text; Sampled and Relayed count the
+// chunks from their choices on.
+func TestRelaySampleKeepsOnlyText(t *testing.T) {
 	full := []llm.Chunk{
 		{Data: []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"Hello"}}]}`)},
 		{Data: []byte(`{"id":"chatcmpl-1","model":"m \"choices\":","choices":[{"index":0,"delta":{"content":" world"}}]}`)},
-		{Data: []byte(`{"id":"chatcmpl-1","object":"x"}`)}, // no choices: kept whole
+		{Data: []byte(`{"id":"chatcmpl-1","object":"x"}`)}, // no choices: no text
 	}
 	rec := httptest.NewRecorder()
 	res, err := Relay(rec, &fakeStream{chunks: full, err: io.EOF}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"choices":[{"index":0,"delta":{"content":"Hello"}}]}` + "\n" +
-		`{"choices":[{"index":0,"delta":{"content":" world"}}]}` + "\n" +
-		`{"id":"chatcmpl-1","object":"x"}` + "\n"
-	if string(res.Sample) != want {
+	if want := `"Hello"` + "\n" + `" world"` + "\n"; string(res.Sample) != want {
 		t.Fatalf("sample:\n%s\nwant:\n%s", res.Sample, want)
 	}
-	if res.Relayed != len(want) {
-		t.Fatalf("Relayed = %d, want %d", res.Relayed, len(want))
+	chunks := len(`{"choices":[{"index":0,"delta":{"content":"Hello"}}]}`+"\n") +
+		len(`{"choices":[{"index":0,"delta":{"content":" world"}}]}`+"\n") +
+		len(`{"id":"chatcmpl-1","object":"x"}`+"\n")
+	if res.Relayed != chunks || res.Sampled != chunks {
+		t.Fatalf("Relayed = %d, Sampled = %d, want %d", res.Relayed, res.Sampled, chunks)
 	}
-	if got := string(llm.ChunksText(nil, res.Sample)); got != "Hello world" {
+	if got := SampleText(res.Sample); got != "Hello world" {
 		t.Fatalf("text of the sample = %q", got)
 	}
 	// The chunks themselves went out whole.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"slices"
@@ -154,7 +155,7 @@ func (h *harness) startTarget(ctx context.Context, t targetSpec) (*proc.Proc, st
 	url := "http://" + addr + "/v1/chat/completions"
 	c := newClient(1)
 	defer c.CloseIdleConnections()
-	if r := openStream(ctx, c, url, nil); r.err != "" || r.events != h.o.events {
+	if r := openStream(ctx, c, url, nil, nil); r.err != "" || r.events != h.o.events {
 		return nil, "", fmt.Errorf("probe %s: %d events of %d, %s\n--- last lines of %s ---\n%s", t.name, r.events, h.o.events, r.err, p.Log, p.Tail(20))
 	}
 	return p, url, nil
@@ -200,18 +201,41 @@ var streamBody = []byte(`{"model":"gpt-4o-mini","stream":true,"stream_options":{
 	`"messages":[{"role":"user","content":"Summarise the trade-offs of running an LLM gateway in front of several providers."}]}`)
 
 // openStream sends one streaming request and reads it to the end; opened,
-// when not nil, is called once the first event has arrived.
-func openStream(ctx context.Context, c *http.Client, url string, opened func()) streamResult {
+// when not nil, is called once the first event has arrived, and written,
+// when not nil, once the request is on the wire (or has failed before).
+//
+// Time to first event runs from the request written, not from the call:
+// opening a connection in a burst of thousands waits on the kernel (the
+// listener's accept queue holds somaxconn connections; a SYN beyond it is
+// retransmitted after 1, 3, 7… s) and on the harness's own goroutines
+// getting a CPU, which is neither proxy's doing. That wait is kept apart
+// as the connect time.
+func openStream(ctx context.Context, c *http.Client, url string, opened, written func()) streamResult {
 	var r streamResult
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(streamBody))
+	var once sync.Once
+	wrote := func() {
+		if written != nil {
+			once.Do(written)
+		}
+	}
+	defer wrote()
+	start := time.Now()
+	var sent time.Time
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		sent = time.Now()
+		wrote()
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(streamBody))
 	if err != nil {
 		r.err = err.Error()
 		return r
 	}
 	req.Header.Set("Authorization", "Bearer "+benchKey)
 	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
 	resp, err := c.Do(req)
+	if !sent.IsZero() {
+		r.connect = sent.Sub(start)
+	}
 	if err != nil {
 		r.err = "send: " + trimErr(err)
 		return r
@@ -223,7 +247,7 @@ func openStream(ctx context.Context, c *http.Client, url string, opened func()) 
 		return r
 	}
 	r.events, r.done, err = readEvents(resp.Body, func() {
-		r.ttfe = time.Since(start)
+		r.ttfe = time.Since(sent)
 		if opened != nil {
 			opened()
 		}
@@ -256,6 +280,7 @@ type burst struct {
 	maxOpen       int     // the most streams open at once (first event read, end not yet)
 	perStream     float64 // KiB: (peak − idle) / n
 	p50, p99, max time.Duration
+	connectP99    time.Duration
 }
 
 // measure runs one burst of n streams against t.
@@ -282,10 +307,21 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 	var openRSS atomic.Uint64
 	var open, maxOpen atomic.Int64 // streams between their first event and their end
 	start := make(chan struct{})
+	// setting up bounds the connections being opened at once (-dials);
+	// nil when unbounded.
+	var settingUp chan struct{}
+	if h.o.dials > 0 {
+		settingUp = make(chan struct{}, h.o.dials)
+	}
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			<-start
+			var written func()
+			if settingUp != nil {
+				settingUp <- struct{}{}
+				written = func() { <-settingUp }
+			}
 			first := false
 			results[i] = openStream(ctx, c, url, func() {
 				first = true
@@ -300,7 +336,7 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 						openRSS.Store(m.rss)
 					}
 				}
-			})
+			}, written)
 			if first {
 				open.Add(-1)
 			}
@@ -316,7 +352,7 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 		return burst{}, err
 	}
 	b := burst{errs: map[string]int{}, idle: idle.rss, peak: after.hwm, openRSS: openRSS.Load(), maxOpen: int(maxOpen.Load())}
-	var ttfe []time.Duration
+	var ttfe, connect []time.Duration
 	for _, r := range results {
 		if r.err == "" && r.events != h.o.events {
 			r.err = fmt.Sprintf("%d events instead of %d", r.events, h.o.events)
@@ -327,8 +363,11 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 		}
 		b.completed++
 		ttfe = append(ttfe, r.ttfe)
+		connect = append(connect, r.connect)
 	}
 	slices.Sort(ttfe)
+	slices.Sort(connect)
+	b.connectP99 = percentile(connect, 0.99)
 	b.p50, b.p99 = percentile(ttfe, 0.50), percentile(ttfe, 0.99)
 	if len(ttfe) > 0 {
 		b.max = ttfe[len(ttfe)-1]
@@ -366,6 +405,7 @@ type row struct {
 	idleMiB    float64
 	peakMiB    float64
 	p50, p99   float64 // ms
+	connectP99 float64 // ms
 }
 
 // runAll measures every count: rounds of ABBA over the targets.
@@ -373,9 +413,9 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 	var cells []cell
 	for _, n := range h.o.counts {
 		type acc struct {
-			perStream, idle, peak, p50, p99, completed, maxOpen []float64
-			incomplete                                          int
-			errs                                                map[string]int
+			perStream, idle, peak, p50, p99, connect, completed, maxOpen []float64
+			incomplete                                                   int
+			errs                                                         map[string]int
 		}
 		accs := make([]acc, len(h.o.targets))
 		for i := range accs {
@@ -389,8 +429,8 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 				if err != nil {
 					return nil, fmt.Errorf("n=%d %s: %w", n, t.name, err)
 				}
-				fmt.Fprintf(os.Stderr, "  n=%-6d round %d/%d  %-28s %6d/%d complete  %6d open at once  %6.1f KiB/stream  idle %6.1f MiB  peak %7.1f MiB  TTFE p50 %7.2f ms  p99 %8.2f ms\n",
-					n, r+1, h.o.Rounds, t.name, b.completed, n, b.maxOpen, b.perStream, mib(b.idle), mib(b.peak), msf(b.p50), msf(b.p99))
+				fmt.Fprintf(os.Stderr, "  n=%-6d round %d/%d  %-28s %6d/%d complete  %6d open at once  %6.1f KiB/stream  idle %6.1f MiB  peak %7.1f MiB  TTFE p50 %7.2f ms  p99 %8.2f ms  connect p99 %8.2f ms\n",
+					n, r+1, h.o.Rounds, t.name, b.completed, n, b.maxOpen, b.perStream, mib(b.idle), mib(b.peak), msf(b.p50), msf(b.p99), msf(b.connectP99))
 				for e, k := range b.errs {
 					fmt.Fprintf(os.Stderr, "      %d× %s\n", k, e)
 				}
@@ -398,7 +438,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 			}
 			for i, bs := range round {
 				a := &accs[i]
-				var ps, idle, peak, p50, p99, comp, mo float64
+				var ps, idle, peak, p50, p99, conn, comp, mo float64
 				for _, b := range bs {
 					k := float64(len(bs))
 					ps += b.perStream / k
@@ -406,6 +446,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 					peak += mib(b.peak) / k
 					p50 += msf(b.p50) / k
 					p99 += msf(b.p99) / k
+					conn += msf(b.connectP99) / k
 					comp += float64(b.completed) / k
 					mo += float64(b.maxOpen) / k
 					a.incomplete += n - b.completed
@@ -418,6 +459,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 				a.peak = append(a.peak, peak)
 				a.p50 = append(a.p50, p50)
 				a.p99 = append(a.p99, p99)
+				a.connect = append(a.connect, conn)
 				a.completed = append(a.completed, comp)
 				a.maxOpen = append(a.maxOpen, mo)
 			}
@@ -428,7 +470,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 			c.rows = append(c.rows, row{
 				name: t.name, runs: 2 * h.o.Rounds, completed: int(median(a.completed)), maxOpen: int(median(a.maxOpen)), incomplete: a.incomplete, errs: a.errs,
 				perStream: median(a.perStream), idleMiB: median(a.idle), peakMiB: median(a.peak),
-				p50: median(a.p50), p99: median(a.p99),
+				p50: median(a.p50), p99: median(a.p99), connectP99: median(a.connect),
 			})
 		}
 		cells = append(cells, c)

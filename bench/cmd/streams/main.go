@@ -52,6 +52,7 @@ type options struct {
 	events     int
 	gap        time.Duration
 	nofile     uint64
+	dials      int
 	quick      bool
 	command    []string
 }
@@ -109,6 +110,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.events, "events", 50, "data events per stream before [DONE] (role, content…, finish, usage)")
 	fs.DurationVar(&o.gap, "gap", 20*time.Millisecond, "time between content events")
 	fs.Uint64Var(&o.nofile, "nofile", 0, "RLIMIT_NOFILE for the harness and every process it starts (default: 3 per stream of the largest count plus 4096)")
+	fs.IntVar(&o.dials, "dials", 0, "at most this many streams opening a connection and writing their request at once (0: all N at once)")
 	fs.BoolVar(&o.quick, "quick", false, "a short run: -n 1000 -rounds 1 unless set")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -146,6 +148,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.gap <= 0 {
 		return o, errors.New("-gap must be positive")
+	}
+	if o.dials < 0 {
+		return o, errors.New("-dials must not be negative")
 	}
 	if o.Rounds < 1 {
 		return o, errors.New("-rounds must be at least 1")

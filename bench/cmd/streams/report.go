@@ -18,21 +18,22 @@ func writeReport(w io.Writer, o options, nofile uint64, cells []cell) {
 	fmt.Fprintf(w, "Each stream: %d data events (role, %d content chunks %s apart, finish, usage) and [DONE]. "+
 		"Every run starts its target afresh and opens all N streams at once; RLIMIT_NOFILE %d for every process. "+
 		"KiB/stream is (peak VmHWM during the burst − idle VmRSS before it) / N. "+
+		"TTFE runs from the request written to the first event; connect (the dial and the write, %s) is apart. "+
 		"Open at once is the most streams that had their first event and not yet their end at one moment: "+
 		"when it is well under N, the streams did not all overlap and KiB/stream understates the cost of N open streams. "+
 		"%d round(s) of ABBA; figures are medians over rounds of each round's two runs.\n\n",
-		o.events, o.events-3, o.gap, nofile, o.Rounds)
+		o.events, o.events-3, o.gap, nofile, dialsText(o.dials), o.Rounds)
 	for _, c := range cells {
 		base, hasBase := c.get(kindPlain)
 		fmt.Fprintf(w, "## %d concurrent streams\n\n", c.n)
-		header := []string{"target", "complete", "open at once", "KiB/stream", "idle MiB", "peak MiB", "TTFE p50 ms", "TTFE p99 ms"}
+		header := []string{"target", "complete", "open at once", "KiB/stream", "idle MiB", "peak MiB", "TTFE p50 ms", "TTFE p99 ms", "connect p99 ms"}
 		if hasBase {
 			header = append(header, "KiB/stream vs plainproxy", "TTFE p99 +ms vs plainproxy")
 		}
 		var rows [][]string
 		for _, r := range c.rows {
 			line := []string{r.name, fmt.Sprintf("%d/%d", r.completed, c.n), fmt.Sprint(r.maxOpen), num(r.perStream, 1), num(r.idleMiB, 1),
-				num(r.peakMiB, 1), num(r.p50, 2), num(r.p99, 2)}
+				num(r.peakMiB, 1), num(r.p50, 2), num(r.p99, 2), num(r.connectP99, 2)}
 			if hasBase {
 				line = append(line, ratio(r.perStream, base.perStream), fmt.Sprintf("%+.2f", r.p99-base.p99))
 			}
@@ -51,6 +52,13 @@ func writeReport(w io.Writer, o options, nofile uint64, cells []cell) {
 		fmt.Fprintln(w)
 	}
 	writeVerdicts(w, cells)
+}
+
+func dialsText(n int) string {
+	if n == 0 {
+		return "all N at once"
+	}
+	return fmt.Sprintf("at most %d at once", n)
 }
 
 func (c cell) get(name string) (row, bool) {

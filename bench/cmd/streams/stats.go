@@ -56,10 +56,11 @@ func parseStatus(text string) (memStatus, error) {
 
 // streamResult is what one client saw of one stream.
 type streamResult struct {
-	ttfe   time.Duration // request sent → first data event read
-	events int           // data events before [DONE]
-	done   bool          // the terminal data: [DONE] arrived
-	err    string        // why it failed; "" when it did not
+	ttfe    time.Duration // request written → first data event read
+	connect time.Duration // Do called → request written: the dial, the target's accept queue, the write
+	events  int           // data events before [DONE]
+	done    bool          // the terminal data: [DONE] arrived
+	err     string        // why it failed; "" when it did not
 }
 
 // readEvents reads a text/event-stream body, calling first when the first

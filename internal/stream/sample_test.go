@@ -1,0 +1,78 @@
+package stream
+
+import (
+	"bytes"
+	"testing"
+
+	"gatehouse/internal/llm"
+)
+
+// The text kept of a chunk is what llm.ChunksText reads of it (the text
+// counted when no usage comes), for every kind of delta.
+func TestAppendTextKeepsWhatChunksTextReads(t *testing.T) {
+	chunks := []string{
+		`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"Hi \"there\"\n\u00e9\ud83d\ude00 \/"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":null,"refusal":"No."}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t","type":"function","function":{"name":"get","arguments":"{\"a\""}},{"index":1,"function":{"arguments":":1}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`,
+		`{"choices":[]}`,
+		`{"choices":[{"index":0,"delta":{"content":"x","refusal":"y"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"]"},{"index":1,"delta":{"content":"z"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"cut`,
+		`not json`,
+		`{"choices":[{"delta":{"content":7}}]}`,
+	}
+	for _, c := range chunks {
+		got := SampleText(appendText(nil, []byte(c)))
+		want := string(llm.ChunksText(nil, []byte(c)))
+		if got != want {
+			t.Errorf("%s:\n text %q, want %q", c, got, want)
+		}
+	}
+}
+
+func BenchmarkAppendText(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}]}`)
+	b.ReportAllocs()
+	buf := make([]byte, 0, 64)
+	for b.Loop() {
+		buf = appendText(buf[:0], data)
+	}
+}
+
+// BenchmarkChoicesOf is what every chunk cost the sample before it kept
+// text only (a search, no walk): the ratio to BenchmarkAppendText is the
+// price of the smaller sample.
+func BenchmarkChoicesOf(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}]}`)
+	b.ReportAllocs()
+	buf := make([]byte, 0, 256)
+	for b.Loop() {
+		buf = append(append(append(buf[:0], '{'), choicesOf(data)...), '\n')
+	}
+}
+
+// FuzzAppendText: any chunk from upstream gives lines that are each one
+// whole JSON string (its escapes may still be wrong: SampleText skips
+// such a line). (Where it reads the same text as llm.ChunksText is
+// the table above: encoding/json also matches keys in another case and
+// takes the last of repeated keys, which servers do not write.)
+func FuzzAppendText(f *testing.F) {
+	f.Add(`{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`)
+	f.Add(`{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}}]}`)
+	f.Add(`{"choices":[{"index":0,"delta":{"content":"a\"`)
+	f.Fuzz(func(t *testing.T, chunk string) {
+		sample := appendText(nil, []byte(chunk))
+		for line := range bytes.SplitSeq(sample, []byte{'\n'}) {
+			if len(line) == 0 {
+				continue
+			}
+			if line[0] != '"' || llm.StringEnd(line, 0) != len(line) || line[len(line)-1] != '"' {
+				t.Fatalf("line %q of %q is not one JSON string", line, chunk)
+			}
+		}
+	})
+}
