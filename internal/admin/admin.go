@@ -76,6 +76,10 @@ type Options struct {
 	// config check refuses them: a limit on a misspelt model would
 	// silently limit nothing.
 	Served func(model string) bool
+	// Provider, when set, says whether the config names a provider; a
+	// key's or project's providers naming another are refused, for the
+	// same reason.
+	Provider func(name string) bool
 	// Budgets reads how much of their budgets projects, keys and
 	// customers have spent, shown as their read-only spend fields; nil
 	// leaves those fields out.
