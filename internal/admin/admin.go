@@ -119,6 +119,8 @@ type Handler struct {
 	mux    *http.ServeMux
 	static map[string]*auth.Key // by ID
 	admins auth.Admins          // AdminKey then Admins
+	// refusals keeps refused attempts from flooding the audit log.
+	refusals audit.Refusals
 }
 
 // maxBody bounds an admin request body; records are small.
@@ -221,11 +223,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err.Status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse admin"`)
 		}
+		h.refused(r, actor, err)
 		err.WriteOpenAI(w)
 		return
 	}
 	if !safeMethod(r.Method) && !actor.Role.CanWrite() {
-		readOnlyRoleError(actor).WriteOpenAI(w)
+		err := readOnlyRoleError(actor)
+		h.refused(r, actor, err)
+		err.WriteOpenAI(w)
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), actorKey{}, actor))
@@ -270,8 +275,10 @@ func (h *Handler) authorize(r *http.Request) (auth.Actor, *llm.Error) {
 		return auth.Actor{Name: a.Name, Role: a.Role}, nil
 	}
 	if h.o.Clients != nil {
-		if _, err := h.o.Clients.Authenticate(r); err == nil {
-			return auth.Actor{}, errClientKey
+		if p, err := h.o.Clients.Authenticate(r); err == nil {
+			// Named by its ID in the audit log: a client key is no
+			// admin credential, but who held it is worth knowing.
+			return auth.Actor{Name: "client:" + p.KeyID}, errClientKey
 		}
 	}
 	return auth.Actor{}, errBadAdminKey

@@ -3,11 +3,13 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"gatehouse/internal/audit"
+	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 )
 
@@ -132,6 +134,46 @@ func (h *Handler) record(r *http.Request, pattern string, status int, before, af
 		// The change stands; say loudly that its record is missing.
 		h.o.Log.Error("admin: audit entry not written", "actor", e.Actor, "method", e.Method, "path", e.Path, "error", err.Error())
 	}
+}
+
+// refused records an attempt refused before any handler ran: who (the
+// credential's name, "client:<key id>" for a client key, audit.UnknownActor
+// when the key matched nothing; never the secret presented), what it
+// asked for, the status and code it got and the client's address. Entries
+// are coalesced per address and minute (audit.Refusals).
+func (h *Handler) refused(r *http.Request, a auth.Actor, e *llm.Error) {
+	if h.o.Audit == nil {
+		return
+	}
+	ok, source, skipped := h.refusals.Admit(clientIP(r), h.o.Now())
+	if !ok {
+		return
+	}
+	actor := a.String()
+	if actor == "" {
+		actor = audit.UnknownActor
+	}
+	entry := &audit.Entry{
+		Time: h.o.Now(), Actor: actor, Role: string(a.Role), Method: r.Method, Path: r.URL.Path,
+		ObjectType: audit.ObjectAccess, Status: e.Status,
+		After: audit.Refusal(e.Code, source, skipped),
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditWriteTimeout)
+	defer cancel()
+	if err := h.o.Audit.AppendAudit(ctx, entry); err != nil {
+		h.o.Log.Error("admin: audit entry of a refused attempt not written", "actor", entry.Actor, "method", entry.Method,
+			"path", entry.Path, "error", err.Error())
+	}
+}
+
+// clientIP is the peer's address without its port. Forwarding headers
+// are not trusted: a client could pick its own source and escape the
+// coalescing of its refusals.
+func clientIP(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // getAudit serves GET /admin/audit: the changes made through this API,

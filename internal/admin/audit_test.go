@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/internal/audit"
 	"gatehouse/internal/auth"
@@ -87,7 +90,19 @@ func auditScenario(e *env) {
 	if len(secrets) != 2 {
 		t.Fatalf("issued secrets seen: %d, want 2 (create and rotate)", len(secrets))
 	}
-	entries := e.auditEntries("")
+	var entries, refusals []audit.Entry
+	for _, en := range e.auditEntries("") {
+		if en.ObjectType == audit.ObjectAccess {
+			refusals = append(refusals, en)
+		} else {
+			entries = append(entries, en)
+		}
+	}
+	// The viewer's attempt was refused before any handler ran: recorded
+	// as such. The 400 was the handler's answer to a change not made.
+	if len(refusals) != 1 || refusals[0].Actor != "dash" || refusals[0].Status != 403 {
+		t.Errorf("refusal entries: %+v, want the viewer's 403", refusals)
+	}
 	type want struct{ actor, method, kind, id, before, after string }
 	p, k, c := e.vars["p"], e.vars["k"], e.vars["c"]
 	wants := []want{
@@ -109,7 +124,7 @@ func auditScenario(e *env) {
 		for _, en := range entries {
 			t.Logf("entry: %s %s %s %s", en.Actor, en.Method, en.Path, en.ObjectID)
 		}
-		t.Fatalf("%d audit entries, want %d (one per successful change, none for refusals)", len(entries), len(wants))
+		t.Fatalf("%d audit entries of changes, want %d (one per successful change, none for refusals)", len(entries), len(wants))
 	}
 	for i, w := range wants {
 		en := entries[i]
@@ -187,4 +202,56 @@ func TestAuditSessionActor(t *testing.T) {
 func TestAuditOff(t *testing.T) {
 	e := newEnv(t, openSQLite(t))
 	e.run([]step{{name: "no audit store", method: "GET", path: "/admin/audit", status: 501, code: "audit_unavailable"}})
+}
+
+// Refused attempts are recorded, coalesced per client address and
+// minute, naming who tried when the key is known and never the secret
+// presented.
+func TestAuditRecordsRefusedAttempts(t *testing.T) {
+	st := openSQLite(t)
+	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	e := newEnv(t, st, withAudit(st), func(o *Options) { o.Now = func() time.Time { return now } })
+	const guess = "gh-a-wrong-guess-of-the-admin-key"
+	e.run([]step{
+		{name: "no key", method: "POST", path: "/admin/projects", body: `{"name":"x"}`, key: "-", status: 401},
+		{name: "wrong key, same minute", method: "DELETE", path: "/admin/keys/key_1", key: "Bearer " + guess, status: 401},
+	})
+	now = now.Add(time.Minute)
+	e.run([]step{{name: "viewer writes", method: "POST", path: "/admin/projects", body: `{"name":"x"}`, key: "Bearer " + viewerKey, status: 403}})
+	now = now.Add(time.Minute)
+	e.run([]step{{name: "client key", method: "GET", path: "/admin/keys", key: "Bearer " + clientSecret, status: 403}})
+
+	got := e.auditEntries("&object_type=access")
+	type row struct {
+		actor, role, method, path string
+		status                    int
+		refused                   string
+		skipped                   int
+	}
+	var rows []row
+	for _, en := range got {
+		var after struct {
+			Refused string `json:"refused"`
+			Source  string `json:"source"`
+			Skipped int    `json:"not_recorded_before"`
+		}
+		if err := json.Unmarshal(en.After, &after); err != nil || after.Source != "127.0.0.1" {
+			t.Errorf("entry %s: after %s, want the refusal and its source", en.ID, en.After)
+		}
+		rows = append(rows, row{en.Actor, en.Role, en.Method, en.Path, en.Status, after.Refused, after.Skipped})
+	}
+	want := []row{
+		{"unknown", "", "POST", "/admin/projects", 401, "missing_admin_key", 0},
+		{"dash", "viewer", "POST", "/admin/projects", 403, "read_only_role", 1},
+		{"client:static:cfg", "", "GET", "/admin/keys", 403, "insufficient_permissions", 0},
+	}
+	if diff := cmp.Diff(want, rows, cmp.AllowUnexported(row{})); diff != "" {
+		t.Errorf("refusal entries (-want +got):\n%s", diff)
+	}
+	raw, _ := json.Marshal(e.auditEntries(""))
+	for _, secret := range []string{guess, viewerKey, clientSecret} {
+		if strings.Contains(string(raw), secret) {
+			t.Errorf("the audit log holds a presented secret %q", secret)
+		}
+	}
 }
