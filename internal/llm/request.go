@@ -187,12 +187,15 @@ func (r *ChatRequest) messages(v []byte) *Error {
 			return false
 		}
 		var role, content []byte
+		calls := false // tool_calls, function_call, audio or refusal: an assistant turn with no text
 		_ = EachField(m, func(key string, fv []byte, _ int) bool {
 			switch key {
 			case "role":
 				role = fv
 			case "content":
 				content = fv
+			case "tool_calls", "function_call", "audio", "refusal":
+				calls = calls || KindOf(fv) != KindNull
 			}
 			return true
 		})
@@ -202,6 +205,15 @@ func (r *ChatRequest) messages(v []byte) *Error {
 			e = missing(at("role"))
 		case KindOf(role) != KindString:
 			e = wrongType(at("role"), "a string", KindOf(role))
+		case (content == nil || KindOf(content) == KindNull) && !(calls && string(role) == `"assistant"`):
+			// OpenAI's reference requires content of every role but an
+			// assistant turn that carries tool calls (or a function
+			// call, an audio reference, a refusal) instead of text.
+			if content == nil {
+				e = missing(at("content"))
+			} else {
+				e = wrongType(at("content"), "a string or an array", KindNull)
+			}
 		default:
 			// The content's shape is checked here, not left to the
 			// upstream: a request it would refuse is not sent (nor paid
@@ -221,8 +233,7 @@ func (r *ChatRequest) messages(v []byte) *Error {
 
 // contentShape checks a chat message's content is of a type it can
 // have: a string, an array of content part objects, or null or absent
-// (an assistant turn of only tool calls; whether another role may leave
-// it out is the upstream's to say).
+// (an assistant turn of only tool calls; messages checks the role).
 func contentShape(path string, v []byte) *Error {
 	switch k := KindOf(v); k {
 	case KindString, KindNull, KindInvalid:
