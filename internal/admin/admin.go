@@ -335,25 +335,28 @@ func routeError(r *http.Request, mux *http.ServeMux) *llm.Error {
 // or an error.
 type endpoint func(r *http.Request) (int, any, error)
 
-// handle serves one endpoint; a change that succeeds is recorded in the
-// audit log with the object as it was before and as it is after.
+// handle serves one endpoint. A change is recorded in the audit log
+// before it is made, with the object as it was, and the entry completed
+// with how it ended: a change whose entry cannot be written is not made.
 func (h *Handler) handle(pattern string, e endpoint) http.HandlerFunc {
 	kind := objectType(pattern)
 	return func(w http.ResponseWriter, r *http.Request) {
-		var before any
+		var entry *audit.Entry
 		change := !safeMethod(r.Method)
 		if change {
-			before = h.before(r, kind)
+			var ok bool
+			if entry, ok = h.begin(w, r, pattern, h.before(r, kind)); !ok {
+				return
+			}
 		}
 		status, body, err := e(r)
 		if err != nil {
 			ge := h.toError(r, err)
+			h.complete(r, entry, ge.Status, nil)
 			ge.WriteOpenAI(w)
 			return
 		}
-		if change {
-			h.record(r, pattern, status, before, body)
-		}
+		h.complete(r, entry, status, body)
 		b, err := json.Marshal(body)
 		if err != nil {
 			h.toError(r, err).WriteOpenAI(w)

@@ -27,6 +27,8 @@ func (m *memAudit) AppendAudit(_ context.Context, e *audit.Entry) error {
 	return nil
 }
 
+func (m *memAudit) CompleteAudit(context.Context, *audit.Entry) error { return nil }
+
 func (m *memAudit) Audit(context.Context, audit.Query) ([]audit.Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
