@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -135,6 +136,28 @@ func TestClientInputMatrix(t *testing.T) {
 					}
 				} else if upstream == 0 {
 					t.Error("nothing went upstream")
+				}
+			})
+		}
+	}
+	// Headers over server.max_header_bytes (32 KiB) by more than
+	// net/http's 4 KiB of slack: answered in dialect too, by the
+	// connection watcher, before net/http would answer in plain text.
+	for _, r := range matrixRoutes {
+		for _, size := range []int{64 << 10, 1 << 20} {
+			t.Run(r.name+"/headers of "+strconv.Itoa(size>>10)+"KiB", func(t *testing.T) {
+				before := up.mock.Stats().Requests
+				c := dialRaw(t, gw)
+				c.send(chatRequest(r.path, "X-Pad: "+strings.Repeat("p", size)+"\r\n", r.with(`"hi"`)))
+				resp, body := c.answerBeforeReset()
+				if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !resp.Close {
+					t.Fatalf("got %d (close %v), want 431 and the connection closed: %.300s", resp.StatusCode, resp.Close, body)
+				}
+				if code := dialectError(t, r.anthropic, body); !r.anthropic && code != "headers_too_large" {
+					t.Errorf("code %q, want headers_too_large", code)
+				}
+				if n := up.mock.Stats().Requests - before; n != 0 {
+					t.Errorf("%d requests went upstream", n)
 				}
 			})
 		}
