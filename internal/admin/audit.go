@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -127,6 +128,12 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, pattern string, 
 		e.Before = audit.Mask(before)
 	}
 	if err := h.o.Audit.AppendAudit(r.Context(), e); err != nil {
+		if errors.Is(err, auth.ErrUnavailable) {
+			// The record store is down: the change could not be made
+			// either, and the caller hears so as for any other write.
+			h.toError(r, err).WriteOpenAI(w)
+			return nil, false
+		}
 		h.o.Log.Error("admin: audit entry not written; change refused", "actor", e.Actor, "method", e.Method, "path", e.Path,
 			"error", err.Error())
 		errAuditDown.WriteOpenAI(w)
