@@ -30,17 +30,19 @@ var keyColumns = []column{
 }
 
 var keyFields = []string{"id", "name", "project_id", "prefix", "status", "read_only", "rpm", "tpm", "model_limits", "budget",
-	"models", "labels", "no_cache", "expires_at", "revoked_at", "last_used_at", "created_at", "updated_at"}
+	"models", "providers", "labels", "no_cache", "expires_at", "revoked_at", "last_used_at", "created_at", "updated_at"}
 
 // keySettings are the flags of create and update.
 type keySettings struct {
-	Name    *string  `help:"A name for people."`
-	RPM     *int     `name:"rpm" help:"Requests per minute (0 = unlimited)."`
-	TPM     *int     `name:"tpm" help:"Tokens per minute (0 = unlimited)."`
-	Budget  *string  `help:"Spend cap as USD/PERIOD, e.g. 10/month (day, week, month, total); none clears it."`
-	Models  []string `sep:"," help:"Allowed models, comma-separated (default: the project's)."`
-	Expires string   `help:"Lifetime (30d, 12h) or an RFC 3339 time."`
-	Label   []string `sep:"none" help:"A label NAME=VALUE; repeat for more (replaces the labels)."`
+	Name   *string  `help:"A name for people."`
+	RPM    *int     `name:"rpm" help:"Requests per minute (0 = unlimited)."`
+	TPM    *int     `name:"tpm" help:"Tokens per minute (0 = unlimited)."`
+	Budget *string  `help:"Spend cap as USD/PERIOD, e.g. 10/month (day, week, month, total); none clears it."`
+	Models []string `sep:"," help:"Allowed models, comma-separated (default: the project's)."`
+	// Providers given at all replaces the list; an empty value clears it.
+	Providers []string `sep:"," help:"Providers (by their configured name) the key's requests may go to, comma-separated (default: the project's)."`
+	Expires   string   `help:"Lifetime (30d, 12h) or an RFC 3339 time."`
+	Label     []string `sep:"none" help:"A label NAME=VALUE; repeat for more (replaces the labels)."`
 	// ModelLimit is repeatable; given at all, the list replaces the
 	// key's model limits, and "none" clears them.
 	ModelLimit []string `name:"model-limit" sep:"none" help:"Rates for one model as MODEL=RPM/TPM (0 = unlimited; MODEL=RPM sets no token rate); repeat for more (replaces them); none clears."`
@@ -55,6 +57,7 @@ func (k *keySettings) body(b settings, modelsGiven bool) (settings, error) {
 		return nil, err
 	}
 	b.list("models", k.Models, modelsGiven)
+	b.list("providers", k.Providers, k.Providers != nil)
 	if k.ModelLimit != nil {
 		ml, err := parseModelLimits(k.ModelLimit)
 		if err != nil {
@@ -251,7 +254,7 @@ var projectColumns = []column{
 	{"MODELS", str("models")}, {"READ ONLY", str("read_only")}, {"CREATED", str("created_at")},
 }
 
-var projectFieldOrder = []string{"id", "name", "read_only", "rpm", "tpm", "budget", "models", "labels", "cache", "log_bodies", "created_at", "updated_at"}
+var projectFieldOrder = []string{"id", "name", "read_only", "rpm", "tpm", "budget", "models", "providers", "labels", "cache", "log_bodies", "created_at", "updated_at"}
 
 // projectSettings are the flags of create and update.
 type projectSettings struct {
@@ -259,6 +262,7 @@ type projectSettings struct {
 	TPM       *int     `name:"tpm" help:"Tokens per minute (0 = unlimited)."`
 	Budget    *string  `help:"Spend cap as USD/PERIOD, e.g. 100/month; none clears it."`
 	Models    []string `sep:"," help:"Allowed models, comma-separated; an empty value allows all."`
+	Providers []string `sep:"," help:"Providers (by their configured name) the project's requests may go to, comma-separated; an empty value allows all."`
 	Label     []string `sep:"none" help:"A label NAME=VALUE; repeat for more (replaces the labels)."`
 	Cache     *bool    `help:"Turn the exact response cache on or off for the project (default: the config's)."`
 	CacheTTL  *int     `name:"cache-ttl" help:"Seconds the project's cached answers are kept (0: the config's cache.exact.ttl)."`
@@ -272,6 +276,7 @@ func (p *projectSettings) body(b settings, modelsGiven bool) (settings, error) {
 		return nil, err
 	}
 	b.list("models", p.Models, modelsGiven)
+	b.list("providers", p.Providers, p.Providers != nil)
 	if err := b.labels(p.Label); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"gatehouse/docs"
+	"gatehouse/internal/audit"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/config"
 	"gatehouse/internal/ui"
@@ -18,7 +19,9 @@ func (s *stores) dashboard(cfg *config.Config, log *slog.Logger) (*ui.Handler, e
 	if !cfg.UI.On() || !cfg.HasAdmin() || !ok {
 		return nil, nil
 	}
+	auditLog, _ := s.store.(audit.Store)
 	return ui.New(ui.Options{
+		Audit:    auditLog,
 		Sessions: sessions,
 		Admins:   adminCredentials(cfg),
 		TTL:      cfg.UI.SessionTTL.D(),

@@ -320,4 +320,52 @@ func TestClusterRevocation(t *testing.T) {
 	}
 	waitRefused(t, bURL, k.Key)
 	waitRefused(t, aURL, k.Key)
+
+	// A key that expires: refused on both replicas within a second of
+	// its expires_at, though each has it cached as active.
+	// Whole seconds: the CLI sends expires_at to the second.
+	expires := time.Now().Add(4 * time.Second).UTC().Truncate(time.Second)
+	// A project of its own, without team-x's rate the polling would hit.
+	if _, stderr, err := cliRun(t, aURL, "projects", "create", "team-y", "--json"); err != nil {
+		t.Fatalf("projects create on A: %v\n%s", err, stderr)
+	}
+	out, stderr, err = cliRun(t, aURL, "keys", "create", "--project", "team-y", "--expires", expires.Format(time.RFC3339), "--json")
+	if err != nil {
+		t.Fatalf("keys create on A: %v\n%s\n%s", err, stderr, out)
+	}
+	if err := json.Unmarshal([]byte(out), &k); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{aURL, bURL} {
+		if st := chatStatus(t, u, k.Key); st != 200 {
+			t.Fatalf("expiring key on %s before it expires: status %d", u, st)
+		}
+	}
+	waitExpired(t, k.Key, expires, aURL, bURL)
+}
+
+// waitExpired polls each gateway with a key that expires at expires
+// until it is refused, and fails if one still serves it a second after.
+func waitExpired(t *testing.T, key string, expires time.Time, bases ...string) {
+	t.Helper()
+	for _, base := range bases {
+		for {
+			st := chatStatus(t, base, key)
+			now := time.Now()
+			if st == http.StatusUnauthorized {
+				if now.Before(expires) {
+					t.Fatalf("%s refused the key %v before it expires", base, expires.Sub(now))
+				}
+				t.Logf("%s: expired key refused %v after expires_at", base, now.Sub(expires).Round(time.Millisecond))
+				break
+			}
+			if st != 200 {
+				t.Fatalf("%s: expiring key: status %d", base, st)
+			}
+			if now.After(expires.Add(time.Second)) {
+				t.Fatalf("%s still serves the key a second after it expired", base)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }

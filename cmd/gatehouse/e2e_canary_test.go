@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/rueidis"
 	"google.golang.org/protobuf/proto"
 
 	"gatehouse/internal/mockllm"
@@ -71,6 +74,78 @@ func (o observed) get(t *testing.T, method, url, body string, hdr ...string) []b
 // gateway's log, every answer to clients, admin and dashboard, /metrics,
 // the exported spans and the SQLite files. They must be nowhere.
 func TestProviderSecretsNeverLeak(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "gatehouse.db")
+	canaryRun(t, dir, "{sqlite: "+db+"}", func(t *testing.T, o observed) {
+		files, _ := filepath.Glob(db + "*")
+		spilled, _ := filepath.Glob(filepath.Join(dir, "spill", "*"))
+		for _, f := range append(files, spilled...) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.add(filepath.Base(f), b)
+		}
+		if len(files) == 0 {
+			t.Fatal("no SQLite file to search")
+		}
+	})
+}
+
+// TestProviderSecretsNeverLeakCluster is the same run in cluster mode:
+// the stores searched are every row of every table of the PostgreSQL
+// schema and every key of the Redis database.
+func TestProviderSecretsNeverLeakCluster(t *testing.T) {
+	pg, redis := clusterDSN(t)
+	dir := t.TempDir()
+	canaryRun(t, dir, `{postgres: "`+pg+`", redis: "`+redis+`"}`, func(t *testing.T, o observed) {
+		ctx := context.Background()
+		c, err := pgx.Connect(ctx, pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		rows, err := c.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(tables) < 5 {
+			t.Fatalf("tables of the schema: %v %v", tables, err)
+		}
+		for _, table := range tables {
+			rows, err := c.Query(ctx, `SELECT row_to_json(t)::text FROM `+pgx.Identifier{table}.Sanitize()+` t`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.add("postgres table "+table, []byte(strings.Join(all, "\n")))
+		}
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{strings.TrimSuffix(strings.TrimPrefix(redis, "redis://"), "/0")}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		keys, err := rc.Do(ctx, rc.B().Keys().Pattern("*").Build()).AsStrSlice()
+		if err != nil || len(keys) == 0 {
+			t.Fatalf("redis keys: %d, %v", len(keys), err)
+		}
+		var dump bytes.Buffer
+		for _, k := range keys {
+			v, _ := rc.Do(ctx, rc.B().Dump().Key(k).Build()).ToString()
+			dump.WriteString(k + "=" + v + "\n")
+		}
+		o.add("redis", dump.Bytes())
+	})
+}
+
+// canaryRun runs the workload against a gateway on storage (the YAML of
+// its storage section) and searches what it observed, and what stored
+// adds once the gateway has stopped, for the canaries.
+func canaryRun(t *testing.T, dir, storage string, stored func(t *testing.T, o observed)) {
 	goodKey, headerValue := canaryValue(t, "key"), canaryValue(t, "header")
 	badKey, failingKey := canaryValue(t, "badkey"), canaryValue(t, "failkey")
 	canaries := []string{goodKey, headerValue, badKey, failingKey}
@@ -84,14 +159,12 @@ func TestProviderSecretsNeverLeak(t *testing.T) {
 		urls[name] = srv
 	}
 	recv := startOTLPReceiver(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "gatehouse.db")
 	const viewerKey = "gh-canary-viewer"
 	yaml := `listen: 127.0.0.1:0
 admin_key: ` + testAdminKey + `
 admin_keys:
   - {name: dash, key: ` + viewerKey + `, role: viewer}
-storage: {sqlite: ` + db + `}
+storage: ` + storage + `
 usage: {spill_dir: ` + filepath.Join(dir, "spill") + `}
 log: {level: debug, requests: true}
 providers:
@@ -182,18 +255,7 @@ telemetry:
 	}
 	recv.mu.Unlock()
 	o.add("gateway log", []byte(gw.Logs.String()))
-	files, _ := filepath.Glob(db + "*")
-	spilled, _ := filepath.Glob(filepath.Join(dir, "spill", "*"))
-	for _, f := range append(files, spilled...) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.add(filepath.Base(f), b)
-	}
-	if len(files) == 0 {
-		t.Fatal("no SQLite file to search")
-	}
+	stored(t, o)
 
 	for where, b := range o {
 		for _, c := range canaries {

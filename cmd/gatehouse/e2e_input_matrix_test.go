@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,12 +68,13 @@ func TestClientInputMatrix(t *testing.T) {
 		{"model an array", func(r apiRoute) string { return r.withModel(`["chat"]`, `"hi"`) }, "", always(400)},
 		{"content an object", func(r apiRoute) string { return r.with(`{"text":"hi"}`) }, "", always(400)},
 		{"content a number", func(r apiRoute) string { return r.with(`12`) }, "", always(400)},
-		{"content null", func(r apiRoute) string { return r.with(`null`) }, "", func(r apiRoute) int {
-			if r.name == "chat" {
-				return 200 // an assistant's turn may be only tool calls; for a user's the upstream decides
-			}
-			return 400
-		}},
+		// Only an assistant's turn of tool calls may go without content
+		// (OpenAI's reference); a user's may not, in either dialect.
+		{"content null", func(r apiRoute) string { return r.with(`null`) }, "", always(400)},
+		{"content missing", func(r apiRoute) string {
+			b := strings.Replace(strings.Replace(r.body, `,"content":X`, "", 1), `,"input":X`, "", 1)
+			return strings.Replace(b, "M", r.model, 1)
+		}, "", always(400)},
 		{"invalid utf-8 in content", func(r apiRoute) string { return r.with("\"h\xffi\xfe\"") }, "", always(400)},
 		{"invalid utf-8 in the model", func(r apiRoute) string { return r.withModel("\"ch\xc3at\"", `"hi"`) }, "", always(400)},
 		{"bad escape", func(r apiRoute) string { return r.with(`"\x41"`) }, "", always(400)},
@@ -134,6 +136,28 @@ func TestClientInputMatrix(t *testing.T) {
 					}
 				} else if upstream == 0 {
 					t.Error("nothing went upstream")
+				}
+			})
+		}
+	}
+	// Headers over server.max_header_bytes (32 KiB) by more than
+	// net/http's 4 KiB of slack: answered in dialect too, by the
+	// connection watcher, before net/http would answer in plain text.
+	for _, r := range matrixRoutes {
+		for _, size := range []int{64 << 10, 1 << 20} {
+			t.Run(r.name+"/headers of "+strconv.Itoa(size>>10)+"KiB", func(t *testing.T) {
+				before := up.mock.Stats().Requests
+				c := dialRaw(t, gw)
+				c.send(chatRequest(r.path, "X-Pad: "+strings.Repeat("p", size)+"\r\n", r.with(`"hi"`)))
+				resp, body := c.answerBeforeReset()
+				if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !resp.Close {
+					t.Fatalf("got %d (close %v), want 431 and the connection closed: %.300s", resp.StatusCode, resp.Close, body)
+				}
+				if code := dialectError(t, r.anthropic, body); !r.anthropic && code != "headers_too_large" {
+					t.Errorf("code %q, want headers_too_large", code)
+				}
+				if n := up.mock.Stats().Requests - before; n != 0 {
+					t.Errorf("%d requests went upstream", n)
 				}
 			})
 		}

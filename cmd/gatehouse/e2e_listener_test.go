@@ -200,9 +200,12 @@ func TestOversizedHeadersAndBodies(t *testing.T) {
 		{"headers just under 32KiB", "/v1/chat/completions", pad(31 << 10), plainChat, false, 200, false},
 		{"headers over 32KiB", "/v1/chat/completions", pad(33 << 10), plainChat, false, 431, true},
 		{"headers over 32KiB, messages", "/v1/messages", pad(33 << 10), plainChat, false, 431, true},
-		// Past net/http's 4 KiB of slack it answers before any handler,
-		// in plain text.
-		{"headers far over", "/v1/chat/completions", pad(64 << 10), plainChat, false, 431, false},
+		// Past net/http's 4 KiB of slack net/http would answer in plain
+		// text: the connection watcher answers first, in dialect.
+		{"headers at 64KiB", "/v1/chat/completions", pad(64 << 10), plainChat, false, 431, true},
+		{"headers at 64KiB, messages", "/v1/messages", pad(64 << 10), plainChat, false, 431, true},
+		{"headers at 1MiB", "/v1/chat/completions", pad(1 << 20), plainChat, false, 431, true},
+		{"headers at 1MiB, messages", "/v1/messages", pad(1 << 20), plainChat, false, 431, true},
 		{"body over the limit", "/v1/chat/completions", "", big, false, 413, true},
 		{"body over the limit, messages", "/v1/messages", "", big, false, 413, true},
 		{"chunked body over the limit", "/v1/chat/completions", "", big, true, 413, true},

@@ -169,6 +169,10 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		// counts a connection's requests to tell them apart.
 		DisableGeneralOptionsHandler: true,
 	}
+	// Header sections over the limit are answered in the caller's dialect
+	// by the connection watcher, before net/http would answer them in
+	// plain text.
+	tooLarge := g.srv.HeaderRefusal(cfg.Server.MaxHeaderBytes)
 	if t := cfg.Server.TLS; t != nil {
 		certs, err := certfile.Load(t.CertFile, t.KeyFile)
 		if err != nil {
@@ -177,9 +181,9 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		certs.OnError = func(err error) { g.log.Error("TLS certificate reload", "error", err.Error()) }
 		// Handshakes run before net/http sees a connection (ListenTLS), so
 		// read_header_timeout bounds them as it bounds the headers.
-		ln = framing.ListenTLS(tls.NewListener(ln, certs.Config()), hs.MaxHeaderBytes, hs.ReadHeaderTimeout)
+		ln = framing.ListenTLS(tls.NewListener(ln, certs.Config()), hs.MaxHeaderBytes, hs.ReadHeaderTimeout, tooLarge)
 	} else {
-		ln = framing.Listen(ln, hs.MaxHeaderBytes)
+		ln = framing.Listen(ln, hs.MaxHeaderBytes, tooLarge)
 	}
 	// SIGHUP is caught before the listener announces itself: its default
 	// action ends the process, so a reload asked for early must not kill it.

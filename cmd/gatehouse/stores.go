@@ -293,6 +293,7 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 			Limits:      auth.Limits{RPM: k.RPM, TPM: k.TPM},
 			ModelLimits: modelLimits(k.ModelLimits),
 			Models:      k.Models,
+			Providers:   k.Providers,
 			NoCache:     k.NoCache,
 			CreatedAt:   loaded,
 			UpdatedAt:   loaded,
@@ -329,6 +330,18 @@ func (s *stores) adminHandler(cfg *config.Config, clients auth.Authenticator, se
 		Routes:        routes.Snapshot,
 		Route:         routes.State,
 		Served:        served,
+		Provider:      configuredProvider(cfg),
 		Log:           log,
 	}), nil
+}
+
+// configuredProvider says whether cfg names a provider: the admin API
+// refuses a key's or project's providers that name no provider of this
+// config generation.
+func configuredProvider(cfg *config.Config) func(string) bool {
+	names := make(map[string]bool, len(cfg.Providers))
+	for _, p := range cfg.Providers {
+		names[p.Name] = true
+	}
+	return func(name string) bool { return names[name] }
 }

@@ -163,15 +163,24 @@ func staticKeys(keys []config.Key) *auth.Static {
 		if k.Budget != nil {
 			p.Budget = &auth.Budget{USD: k.Budget.USD, Period: k.Budget.Period}
 		}
-		if len(k.Models) > 0 {
-			p.Models = make(map[string]bool, len(k.Models))
-			for _, m := range k.Models {
-				p.Models[m] = true
-			}
-		}
+		p.Models = nameSet(k.Models)
+		p.Providers = nameSet(k.Providers)
 		list = append(list, auth.StaticKey{Secret: k.Key, Principal: p})
 	}
 	return auth.NewStatic(list)
+}
+
+// nameSet is the set of a config key's allowed models or providers; nil
+// (anything allowed) when the list is empty.
+func nameSet(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
 
 // modelLimits converts a config key's rates per model; nil when none.

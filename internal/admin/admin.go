@@ -76,6 +76,10 @@ type Options struct {
 	// config check refuses them: a limit on a misspelt model would
 	// silently limit nothing.
 	Served func(model string) bool
+	// Provider, when set, says whether the config names a provider; a
+	// key's or project's providers naming another are refused, for the
+	// same reason.
+	Provider func(name string) bool
 	// Budgets reads how much of their budgets projects, keys and
 	// customers have spent, shown as their read-only spend fields; nil
 	// leaves those fields out.
@@ -115,6 +119,8 @@ type Handler struct {
 	mux    *http.ServeMux
 	static map[string]*auth.Key // by ID
 	admins auth.Admins          // AdminKey then Admins
+	// refusals keeps refused attempts from flooding the audit log.
+	refusals audit.Refusals
 }
 
 // maxBody bounds an admin request body; records are small.
@@ -217,11 +223,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err.Status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse admin"`)
 		}
+		h.refused(r, actor, err)
 		err.WriteOpenAI(w)
 		return
 	}
 	if !safeMethod(r.Method) && !actor.Role.CanWrite() {
-		readOnlyRoleError(actor).WriteOpenAI(w)
+		err := readOnlyRoleError(actor)
+		h.refused(r, actor, err)
+		err.WriteOpenAI(w)
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), actorKey{}, actor))
@@ -266,8 +275,10 @@ func (h *Handler) authorize(r *http.Request) (auth.Actor, *llm.Error) {
 		return auth.Actor{Name: a.Name, Role: a.Role}, nil
 	}
 	if h.o.Clients != nil {
-		if _, err := h.o.Clients.Authenticate(r); err == nil {
-			return auth.Actor{}, errClientKey
+		if p, err := h.o.Clients.Authenticate(r); err == nil {
+			// Named by its ID in the audit log: a client key is no
+			// admin credential, but who held it is worth knowing.
+			return auth.Actor{Name: "client:" + p.KeyID}, errClientKey
 		}
 	}
 	return auth.Actor{}, errBadAdminKey
@@ -324,25 +335,28 @@ func routeError(r *http.Request, mux *http.ServeMux) *llm.Error {
 // or an error.
 type endpoint func(r *http.Request) (int, any, error)
 
-// handle serves one endpoint; a change that succeeds is recorded in the
-// audit log with the object as it was before and as it is after.
+// handle serves one endpoint. A change is recorded in the audit log
+// before it is made, with the object as it was, and the entry completed
+// with how it ended: a change whose entry cannot be written is not made.
 func (h *Handler) handle(pattern string, e endpoint) http.HandlerFunc {
 	kind := objectType(pattern)
 	return func(w http.ResponseWriter, r *http.Request) {
-		var before any
+		var entry *audit.Entry
 		change := !safeMethod(r.Method)
 		if change {
-			before = h.before(r, kind)
+			var ok bool
+			if entry, ok = h.begin(w, r, pattern, h.before(r, kind)); !ok {
+				return
+			}
 		}
 		status, body, err := e(r)
 		if err != nil {
 			ge := h.toError(r, err)
+			h.complete(r, entry, ge.Status, nil)
 			ge.WriteOpenAI(w)
 			return
 		}
-		if change {
-			h.record(r, pattern, status, before, body)
-		}
+		h.complete(r, entry, status, body)
 		b, err := json.Marshal(body)
 		if err != nil {
 			h.toError(r, err).WriteOpenAI(w)

@@ -76,6 +76,7 @@ func newEnv(t testing.TB, st auth.Store, opts ...func(*Options)) *env {
 		},
 		PricesChanged: func(context.Context) error { e.priceChanges.Add(1); return nil },
 		Served:        func(m string) bool { return m == "chat" || m == "embed" || m == "gpt-4o" },
+		Provider:      func(n string) bool { return n == "openai" || n == "local" },
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -3,11 +3,14 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"gatehouse/internal/audit"
+	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 )
 
@@ -102,36 +105,109 @@ func (h *Handler) priceBefore(r *http.Request) (int, any, error) {
 	return 0, nil, notFoundError("price", r.PathValue("model"))
 }
 
-// record appends the audit entry of a change answered with status and
-// body. Secrets are masked before anything is stored: the key a creation
-// or rotation returns once, whatever sits under a credential's name, and
-// nothing of a key's hash (which its views never carry).
-func (h *Handler) record(r *http.Request, pattern string, status int, before, after any) {
+// errAuditDown refuses a change whose audit entry cannot be written:
+// a change nobody could later find in the log is not made.
+var errAuditDown = &llm.Error{Kind: llm.KindUnavailable, Status: http.StatusServiceUnavailable, Type: "server_error",
+	Code: "audit_unavailable", Message: "The audit log cannot be written right now, so nothing was changed; try again shortly.",
+	RetryAfter: time.Second}
+
+// begin appends the audit entry of a change about to be made, with the
+// object as it is (Status 0: under way). When the entry cannot be
+// written it answers 503 and ok is false: the change must not be made.
+// With no audit store it returns nil, true.
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request, pattern string, before any) (e *audit.Entry, ok bool) {
 	if h.o.Audit == nil {
-		return
+		return nil, true
 	}
 	a := actorOf(r)
-	kind := objectType(pattern)
+	e = &audit.Entry{
+		Time: h.o.Now(), Actor: a.String(), Role: string(a.Role), Method: r.Method, Path: r.URL.Path,
+		ObjectType: objectType(pattern), ObjectID: objectID(r, nil),
+	}
+	if before != nil {
+		e.Before = audit.Mask(before)
+	}
+	if err := h.o.Audit.AppendAudit(r.Context(), e); err != nil {
+		if errors.Is(err, auth.ErrUnavailable) {
+			// The record store is down: the change could not be made
+			// either, and the caller hears so as for any other write.
+			h.toError(r, err).WriteOpenAI(w)
+			return nil, false
+		}
+		h.o.Log.Error("admin: audit entry not written; change refused", "actor", e.Actor, "method", e.Method, "path", e.Path,
+			"error", err.Error())
+		errAuditDown.WriteOpenAI(w)
+		return nil, false
+	}
+	return e, true
+}
+
+// complete records in e (from begin; nil: no audit store) how its change
+// ended: the status and body it was answered with. Secrets are masked
+// before anything is stored: the key a creation or rotation returns once,
+// whatever sits under a credential's name, and nothing of a key's hash
+// (which its views never carry). The change is made by then; if this
+// write fails the entry keeps status 0 (its outcome unknown), so the
+// change is still in the log, and the gateway logs an error.
+func (h *Handler) complete(r *http.Request, e *audit.Entry, status int, after any) {
+	if e == nil {
+		return
+	}
 	var issued string
 	if v, ok := after.(keyView); ok {
 		issued = v.Secret
 	}
-	e := &audit.Entry{
-		Time: h.o.Now(), Actor: a.String(), Role: string(a.Role), Method: r.Method, Path: r.URL.Path,
-		ObjectType: kind, ObjectID: objectID(r, after), Status: status,
-	}
-	if before != nil {
-		e.Before = audit.Mask(before, issued)
-	}
+	e.Status = status
 	if after != nil {
+		e.ObjectID = objectID(r, after)
 		e.After = audit.Mask(after, issued)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditWriteTimeout)
 	defer cancel()
-	if err := h.o.Audit.AppendAudit(ctx, e); err != nil {
-		// The change stands; say loudly that its record is missing.
-		h.o.Log.Error("admin: audit entry not written", "actor", e.Actor, "method", e.Method, "path", e.Path, "error", err.Error())
+	if err := h.o.Audit.CompleteAudit(ctx, e); err != nil {
+		h.o.Log.Error("admin: audit entry not completed", "audit_id", e.ID, "actor", e.Actor, "method", e.Method,
+			"path", e.Path, "status", status, "error", err.Error())
 	}
+}
+
+// refused records an attempt refused before any handler ran: who (the
+// credential's name, "client:<key id>" for a client key, audit.UnknownActor
+// when the key matched nothing; never the secret presented), what it
+// asked for, the status and code it got and the client's address. Entries
+// are coalesced per address and minute (audit.Refusals).
+func (h *Handler) refused(r *http.Request, a auth.Actor, e *llm.Error) {
+	if h.o.Audit == nil {
+		return
+	}
+	ok, source, skipped := h.refusals.Admit(clientIP(r), h.o.Now())
+	if !ok {
+		return
+	}
+	actor := a.String()
+	if actor == "" {
+		actor = audit.UnknownActor
+	}
+	entry := &audit.Entry{
+		Time: h.o.Now(), Actor: actor, Role: string(a.Role), Method: r.Method, Path: r.URL.Path,
+		ObjectType: audit.ObjectAccess, Status: e.Status,
+		After: audit.Refusal(e.Code, source, skipped),
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditWriteTimeout)
+	defer cancel()
+	if err := h.o.Audit.AppendAudit(ctx, entry); err != nil {
+		h.o.Log.Error("admin: audit entry of a refused attempt not written", "actor", entry.Actor, "method", entry.Method,
+			"path", entry.Path, "error", err.Error())
+	}
+}
+
+// clientIP is the peer's address without its port. Forwarding headers
+// are not trusted: a client could pick its own source and escape the
+// coalescing of its refusals.
+func clientIP(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // getAudit serves GET /admin/audit: the changes made through this API,

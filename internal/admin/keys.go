@@ -72,6 +72,7 @@ func keyFields(now time.Time) []field[auth.Key] {
 		{name: "budget", set: func(k *auth.Key, v json.RawMessage) error { return setBudget(&k.Budget, v) }},
 		{name: "model_limits", set: func(k *auth.Key, v json.RawMessage) error { return setModelLimits(&k.ModelLimits, v) }},
 		{name: "models", set: func(k *auth.Key, v json.RawMessage) error { return setList(&k.Models, v) }},
+		{name: "providers", set: func(k *auth.Key, v json.RawMessage) error { return setList(&k.Providers, v) }},
 		{name: "labels", set: func(k *auth.Key, v json.RawMessage) error { return setLabels(&k.Labels, v) }},
 		{name: "expires_at", set: func(k *auth.Key, v json.RawMessage) error { return setFuture(&k.ExpiresAt, v, now) }},
 		{name: "no_cache", set: func(k *auth.Key, v json.RawMessage) error { return setBool(&k.NoCache, v) }},
@@ -279,6 +280,11 @@ func (h *Handler) checkKeyModels(obj map[string]json.RawMessage, k *auth.Key) er
 			return err
 		}
 	}
+	if _, ok := obj["providers"]; ok {
+		if err := h.checkProviders(k.Providers); err != nil {
+			return err
+		}
+	}
 	if _, ok := obj["model_limits"]; ok {
 		names := make([]string, 0, len(k.ModelLimits))
 		for m := range k.ModelLimits {
@@ -286,6 +292,21 @@ func (h *Handler) checkKeyModels(obj map[string]json.RawMessage, k *auth.Key) er
 		}
 		slices.Sort(names) // the same bad entry is always the one reported
 		return h.checkServed("model_limits", names)
+	}
+	return nil
+}
+
+// checkProviders is the 400 for the first of names the config does not
+// name as a provider.
+func (h *Handler) checkProviders(names []string) error {
+	if h.o.Provider == nil {
+		return nil
+	}
+	for _, n := range names {
+		if !h.o.Provider(n) {
+			return llm.BadRequest("providers", "unknown_provider",
+				"providers: the config names no provider %s (GET /admin/models lists the providers of every model).", quote(n))
+		}
 	}
 	return nil
 }

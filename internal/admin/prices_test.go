@@ -118,6 +118,51 @@ func pricesScenario(e *env) {
 	}
 }
 
+// providersScenario covers providers on keys and projects: create, read,
+// PATCH, clear, and names the config does not have.
+func providersScenario(e *env) {
+	list := func(want ...string) func(t *testing.T, b map[string]any) {
+		return func(t *testing.T, b map[string]any) {
+			t.Helper()
+			got, _ := b["providers"].([]any)
+			if len(got) != len(want) {
+				t.Errorf("providers = %v, want %v", b["providers"], want)
+				return
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("providers = %v, want %v", got, want)
+				}
+			}
+		}
+	}
+	e.run([]step{
+		{name: "project", method: "POST", path: "/admin/projects", body: `{"name":"pv","providers":["openai","local"]}`, status: 201,
+			save: map[string]string{"pvproj": "id"}, check: list("openai", "local")},
+		{name: "project read", method: "GET", path: "/admin/projects/{pvproj}", status: 200, check: list("openai", "local")},
+		{name: "key", method: "POST", path: "/admin/keys", body: `{"project":"pv","providers":["local"]}`, status: 201,
+			save: map[string]string{"pvkey": "id"}, check: list("local")},
+		{name: "key read", method: "GET", path: "/admin/keys/{pvkey}", status: 200, check: list("local")},
+		{name: "key patch", method: "PATCH", path: "/admin/keys/{pvkey}", body: `{"providers":["openai"]}`, status: 200, check: list("openai")},
+		{name: "key patch null clears", method: "PATCH", path: "/admin/keys/{pvkey}", body: `{"providers":null}`, status: 200,
+			wantFieldNone: "providers"},
+		{name: "project patch empty clears", method: "PATCH", path: "/admin/projects/{pvproj}", body: `{"providers":[]}`, status: 200,
+			wantFieldNone: "providers"},
+		{name: "unknown provider on a key", method: "PATCH", path: "/admin/keys/{pvkey}", body: `{"providers":["openai","opneai"]}`,
+			status: 400, param: "providers", code: "unknown_provider", msg: `"opneai"`},
+		{name: "unknown provider on create", method: "POST", path: "/admin/keys", body: `{"project":"pv","providers":["azure"]}`,
+			status: 400, param: "providers", code: "unknown_provider"},
+		{name: "unknown provider on a project", method: "POST", path: "/admin/projects", body: `{"name":"pv2","providers":["x"]}`,
+			status: 400, param: "providers", code: "unknown_provider"},
+		{name: "not a list", method: "PATCH", path: "/admin/keys/{pvkey}", body: `{"providers":"openai"}`, status: 400, param: "providers"},
+		{name: "refused change left nothing", method: "GET", path: "/admin/keys/{pvkey}", status: 200, wantFieldNone: "providers"},
+	})
+}
+
+func TestProvidersSQLite(t *testing.T) { providersScenario(newEnv(t, openSQLite(t))) }
+
+func TestProvidersPostgres(t *testing.T) { providersScenario(newEnv(t, openPostgres(t))) }
+
 func TestModelLimitsSQLite(t *testing.T) { modelLimitsScenario(newEnv(t, openSQLite(t))) }
 
 func TestPricesSQLite(t *testing.T) { pricesScenario(newEnv(t, openSQLite(t))) }

@@ -27,6 +27,7 @@ var projectFields = []field[auth.Project]{
 	{name: "tpm", set: func(p *auth.Project, v json.RawMessage) error { return setCount(&p.TPM, v) }},
 	{name: "budget", set: func(p *auth.Project, v json.RawMessage) error { return setBudget(&p.Budget, v) }},
 	{name: "models", set: func(p *auth.Project, v json.RawMessage) error { return setList(&p.Models, v) }},
+	{name: "providers", set: func(p *auth.Project, v json.RawMessage) error { return setList(&p.Providers, v) }},
 	{name: "labels", set: func(p *auth.Project, v json.RawMessage) error { return setLabels(&p.Labels, v) }},
 	{name: "cache", set: func(p *auth.Project, v json.RawMessage) error { return setProjectCache(&p.Cache, v) }},
 	{name: "log_bodies", set: func(p *auth.Project, v json.RawMessage) error { return setBool(&p.LogBodies, v) }},
@@ -69,6 +70,11 @@ func (h *Handler) createProject(r *http.Request) (int, any, error) {
 	}
 	if _, ok := obj["models"]; ok {
 		if err := h.checkServed("models", p.Models); err != nil {
+			return 0, nil, err
+		}
+	}
+	if _, ok := obj["providers"]; ok {
+		if err := h.checkProviders(p.Providers); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -144,6 +150,11 @@ func (h *Handler) updateProject(r *http.Request) (int, any, error) {
 	}
 	if _, ok := obj["models"]; ok {
 		if err := h.checkServed("models", p.Models); err != nil {
+			return 0, nil, err
+		}
+	}
+	if _, ok := obj["providers"]; ok {
+		if err := h.checkProviders(p.Providers); err != nil {
 			return 0, nil, err
 		}
 	}

@@ -20,17 +20,20 @@ import (
 // shows them, masked (see Mask); Before is absent for a creation, After
 // for a change that leaves nothing to show.
 type Entry struct {
-	ID         string          `json:"id"` // "aud_…", assigned by the store; sorts in creation order
-	Time       time.Time       `json:"time"`
-	Actor      string          `json:"actor"` // credential name, or "session:<name>" through the dashboard
-	Role       string          `json:"role"`  // the credential's role when it acted
-	Method     string          `json:"method"`
-	Path       string          `json:"path"`
-	ObjectType string          `json:"object_type"` // project | key | customer | price | cache
-	ObjectID   string          `json:"object_id,omitempty"`
-	Status     int             `json:"status"` // the HTTP status the change was answered with
-	Before     json.RawMessage `json:"before,omitempty"`
-	After      json.RawMessage `json:"after,omitempty"`
+	ID         string    `json:"id"` // "aud_…", assigned by the store; sorts in creation order
+	Time       time.Time `json:"time"`
+	Actor      string    `json:"actor"` // credential name, or "session:<name>" through the dashboard
+	Role       string    `json:"role"`  // the credential's role when it acted
+	Method     string    `json:"method"`
+	Path       string    `json:"path"`
+	ObjectType string    `json:"object_type"` // project | key | customer | price | cache
+	ObjectID   string    `json:"object_id,omitempty"`
+	// Status is the HTTP status the change was answered with; 0 while it
+	// is under way, and for good when the gateway could not record its
+	// end (the change may or may not have been made).
+	Status int             `json:"status"`
+	Before json.RawMessage `json:"before,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
 }
 
 // Query selects entries, oldest first. Zero fields select everything.
@@ -47,6 +50,10 @@ type Store interface {
 	// AppendAudit stores e, filling its ID; e's Time is kept as given
 	// (to the microsecond).
 	AppendAudit(ctx context.Context, e *Entry) error
+	// CompleteAudit records how the change of an entry appended before
+	// it was made ended: e's Status, ObjectID and After replace the
+	// stored ones of the entry with e's ID.
+	CompleteAudit(ctx context.Context, e *Entry) error
 	// Audit lists the entries q selects in ID order.
 	Audit(ctx context.Context, q Query) ([]Entry, error)
 }

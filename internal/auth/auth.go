@@ -51,6 +51,10 @@ type Principal struct {
 	// any model; a non-nil empty map means none (the two lists share no
 	// model).
 	Models map[string]bool
+	// Providers are the providers (by configured name) the key's
+	// requests may go to, resolved like Models: nil means any, a non-nil
+	// empty map none.
+	Providers map[string]bool
 	// Labels are the project's labels overlaid with the key's.
 	Labels map[string]string
 	// ExpiresAt is when the key stops working; zero means never.
@@ -68,6 +72,12 @@ type Principal struct {
 // Allows reports whether the principal may call model.
 func (p *Principal) Allows(model string) bool {
 	return p.Models == nil || p.Models[model]
+}
+
+// AllowsProvider reports whether the principal's requests may be sent to
+// the provider of that configured name.
+func (p *Principal) AllowsProvider(name string) bool {
+	return p.Providers == nil || p.Providers[name]
 }
 
 // Hash is the SHA-256 of a secret key.

@@ -532,7 +532,7 @@ func newPrincipal(k *Key, p *Project) *Principal {
 	if k.ExpiresAt != nil {
 		pr.ExpiresAt = *k.ExpiresAt
 	}
-	var projModels []string
+	var projModels, projProviders []string
 	var projLabels map[string]string
 	if p != nil {
 		pr.Project = p.Name
@@ -540,9 +540,10 @@ func newPrincipal(k *Key, p *Project) *Principal {
 		pr.ProjectBudget = p.Budget
 		pr.Cache = p.Cache
 		pr.LogBodies = p.LogBodies
-		projModels, projLabels = p.Models, p.Labels
+		projModels, projProviders, projLabels = p.Models, p.Providers, p.Labels
 	}
 	pr.Models = allowedModels(k.Models, projModels)
+	pr.Providers = allowedModels(k.Providers, projProviders)
 	if len(projLabels)+len(k.Labels) > 0 {
 		pr.Labels = make(map[string]string, len(projLabels)+len(k.Labels))
 		for n, v := range projLabels {
@@ -557,6 +558,7 @@ func newPrincipal(k *Key, p *Project) *Principal {
 
 // allowedModels is the key's list within the project's: nil when neither
 // restricts, and an empty (not nil) set when the lists share nothing.
+// Provider lists combine the same way.
 func allowedModels(key, project []string) map[string]bool {
 	if len(key) == 0 && len(project) == 0 {
 		return nil

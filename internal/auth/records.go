@@ -33,12 +33,15 @@ type Limits struct {
 
 // Project groups keys and customers under shared limits and settings.
 type Project struct {
-	ID     string            `json:"id"`   // "proj_…", assigned by the store
-	Name   string            `json:"name"` // unique
-	Limits                   // project-wide rates, over all its keys
-	Budget *Budget           `json:"budget,omitempty"`
-	Models []string          `json:"models,omitempty"` // allowed models; empty = all
-	Labels map[string]string `json:"labels,omitempty"`
+	ID     string   `json:"id"`   // "proj_…", assigned by the store
+	Name   string   `json:"name"` // unique
+	Limits          // project-wide rates, over all its keys
+	Budget *Budget  `json:"budget,omitempty"`
+	Models []string `json:"models,omitempty"` // allowed models; empty = all
+	// Providers are the providers (by their configured name) the
+	// project's requests may go to; empty = all.
+	Providers []string          `json:"providers,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 	// Cache overrides the config's cache settings for the project; nil
 	// follows them.
 	Cache *ProjectCache `json:"cache,omitempty"`
@@ -90,9 +93,12 @@ type Key struct {
 	ModelLimits map[string]Limits `json:"model_limits,omitempty"`
 	Budget      *Budget           `json:"budget,omitempty"`
 	Models      []string          `json:"models,omitempty"` // allowed models; empty = the project's
-	Labels      map[string]string `json:"labels,omitempty"`
-	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
-	RevokedAt   *time.Time        `json:"revoked_at,omitempty"`
+	// Providers are the providers (by their configured name) the key's
+	// requests may go to, within the project's; empty = the project's.
+	Providers []string          `json:"providers,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	ExpiresAt *time.Time        `json:"expires_at,omitempty"`
+	RevokedAt *time.Time        `json:"revoked_at,omitempty"`
 	// NoCache bars the key from the response cache: its requests are
 	// neither answered from it nor stored (x-gatehouse-cache: bypass).
 	NoCache    bool       `json:"no_cache"`

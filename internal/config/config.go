@@ -214,6 +214,10 @@ type Key struct {
 	TPM     int      `yaml:"tpm"` // tokens per minute; 0 = unlimited
 	Budget  *Budget  `yaml:"budget"`
 	Models  []string `yaml:"models"` // allowed models; empty = all
+	// Providers are the providers (providers[].name) the key's requests
+	// may go to; empty = all. A model none of whose targets (fallbacks
+	// included) is allowed answers 403.
+	Providers []string `yaml:"providers"`
 	// ModelLimits are rates per model, by models[].name, on top of RPM
 	// and TPM: model_limits: {chat: {rpm: 3, tpm: 10000}}.
 	ModelLimits map[string]ModelLimit `yaml:"model_limits"`

@@ -225,6 +225,7 @@ func (k Key) redacted() Key {
 		k.Budget = ptr(*k.Budget)
 	}
 	k.Models = slices.Clone(k.Models)
+	k.Providers = slices.Clone(k.Providers)
 	return k
 }
 
@@ -234,8 +235,8 @@ func (k Key) String() string {
 	if k.Budget != nil {
 		budget = fmt.Sprintf("%+v", *k.Budget)
 	}
-	return fmt.Sprintf("{Key:%s Name:%s Project:%s RPM:%d TPM:%d Budget:%s Models:%v}",
-		mask(k.Key), k.Name, k.Project, k.RPM, k.TPM, budget, k.Models)
+	return fmt.Sprintf("{Key:%s Name:%s Project:%s RPM:%d TPM:%d Budget:%s Models:%v Providers:%v}",
+		mask(k.Key), k.Name, k.Project, k.RPM, k.TPM, budget, k.Models, k.Providers)
 }
 
 // GoString prints k for %#v, redacted.

@@ -127,7 +127,7 @@ func (c *checker) config(cfg *Config) {
 	c.fallbacks(cfg, models)
 	secrets, names := map[string]string{}, map[string]string{}
 	for i := range cfg.Keys {
-		c.key(fmt.Sprintf("keys[%d]", i), &cfg.Keys[i], models, secrets, names)
+		c.key(fmt.Sprintf("keys[%d]", i), &cfg.Keys[i], models, providers, secrets, names)
 	}
 	c.adminKeys(cfg)
 	c.cache(cfg.Cache, providers)
@@ -280,7 +280,7 @@ func (c *checker) model(path string, m *Model, providers, seen map[string]string
 	c.timeouts(path+".timeouts", m.Timeouts)
 }
 
-func (c *checker) key(path string, k *Key, models, secrets, names map[string]string) {
+func (c *checker) key(path string, k *Key, models, providers, secrets, names map[string]string) {
 	if k.Key == "" {
 		c.errorf(path+".key", "is required")
 	} else if first, dup := secrets[k.Key]; dup {
@@ -302,6 +302,11 @@ func (c *checker) key(path string, k *Key, models, secrets, names map[string]str
 	for i, m := range k.Models {
 		if _, ok := models[m]; !ok {
 			c.errorf(fmt.Sprintf("%s.models[%d]", path, i), "unknown model %q; it must be one of models[].name", m)
+		}
+	}
+	for i, p := range k.Providers {
+		if _, ok := providers[p]; !ok {
+			c.errorf(fmt.Sprintf("%s.providers[%d]", path, i), "unknown provider %q; it must be one of providers[].name", p)
 		}
 	}
 	limited := make([]string, 0, len(k.ModelLimits))

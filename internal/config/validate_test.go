@@ -140,6 +140,8 @@ func TestValidation(t *testing.T) {
 		{"period required", "keys:\n  - key: k\n    budget:\n      usd: 1\n", []problem{{4, 7, "keys[0].budget.period", "is required"}}},
 		{"key names unknown model", p1 + "models: [{name: m, targets: [{provider: p, model: x}]}]\nkeys:\n  - key: k\n    models: [m, n]\n",
 			[]problem{{5, 17, "keys[0].models[1]", `unknown model "n"`}}},
+		{"key names unknown provider", p1 + "keys:\n  - key: k\n    providers: [p, q]\n",
+			[]problem{{4, 20, "keys[0].providers[1]", `unknown provider "q"`}}},
 		{"model limits", p1 + "models: [{name: m, targets: [{provider: p, model: x}]}]\nkeys:\n  - key: k\n    model_limits:\n      m: {rpm: -1, tpm: 5}\n      n: {rpm: 1}\n",
 			[]problem{
 				{6, 16, "keys[0].model_limits.m.rpm", "must not be negative"},

@@ -111,7 +111,7 @@ func TestCleartextHTTP2PeekDoesNotSplitTheRequestLine(t *testing.T) {
 			})}
 			ln := &oneConnListener{c: make(chan net.Conn, 1), done: make(chan struct{})}
 			served := make(chan error, 1)
-			go func() { served <- srv.Serve(Listen(ln, 0)) }()
+			go func() { served <- srv.Serve(Listen(ln, 0, nil)) }()
 			c := newLateConn(request)
 			ln.c <- c
 			reply := c.reply()
@@ -239,7 +239,7 @@ func TestCleartextHTTP2StillServedAfterTheReadAhead(t *testing.T) {
 	srv := &http.Server{Protocols: p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.Proto)
 	})}
-	go func() { _ = srv.Serve(Listen(ln, 0)) }()
+	go func() { _ = srv.Serve(Listen(ln, 0, nil)) }()
 	defer srv.Close()
 	cp := new(http.Protocols)
 	cp.SetUnencryptedHTTP2(true)

@@ -13,23 +13,34 @@ package framing
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 )
 
+// Refusal answers a request whose request line and header fields are
+// longer than the limit: it returns the whole HTTP/1.1 response (status
+// line, fields and body) for the request target given (as sent, cut at
+// 256 bytes; empty when the request line itself was too long). The
+// watcher writes it and closes the connection before net/http reads the
+// request, since net/http answers such a request in plain text only.
+type Refusal func(target string) []byte
+
 // Listen wraps ln so every plain connection it accepts is watched. A
 // connection that is a TLS connection is returned as it is: net/http
 // needs the *tls.Conn itself to negotiate HTTP/2 (ListenTLS watches
-// those).
-func Listen(ln net.Listener, maxHeaderBytes int) net.Listener {
-	return &listener{Listener: ln, max: headerCap(maxHeaderBytes)}
+// those). With tooLarge set, a header section over maxHeaderBytes is
+// answered by it; nil leaves that to net/http.
+func Listen(ln net.Listener, maxHeaderBytes int, tooLarge Refusal) net.Listener {
+	return &listener{Listener: ln, max: maxHeaderBytes, tooLarge: tooLarge}
 }
 
 type listener struct {
 	net.Listener
-	max int
+	max      int
+	tooLarge Refusal
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -37,7 +48,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil || isTLS(c) {
 		return c, err
 	}
-	return watch(c, l.max), nil
+	return watchWith(c, l.max, l.tooLarge), nil
 }
 
 // headerCap is how long a header section the watcher follows: net/http
@@ -54,9 +65,10 @@ func headerCap(maxHeaderBytes int) int {
 // net/http reads them.
 type Conn struct {
 	net.Conn
-	mu    sync.Mutex // held while a Read feeds the parser
-	p     parser
-	first firstRead // the read-ahead of a cleartext connection's first read (firstread.go)
+	mu       sync.Mutex // held while a Read feeds the parser
+	p        parser
+	first    firstRead // the read-ahead of a cleartext connection's first read (firstread.go)
+	tooLarge Refusal
 
 	ambiguous atomic.Int64 // the 1-based number of the ambiguous request; 0 if none
 	served    atomic.Int64 // requests handed to Ambiguous so far
@@ -73,6 +85,24 @@ func watch(c net.Conn, limit int) *Conn {
 	return w
 }
 
+// watchWith wraps c for a server whose MaxHeaderBytes is maxHeaderBytes;
+// with tooLarge set, longer header sections are refused by it.
+func watchWith(c net.Conn, maxHeaderBytes int, tooLarge Refusal) *Conn {
+	w := watch(c, headerCap(maxHeaderBytes))
+	if tooLarge != nil {
+		if maxHeaderBytes <= 0 {
+			maxHeaderBytes = http.DefaultMaxHeaderBytes
+		}
+		w.p.limit, w.tooLarge = maxHeaderBytes, tooLarge
+	}
+	return w
+}
+
+// errHeadersTooLarge is what net/http reads from a connection whose
+// header section was refused: a read error, on which it closes the
+// connection without writing an answer of its own.
+var errHeadersTooLarge = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("request header fields too large: refused by the watcher")}
+
 func (c *Conn) Read(b []byte) (int, error) {
 	n, err, ok := c.first.read(b, c.Conn)
 	if !ok {
@@ -80,10 +110,21 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	if n > 0 {
 		c.mu.Lock()
-		if at := c.p.feed(b[:n]); at > 0 {
-			c.ambiguous.Store(at)
+		at := c.p.feed(b[:n])
+		refuse := c.p.tooLarge
+		var target string
+		if refuse {
+			c.p.tooLarge = false // answered once; the parser is off from now on
+			target = string(c.p.target)
 		}
 		c.mu.Unlock()
+		if at > 0 {
+			c.ambiguous.Store(at)
+		}
+		if refuse {
+			_, _ = c.Conn.Write(c.tooLarge(target))
+			return 0, errHeadersTooLarge
+		}
 	}
 	return n, err
 }

@@ -35,11 +35,16 @@ const lineCap = 256
 // header sections, Content-Length bodies and chunked bodies with their
 // trailers. It reads no further than it must to find the next request.
 type parser struct {
-	max  int // longest header section followed
-	st   state
-	line []byte // the current line, cut at lineCap
-	long bool   // the current line was cut
-	left int64  // bytes left in a body or chunk
+	max int // longest header section followed
+	// limit, when above 0, is the longest header section allowed: one
+	// longer sets tooLarge and ends the following (the watcher answers).
+	limit    int
+	tooLarge bool
+	target   []byte // the request target of the section being read, cut at lineCap
+	st       state
+	line     []byte // the current line, cut at lineCap
+	long     bool   // the current line was cut
+	left     int64  // bytes left in a body or chunk
 
 	// the header section being read
 	requests   int64 // request lines seen so far
@@ -79,7 +84,14 @@ func (p *parser) feed(b []byte) (ambiguous int64) {
 				part = b[:i]
 			}
 			if p.st == inHead {
-				p.headBytes += len(part) + 1
+				p.headBytes += len(part)
+				if i >= 0 {
+					p.headBytes++ // the line feed
+				}
+				if p.limit > 0 && p.headBytes > p.limit {
+					p.st, p.tooLarge = off, true
+					return 0
+				}
 				if p.headBytes > p.max {
 					p.st = off // net/http answers 431 and closes
 					return 0
@@ -114,6 +126,7 @@ func (p *parser) endLine(line []byte, long bool) (ambiguous int64) {
 			}
 			p.sawLine = true
 			p.requests++
+			p.target = append(p.target[:0], requestTarget(line)...)
 			p.http10 = bytes.HasSuffix(line, []byte(" HTTP/1.0"))
 			if bytes.HasPrefix(line, []byte("PRI * HTTP/2")) {
 				p.st = off // HTTP/2 with prior knowledge frames its own way
@@ -199,4 +212,14 @@ func (p *parser) endHead() (ambiguous int64) {
 	}
 	p.headBytes, p.sawLine, p.http10, p.lengths, p.encodings, p.chunked, p.badLength, p.contentLen = 0, false, false, 0, 0, false, false, 0
 	return ambiguous
+}
+
+// requestTarget is the middle word of a request line ("GET /x HTTP/1.1").
+func requestTarget(line []byte) []byte {
+	_, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok {
+		return nil
+	}
+	target, _, _ := bytes.Cut(rest, []byte(" "))
+	return target
 }

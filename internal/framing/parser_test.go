@@ -55,3 +55,36 @@ func TestParserFindsTheAmbiguousRequest(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 func hex(n int) string  { return strconv.FormatInt(int64(n), 16) }
+
+// With a limit, the parser flags the first header section over it and
+// knows its request target, however reads split the stream; sections up
+// to the limit pass.
+func TestParserFlagsHeadersOverTheLimit(t *testing.T) {
+	ok := "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+	big := func(target string, pad int) string {
+		return "POST " + target + " HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", pad) + "\r\n\r\n"
+	}
+	tests := []struct {
+		name, stream string
+		tooLarge     bool
+		target       string
+	}{
+		{"under the limit", big("/v1/messages", 4000), false, ""},
+		{"over it", big("/v1/messages?beta=1", 5000), true, "/v1/messages?beta=1"},
+		{"over it after a request within it", ok + big("/v1/chat/completions", 5000), true, "/v1/chat/completions"},
+		{"a request line over it", "GET /" + strings.Repeat("a", 5000) + " HTTP/1.1\r\n\r\n", true, ""},
+	}
+	for _, tt := range tests {
+		for _, step := range []int{len(tt.stream), 1, 13} {
+			p := parser{max: headerCap(4096), limit: 4096}
+			for s := tt.stream; len(s) > 0 && !p.tooLarge; {
+				n := min(step, len(s))
+				p.feed([]byte(s[:n]))
+				s = s[n:]
+			}
+			if p.tooLarge != tt.tooLarge || (tt.tooLarge && string(p.target) != tt.target) {
+				t.Errorf("%s, reads of %d: tooLarge %v target %q; want %v %q", tt.name, step, p.tooLarge, p.target, tt.tooLarge, tt.target)
+			}
+		}
+	}
+}

@@ -17,8 +17,8 @@ import (
 // HTTP/1.1 ones are watched (net/http still sees their TLS state, through
 // ConnectionState). A failed handshake closes the connection: Accept never
 // waits on a slow client.
-func ListenTLS(ln net.Listener, maxHeaderBytes int, timeout time.Duration) net.Listener {
-	l := &tlsListener{Listener: ln, max: headerCap(maxHeaderBytes), timeout: timeout,
+func ListenTLS(ln net.Listener, maxHeaderBytes int, timeout time.Duration, tooLarge Refusal) net.Listener {
+	l := &tlsListener{Listener: ln, max: maxHeaderBytes, tooLarge: tooLarge, timeout: timeout,
 		ready: make(chan net.Conn), failed: make(chan error), done: make(chan struct{})}
 	go l.accept()
 	return l
@@ -26,8 +26,9 @@ func ListenTLS(ln net.Listener, maxHeaderBytes int, timeout time.Duration) net.L
 
 type tlsListener struct {
 	net.Listener
-	max     int
-	timeout time.Duration
+	max      int
+	tooLarge Refusal
+	timeout  time.Duration
 
 	ready  chan net.Conn // handshaken connections
 	failed chan error    // the inner listener's Accept errors
@@ -77,7 +78,7 @@ func (l *tlsListener) handshake(c net.Conn) {
 			return
 		}
 		if tc.ConnectionState().NegotiatedProtocol != "h2" {
-			c = &watchedTLS{Conn: watch(tc, l.max), tls: tc}
+			c = &watchedTLS{Conn: watchWith(tc, l.max, l.tooLarge), tls: tc}
 		}
 	}
 	select {

@@ -191,6 +191,7 @@ func (r *ChatRequest) messages(v []byte) *Error {
 		// us has (a second scanner pass cost a bare request about as
 		// much as the message's text).
 		var role, content []byte
+		calls := false // tool_calls, function_call, audio or refusal: an assistant turn with no text
 		fs := Walk(m, '{')
 		for k, fv, ok := fs.Next(); ok; k, fv, ok = fs.Next() {
 			switch messageKey(k) {
@@ -198,6 +199,8 @@ func (r *ChatRequest) messages(v []byte) *Error {
 				role = fv
 			case "content":
 				content = fv
+			case "tool_calls", "function_call", "audio", "refusal":
+				calls = calls || KindOf(fv) != KindNull
 			}
 		}
 		at := func(f string) string { return "messages[" + strconv.Itoa(i) + "]." + f }
@@ -206,6 +209,15 @@ func (r *ChatRequest) messages(v []byte) *Error {
 			e = missing(at("role"))
 		case KindOf(role) != KindString:
 			e = wrongType(at("role"), "a string", KindOf(role))
+		case (content == nil || KindOf(content) == KindNull) && !(calls && string(role) == `"assistant"`):
+			// OpenAI's reference requires content of every role but an
+			// assistant turn that carries tool calls (or a function
+			// call, an audio reference, a refusal) instead of text.
+			if content == nil {
+				e = missing(at("content"))
+			} else {
+				e = wrongType(at("content"), "a string or an array", KindNull)
+			}
 		default:
 			// The content's shape is checked here, not left to the
 			// upstream: a request it would refuse is not sent (nor paid
@@ -223,9 +235,9 @@ func (r *ChatRequest) messages(v []byte) *Error {
 	return nil
 }
 
-// messageKey is a quoted key from a Walker over a chat message: "role"
-// or "content" when it names one of them as EachField would read it
-// (escapes included), "" for any other key. It allocates only for a key
+// messageKey is a quoted key from a Walker over a chat message, as
+// EachField would read it (escapes included) when it is one the message
+// check looks at (knownKey knows them all), "" for any other key. It allocates only for a key
 // written with escapes.
 func messageKey(q []byte) string {
 	if len(q) < 2 {
@@ -243,8 +255,7 @@ func messageKey(q []byte) string {
 
 // contentShape checks a chat message's content is of a type it can
 // have: a string, an array of content part objects, or null or absent
-// (an assistant turn of only tool calls; whether another role may leave
-// it out is the upstream's to say).
+// (an assistant turn of only tool calls; messages checks the role).
 func contentShape(path string, v []byte) *Error {
 	switch k := KindOf(v); k {
 	case KindString, KindNull, KindInvalid:

@@ -132,8 +132,8 @@ func TestParseChatRequest(t *testing.T) {
 		},
 		{
 			"escaped role key",
-			`{"model":"m","messages":[{"r\u006fle":"user"}]}`,
-			chatView{Model: "m", Messages: `[{"r\u006fle":"user"}]`},
+			`{"model":"m","messages":[{"r\u006fle":"user","content":"hi"}]}`,
+			chatView{Model: "m", Messages: `[{"r\u006fle":"user","content":"hi"}]`},
 		},
 		{
 			"optional fields of the right type",
@@ -279,9 +279,14 @@ func TestParseChatRequestErrors(t *testing.T) {
 		{"empty messages", `{"model":"m","messages":[]}`, "messages", "empty_array", "Invalid 'messages': empty array"},
 		{"empty messages with space", `{"model":"m","messages":[ ]}`, "messages", "empty_array", "'messages'"},
 		{"message string", `{"model":"m","messages":["hi"]}`, "messages[0]", "invalid_type", "'messages[0]': expected an object, but got a string"},
-		{"second message array", `{"model":"m","messages":[{"role":"user"},[]]}`, "messages[1]", "invalid_type", "'messages[1]': expected an object, but got an array"},
+		{"second message array", `{"model":"m","messages":[{"role":"user","content":"hi"},[]]}`, "messages[1]", "invalid_type", "'messages[1]': expected an object, but got an array"},
 		{"message null", `{"model":"m","messages":[null]}`, "messages[0]", "invalid_type", "'messages[0]': expected an object, but got null"},
-		{"message without role", `{"model":"m","messages":[{"role":"user"},{"content":"hi"}]}`, "messages[1].role", "missing_required_parameter", "Missing required parameter: 'messages[1].role'"},
+		{"user content missing", `{"model":"m","messages":[{"role":"user"}]}`, "messages[0].content", "missing_required_parameter", "'messages[0].content'"},
+		{"system content null", `{"model":"m","messages":[{"role":"system","content":null},{"role":"user","content":"hi"}]}`, "messages[0].content", "invalid_type", "but got null"},
+		{"tool content missing", `{"model":"m","messages":[{"role":"tool","tool_call_id":"c1"}]}`, "messages[0].content", "missing_required_parameter", "'messages[0].content'"},
+		{"assistant text missing, no tool calls", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":null}]}`, "messages[1].content", "invalid_type", "but got null"},
+		{"user with tool calls still needs content", `{"model":"m","messages":[{"role":"user","tool_calls":[{"id":"c1"}]}]}`, "messages[0].content", "missing_required_parameter", "'messages[0].content'"},
+		{"message without role", `{"model":"m","messages":[{"role":"user","content":"hi"},{"content":"hi"}]}`, "messages[1].role", "missing_required_parameter", "Missing required parameter: 'messages[1].role'"},
 		{"empty message", `{"model":"m","messages":[{}]}`, "messages[0].role", "missing_required_parameter", "'messages[0].role'"},
 		{"role number", `{"model":"m","messages":[{"role":1}]}`, "messages[0].role", "invalid_type", "'messages[0].role': expected a string, but got a number"},
 		{"role null", `{"model":"m","messages":[{"content":"x","role":null}]}`, "messages[0].role", "invalid_type", "'messages[0].role': expected a string, but got null"},
@@ -291,7 +296,7 @@ func TestParseChatRequestErrors(t *testing.T) {
 		{"escaped content key a number", `{"model":"m","messages":[{"role":"user","c\u006fntent":12}]}`, "messages[0].content", "invalid_type", "'messages[0].content': expected a string or an array, but got a number"},
 		{"escaped role key null", `{"model":"m","messages":[{"r\u006fle":null , "name" : "x"}]}`, "messages[0].role", "invalid_type", "'messages[0].role': expected a string, but got null"},
 		{"later role wins", `{"model":"m","messages":[{"role":"user","role":7}]}`, "messages[0].role", "invalid_type", "'messages[0].role': expected a string, but got a number"},
-		{"message 12 without role", `{"model":"m","messages":[` + strings.Repeat(`{"role":"user"},`, 12) + `{"Role":"user"}]}`, "messages[12].role", "missing_required_parameter", "'messages[12].role'"},
+		{"message 12 without role", `{"model":"m","messages":[` + strings.Repeat(`{"role":"user","content":"hi"},`, 12) + `{"Role":"user"}]}`, "messages[12].role", "missing_required_parameter", "'messages[12].role'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -224,6 +224,10 @@ func knownKey(b []byte) (string, bool) {
 		return "content", true
 	case "refusal":
 		return "refusal", true
+	case "function_call":
+		return "function_call", true
+	case "audio":
+		return "audio", true
 	case "annotations":
 		return "annotations", true
 	case "logprobs":

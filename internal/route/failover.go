@@ -69,6 +69,11 @@ type Runner struct {
 	// OnAttempt, when set, sees every attempt as it ends, with what it
 	// said about the deployment (metrics, logs).
 	OnAttempt func(a Attempt, r Result, o Outcome)
+	// Allow, when set, says whether the request may go to a deployment
+	// (a key limited to some providers). One it refuses is skipped as if
+	// already tried: never called, not even as a last resort or a
+	// fallback. nil allows every deployment.
+	Allow func(d *provider.Deployment) bool
 }
 
 // Report says how a request's attempts ended. Only Answered is billed:
@@ -130,7 +135,7 @@ func (r *Runner) Run(ctx context.Context, g *Group) Report {
 			s.rep.Err = contextError(grp.Name, r.PromptTokens+max(r.MaxTokens, 0), grp.MaxContext)
 			st = stepTooLong
 		} else {
-			last := i == len(queue)-1 && len(r.resolve(grp.Fallbacks, queue)) == 0
+			last := i == len(queue)-1 && len(r.fallbacks(grp.Fallbacks, queue)) == 0
 			st = s.group(grp, last)
 		}
 		switch st {
@@ -139,7 +144,7 @@ func (r *Runner) Run(ctx context.Context, g *Group) Report {
 		case stepTooLong:
 			next = grp.ContextFallbacks
 		}
-		queue = append(queue, r.resolve(next, queue)...)
+		queue = append(queue, r.fallbacks(next, queue)...)
 	}
 	if s.rep.Err == nil {
 		s.rep.Err = noDeployment(g.Name)
@@ -161,16 +166,88 @@ func (r *Runner) resolve(names []string, seen []*Group) []*Group {
 	return out
 }
 
+// fallbacks returns the named groups not already in seen that have a
+// deployment Allow lets the request reach: a model the request may not
+// use is no fallback, so the last one it may use is retried in rounds.
+func (r *Runner) fallbacks(names []string, seen []*Group) []*Group {
+	gs := r.resolve(names, seen)
+	if r.Allow == nil {
+		return gs
+	}
+	out := gs[:0]
+	for _, g := range gs {
+		if r.allowsSome(g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// allowsSome reports whether Allow lets the request reach a deployment
+// of g.
+func (r *Runner) allowsSome(g *Group) bool {
+	for _, tier := range g.tiers {
+		for _, m := range tier {
+			if r.Allow(m.Deployment) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // deployments counts the deployments of g and of every model its
 // fallbacks (of both kinds) lead to.
 func (r *Runner) deployments(g *Group) int {
-	chain := []*Group{g}
 	n := 0
-	for i := 0; i < len(chain); i++ {
-		n += len(chain[i].Members())
-		chain = append(chain, r.resolve(append(append([]string(nil), chain[i].Fallbacks...), chain[i].ContextFallbacks...), chain)...)
+	for _, c := range r.chain(g) {
+		n += len(c.Members())
 	}
 	return n
+}
+
+// chain is g and every model its fallbacks (of both kinds) lead to.
+func (r *Runner) chain(g *Group) []*Group {
+	chain := []*Group{g}
+	for i := 0; i < len(chain); i++ {
+		chain = append(chain, r.resolve(append(append([]string(nil), chain[i].Fallbacks...), chain[i].ContextFallbacks...), chain)...)
+	}
+	return chain
+}
+
+// Reachable reports whether Allow lets the request reach at least one
+// deployment of g or of the models its fallbacks lead to, so that a
+// caller can refuse at once a request that could only be skipped. With
+// Allow nil, or no deployment at all (the run reports that itself), it
+// is true.
+func (r *Runner) Reachable(g *Group) bool {
+	if r.Allow == nil {
+		return true
+	}
+	found := false
+	for _, c := range r.chain(g) {
+		if r.allowsSome(c) {
+			return true
+		}
+		found = found || len(c.tiers) > 0
+	}
+	return !found
+}
+
+// untried empties the list of deployments tried in g, then puts back
+// those Allow refuses, so Pick never chooses them.
+func (s *run) untried(g *Group) {
+	s.tried = s.tried[:0]
+	if s.Allow == nil {
+		return
+	}
+	for _, tier := range g.tiers {
+		for _, m := range tier {
+			if !s.Allow(m.Deployment) {
+				s.tried = append(s.tried, m.Backend)
+			}
+		}
+	}
 }
 
 func containsGroup(list []*Group, g *Group) bool {
@@ -185,7 +262,7 @@ func containsGroup(list []*Group, g *Group) bool {
 // group tries g's deployments; last says nothing comes after it, so it
 // is retried in rounds and may bypass open breakers.
 func (s *run) group(g *Group, last bool) step {
-	s.tried = s.tried[:0]
+	s.untried(g)
 	round, roundStart := 1, s.rep.Attempts
 	for {
 		if s.rep.Attempts >= s.limit || s.expired() {
@@ -205,7 +282,7 @@ func (s *run) group(g *Group, last bool) step {
 			if !s.pause(g.Retry.backoff(round-1, s.rand)) {
 				return stepDone
 			}
-			s.tried = s.tried[:0]
+			s.untried(g)
 			continue
 		}
 		s.tried = append(s.tried, lease.Backend)

@@ -284,3 +284,81 @@ func TestOnlyAnsweredAttemptIsReported(t *testing.T) {
 		t.Fatalf("outcomes %v", seen)
 	}
 }
+
+// A deployment Allow refuses is never called: not in the first round, not
+// in retry rounds or as a last resort, not as a fallback.
+func TestDisallowedDeploymentsAreSkipped(t *testing.T) {
+	only := func(names ...string) func(*provider.Deployment) bool {
+		return func(d *provider.Deployment) bool {
+			for _, n := range names {
+				if d.Provider == n {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	specs := []Spec{
+		{Name: "primary", Strategy: Failover, Targets: targets(3), Fallbacks: []string{"backup", "other"},
+			Retry: Retry{MaxAttempts: 6, Backoff: time.Millisecond}},
+		{Name: "backup", Targets: []*provider.Deployment{{Provider: "y"}}},
+		{Name: "other", Targets: []*provider.Deployment{{Provider: "z"}}},
+	}
+	cases := []struct {
+		name    string
+		allow   []string
+		answers map[string][]Result
+		calls   string
+		status  int // 0: answered
+	}{
+		{"first skipped", []string{"b", "c", "z"}, nil, "b", 0},
+		{"failover skips the refused one", []string{"a", "c", "z"}, map[string][]Result{"a": {fail(status(503))}}, "a,c", 0},
+		{"fallback to a refused model skipped", []string{"a", "z"}, map[string][]Result{"a": {fail(status(503))}}, "a,z", 0},
+		{"retry rounds stay on the allowed", []string{"b"},
+			map[string][]Result{"b": {fail(status(500)), fail(status(500)), fail(status(500)), fail(status(500)), fail(status(500)), fail(status(500))}},
+			"b,b,b,b,b,b", 500},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep, sc := runOn(t, newFakeClock(), specs, &script{answers: c.answers}, Runner{Allow: only(c.allow...)})
+			if calls(sc) != c.calls {
+				t.Fatalf("calls %s, want %s", calls(sc), c.calls)
+			}
+			if c.status == 0 && rep.Err != nil {
+				t.Fatalf("err %v, want an answer", rep.Err)
+			}
+			if c.status != 0 && (rep.Err == nil || rep.Err.Status != c.status) {
+				t.Fatalf("err %v, want status %d", rep.Err, c.status)
+			}
+		})
+	}
+}
+
+func TestReachable(t *testing.T) {
+	pool := NewPool(PoolOptions{Clock: newFakeClock()})
+	primary := pool.Group(Spec{Name: "primary", Targets: targets(2), ContextFallbacks: []string{"long"}})
+	long := pool.Group(Spec{Name: "long", Targets: []*provider.Deployment{{Provider: "z"}}})
+	empty := pool.Group(Spec{Name: "empty", Mode: ModeLocalOnly, Targets: targets(1)})
+	table := NewTable([]*Group{primary, long, empty})
+	allow := func(name string) func(*provider.Deployment) bool {
+		return func(d *provider.Deployment) bool { return d.Provider == name }
+	}
+	cases := []struct {
+		name  string
+		g     *Group
+		allow func(*provider.Deployment) bool
+		want  bool
+	}{
+		{"no restriction", primary, nil, true},
+		{"a target allowed", primary, allow("b"), true},
+		{"only a context fallback allowed", primary, allow("z"), true},
+		{"nothing allowed", primary, allow("q"), false},
+		{"no deployment at all", empty, allow("q"), true},
+	}
+	for _, c := range cases {
+		r := Runner{Table: table, Allow: c.allow}
+		if got := r.Reachable(c.g); got != c.want {
+			t.Errorf("%s: Reachable = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -252,6 +252,9 @@ func (x *exchange) downgradeGroup() *route.Group {
 	if !ok || !x.principal.Allows(c.DowngradeModel) {
 		return nil
 	}
+	if r := (route.Runner{Table: x.rt.Routes, Allow: x.allowProvider()}); !r.Reachable(g) {
+		return nil
+	}
 	return g
 }
 

@@ -37,6 +37,7 @@ func (x *exchange) runAttempts(g *route.Group, maxTokens int, try func(ctx conte
 			return res
 		},
 		OnAttempt: x.attempted,
+		Allow:     x.allowProvider(),
 	}
 	rep := r.Run(x.r.Context(), g)
 	x.attempts, x.billedAttempt = rep.Attempts, rep.Answered.N

@@ -195,7 +195,24 @@ func (x *exchange) resolve(model string) (*route.Group, bool) {
 			Code: "model_not_allowed", Param: "model", Message: "This API key is not allowed to use the model '" + model + "'."})
 		return nil, false
 	}
+	if allow := x.allowProvider(); allow != nil {
+		if r := (route.Runner{Table: x.rt.Routes, Allow: allow}); !r.Reachable(g) {
+			x.fail(&llm.Error{Kind: llm.KindPermission, Status: http.StatusForbidden, Type: "invalid_request_error",
+				Code: "provider_not_allowed", Param: "model", Message: "This API key is not allowed to use any provider that serves the model '" + model + "'."})
+			return nil, false
+		}
+	}
 	return g, true
+}
+
+// allowProvider is the route.Runner's Allow for a key limited to some
+// providers; nil when the key may use any.
+func (x *exchange) allowProvider() func(d *provider.Deployment) bool {
+	if x.principal == nil || x.principal.Providers == nil {
+		return nil
+	}
+	p := x.principal
+	return func(d *provider.Deployment) bool { return p.AllowsProvider(d.Provider) }
 }
 
 // headers sets the routing headers every answered request carries.

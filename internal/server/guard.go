@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strconv"
@@ -58,8 +60,7 @@ func (s *Server) Guarded(g Guard) http.Handler {
 		}
 		if g.MaxHeaderBytes > 0 && headerBytes(r) > g.MaxHeaderBytes {
 			w.Header().Set("Connection", "close")
-			s.refuse(w, r, &llm.Error{Kind: llm.KindTooLarge, Status: http.StatusRequestHeaderFieldsTooLarge, Type: "invalid_request_error",
-				Code: "headers_too_large", Message: "The request headers are larger than the gateway's limit of " + strconv.FormatInt(g.MaxHeaderBytes, 10) + " bytes."})
+			s.refuse(w, r, headersTooLarge(g.MaxHeaderBytes))
 			return
 		}
 		if g.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
@@ -72,6 +73,50 @@ func (s *Server) Guarded(g Guard) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+func headersTooLarge(limit int64) *llm.Error {
+	return &llm.Error{Kind: llm.KindTooLarge, Status: http.StatusRequestHeaderFieldsTooLarge, Type: "invalid_request_error",
+		Code: "headers_too_large", Message: "The request headers are larger than the gateway's limit of " + strconv.FormatInt(limit, 10) + " bytes."}
+}
+
+// HeaderRefusal is the framing.Refusal for a limit of maxHeaderBytes: the
+// same 431 headers_too_large the guard answers, in the dialect of the
+// request target's path, for header sections too long for net/http to
+// hand to the guard at all (it reads a few KiB past its limit, then
+// answers in plain text).
+func (s *Server) HeaderRefusal(maxHeaderBytes int64) framing.Refusal {
+	return func(target string) []byte {
+		p, _, _ := strings.Cut(target, "?")
+		w := &bufferedResponse{h: http.Header{}}
+		w.h.Set("Connection", "close")
+		s.refuse(w, &http.Request{URL: &url.URL{Path: p}}, headersTooLarge(maxHeaderBytes))
+		resp := &http.Response{StatusCode: w.status, ProtoMajor: 1, ProtoMinor: 1, Header: w.h, Close: true,
+			ContentLength: int64(w.body.Len()), Body: io.NopCloser(&w.body)}
+		var out bytes.Buffer
+		_ = resp.Write(&out)
+		return out.Bytes()
+	}
+}
+
+// bufferedResponse keeps an answer written through http.ResponseWriter.
+type bufferedResponse struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.h }
+
+func (b *bufferedResponse) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	return b.body.Write(p)
 }
 
 // refuse answers a request the guard stops, in the dialect of its path.

@@ -81,6 +81,9 @@ func NormProject(p *auth.Project) {
 	if len(p.Models) == 0 {
 		p.Models = nil
 	}
+	if len(p.Providers) == 0 {
+		p.Providers = nil
+	}
 	if p.Cache.IsZero() {
 		p.Cache = nil
 	}
@@ -93,6 +96,9 @@ func NormProject(p *auth.Project) {
 func NormKey(k *auth.Key) {
 	if len(k.Models) == 0 {
 		k.Models = nil
+	}
+	if len(k.Providers) == 0 {
+		k.Providers = nil
 	}
 	if len(k.Labels) == 0 {
 		k.Labels = nil

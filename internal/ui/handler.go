@@ -26,6 +26,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"gatehouse/internal/audit"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 )
@@ -54,6 +55,9 @@ type Options struct {
 	// Now is the clock of session expiry and login throttling; nil means
 	// time.Now.
 	Now func() time.Time
+	// Audit, when set, records logins and logouts, failed logins
+	// coalesced per client address and minute (audit.Refusals).
+	Audit audit.Store
 }
 
 // Handler serves /ui/. Like the admin handler it is rebuilt on every
@@ -65,6 +69,7 @@ type Handler struct {
 	throttle *throttle
 	cross    *http.CrossOriginProtection
 	admins   auth.Admins // AdminKey then Admins
+	refusals audit.Refusals
 }
 
 // asset is one file, compressed once at start: the dashboard is a few

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"gatehouse/internal/audit"
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 )
@@ -194,8 +195,10 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	client := clientAddr(r)
 	if wait := h.throttle.wait(client, h.o.Now()); wait > 0 {
 		w.Header().Set("Retry-After", retryAfter(wait))
-		(&llm.Error{Kind: llm.KindRateLimit, Status: http.StatusTooManyRequests, Type: "rate_limit_error",
-			Code: "too_many_logins", Message: "Too many failed logins from this address; try again in " + retryAfter(wait) + " s."}).WriteOpenAI(w)
+		e := &llm.Error{Kind: llm.KindRateLimit, Status: http.StatusTooManyRequests, Type: "rate_limit_error",
+			Code: "too_many_logins", Message: "Too many failed logins from this address; try again in " + retryAfter(wait) + " s."}
+		h.failedLogin(r, client, e)
+		e.WriteOpenAI(w)
 		return
 	}
 	var body struct {
@@ -213,6 +216,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		h.throttle.fail(client, h.o.Now())
 		h.o.Log.Warn("ui: failed login", "client", client)
+		h.failedLogin(r, client, errBadAdminKey)
 		errBadAdminKey.WriteOpenAI(w)
 		return
 	}
@@ -229,8 +233,39 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, h.cookie(r, secret, se.ExpiresAt))
+	h.audit(r, &audit.Entry{Actor: admin.Name, Role: string(admin.Role), Status: http.StatusOK})
 	writeJSON(w, http.StatusOK, (&live{Session: se, secret: secret, admin: admin}).info())
 }
+
+// failedLogin records a refused login, coalesced per address and minute;
+// who it was is unknown (the key matched nothing), and what was typed is
+// never recorded.
+func (h *Handler) failedLogin(r *http.Request, client string, e *llm.Error) {
+	if h.o.Audit == nil {
+		return
+	}
+	if ok, source, skipped := h.refusals.Admit(client, h.o.Now()); ok {
+		h.audit(r, &audit.Entry{Actor: audit.UnknownActor, Status: e.Status, After: audit.Refusal(e.Code, source, skipped)})
+	}
+}
+
+// audit writes e as a session entry of r. The login or logout it records
+// has happened: a failure to write is logged, and the answer stands.
+func (h *Handler) audit(r *http.Request, e *audit.Entry) {
+	if h.o.Audit == nil {
+		return
+	}
+	e.Time, e.Method, e.Path, e.ObjectType = h.o.Now(), r.Method, r.URL.Path, audit.ObjectSession
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditWriteTimeout)
+	defer cancel()
+	if err := h.o.Audit.AppendAudit(ctx, e); err != nil {
+		h.o.Log.Error("ui: audit entry not written", "actor", e.Actor, "path", e.Path, "error", err.Error())
+	}
+}
+
+// auditWriteTimeout bounds the write of one audit entry (as the admin
+// API's does).
+const auditWriteTimeout = 5 * time.Second
 
 // logout serves POST /ui/api/logout: the session ends on every replica.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
@@ -253,6 +288,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, h.cookie(r, "", time.Time{}))
+	h.audit(r, &audit.Entry{Actor: l.actor().String(), Role: string(l.admin.Role), Status: http.StatusNoContent})
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -3,10 +3,12 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 
 	"gatehouse/internal/audit"
+	"gatehouse/internal/auth"
 	"gatehouse/internal/store"
 )
 
@@ -18,9 +20,22 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`, id, e.Time, e.Actor, e.Role, e.Method, e.Path, e.ObjectType, e.ObjectID, e.Status,
 		rawArg(e.Before), rawArg(e.After))
 	if err != nil {
-		return classify(err, "audit entry")
+		return classify(unavailable(err), "audit entry")
 	}
 	e.ID = id
+	return nil
+}
+
+// CompleteAudit implements audit.Store.
+func (s *Store) CompleteAudit(ctx context.Context, e *audit.Entry) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE audit_log SET status = $1, object_id = $2, after = $3 WHERE id = $4`,
+		e.Status, e.ObjectID, rawArg(e.After), e.ID)
+	if err != nil {
+		return classify(unavailable(err), "audit entry")
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("audit entry %q: %w", e.ID, auth.ErrNotFound)
+	}
 	return nil
 }
 

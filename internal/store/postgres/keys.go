@@ -14,10 +14,10 @@ import (
 
 const keyCols = `k.id, k.hash, k.prefix, k.project_id, k.name, k.rpm, k.tpm, k.budget_usd, k.budget_period, k.models::text,
 	k.labels::text, k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at, k.model_limits::text,
-	k.no_cache`
+	k.no_cache, k.providers::text`
 
 const projectColsP = `p.id, p.name, p.rpm, p.tpm, p.budget_usd, p.budget_period, p.models::text, p.labels::text, p.cache,
-	p.cache_ttl, p.semantic, p.semantic_threshold, p.log_bodies, p.read_only, p.created_at, p.updated_at`
+	p.cache_ttl, p.semantic, p.semantic_threshold, p.log_bodies, p.read_only, p.created_at, p.updated_at, p.providers::text`
 
 // keyDest collects one key row (see projectDest).
 type keyDest struct {
@@ -27,12 +27,13 @@ type keyDest struct {
 	period         *string
 	models, labels string
 	modelLimits    string
+	providers      string
 }
 
 func (d *keyDest) ptrs() []any {
 	return []any{&d.k.ID, &d.hash, &d.k.Prefix, &d.k.ProjectID, &d.k.Name, &d.k.RPM, &d.k.TPM, &d.usd, &d.period,
 		&d.models, &d.labels, &d.k.ExpiresAt, &d.k.RevokedAt, &d.k.ReadOnly, &d.k.CreatedAt, &d.k.UpdatedAt, &d.k.LastUsedAt, &d.modelLimits,
-		&d.k.NoCache}
+		&d.k.NoCache, &d.providers}
 }
 
 func (d *keyDest) key() (*auth.Key, error) {
@@ -44,10 +45,11 @@ func (d *keyDest) key() (*auth.Key, error) {
 	k.Budget = scanBudget(d.usd, d.period)
 	k.CreatedAt, k.UpdatedAt = utc(k.CreatedAt), utc(k.UpdatedAt)
 	k.ExpiresAt, k.RevokedAt, k.LastUsedAt = utcPtr(k.ExpiresAt), utcPtr(k.RevokedAt), utcPtr(k.LastUsedAt)
-	var errs [3]error
+	var errs [4]error
 	k.Models, errs[0] = store.ParseList(d.models)
 	k.Labels, errs[1] = store.ParseMap(d.labels)
 	k.ModelLimits, errs[2] = store.ParseModelLimits(d.modelLimits)
+	k.Providers, errs[3] = store.ParseList(d.providers)
 	if err := firstErr(errs[:]...); err != nil {
 		return nil, fmt.Errorf("key %s: corrupt row: %w", k.ID, err)
 	}
@@ -121,11 +123,11 @@ func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 	usd, period := budgetArgs(k.Budget)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO keys (id, hash, prefix, project_id, name, rpm, tpm, budget_usd, budget_period,
-			models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits, no_cache)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11::jsonb,$12,$13,$14,$15,$15,$16,$17::jsonb,$18)`,
+			models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits, no_cache, providers)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11::jsonb,$12,$13,$14,$15,$15,$16,$17::jsonb,$18,$19::jsonb)`,
 			id, k.Hash[:], k.Prefix, k.ProjectID, k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models),
 			store.JSONMap(k.Labels), k.ExpiresAt, k.RevokedAt, k.ReadOnly, now, k.LastUsedAt, store.JSONModelLimits(k.ModelLimits),
-			k.NoCache)
+			k.NoCache, store.JSONList(k.Providers))
 		if err != nil {
 			return err
 		}
@@ -158,10 +160,10 @@ func (s *Store) UpdateKey(ctx context.Context, k *auth.Key) error {
 	var got *auth.Key
 	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
 		got, err = scanKey(tx.QueryRow(ctx, `UPDATE keys k SET name=$1, rpm=$2, tpm=$3, budget_usd=$4, budget_period=$5,
-			models=$6::jsonb, labels=$7::jsonb, expires_at=$8, updated_at=$9, model_limits=$11::jsonb, no_cache=$12
-			WHERE id=$10 RETURNING `+keyCols,
+			models=$6::jsonb, labels=$7::jsonb, expires_at=$8, updated_at=$9, model_limits=$11::jsonb, no_cache=$12,
+			providers=$13::jsonb WHERE id=$10 RETURNING `+keyCols,
 			k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models), store.JSONMap(k.Labels), k.ExpiresAt,
-			store.Now(), k.ID, store.JSONModelLimits(k.ModelLimits), k.NoCache))
+			store.Now(), k.ID, store.JSONModelLimits(k.ModelLimits), k.NoCache, store.JSONList(k.Providers)))
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models::text, labels::text, cache, cache_ttl, semantic,
-	semantic_threshold, log_bodies, read_only, created_at, updated_at`
+	semantic_threshold, log_bodies, read_only, created_at, updated_at, providers::text`
 
 // projectDest collects one project row; scanning through it lets
 // KeyByHash read a key and its project from one joined row.
@@ -20,6 +20,7 @@ type projectDest struct {
 	usd            *float64
 	period         *string
 	models, labels string
+	providers      string
 	cache          *bool
 	cacheTTL       *int64
 	semantic       *bool
@@ -28,7 +29,7 @@ type projectDest struct {
 
 func (d *projectDest) ptrs() []any {
 	return []any{&d.p.ID, &d.p.Name, &d.p.RPM, &d.p.TPM, &d.usd, &d.period, &d.models, &d.labels, &d.cache, &d.cacheTTL,
-		&d.semantic, &d.threshold, &d.p.LogBodies, &d.p.ReadOnly, &d.p.CreatedAt, &d.p.UpdatedAt}
+		&d.semantic, &d.threshold, &d.p.LogBodies, &d.p.ReadOnly, &d.p.CreatedAt, &d.p.UpdatedAt, &d.providers}
 }
 
 func (d *projectDest) project() (*auth.Project, error) {
@@ -36,9 +37,10 @@ func (d *projectDest) project() (*auth.Project, error) {
 	p.Budget = scanBudget(d.usd, d.period)
 	p.Cache = store.ProjectCacheOf(d.cache, d.cacheTTL, d.semantic, d.threshold)
 	p.CreatedAt, p.UpdatedAt = utc(p.CreatedAt), utc(p.UpdatedAt)
-	var errs [2]error
+	var errs [3]error
 	p.Models, errs[0] = store.ParseList(d.models)
 	p.Labels, errs[1] = store.ParseMap(d.labels)
+	p.Providers, errs[2] = store.ParseList(d.providers)
 	if err := firstErr(errs[:]...); err != nil {
 		return nil, fmt.Errorf("project %s: corrupt row: %w", p.ID, err)
 	}
@@ -84,10 +86,10 @@ func (s *Store) CreateProject(ctx context.Context, p *auth.Project) error {
 	cc := store.CacheColumns(p.Cache)
 	err := s.withConn(ctx, func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, `INSERT INTO projects (id, name, rpm, tpm, budget_usd, budget_period, models, labels, cache,
-			cache_ttl, semantic, semantic_threshold, log_bodies, read_only, created_at, updated_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13,$14,$15,$15)`,
+			cache_ttl, semantic, semantic_threshold, log_bodies, read_only, created_at, updated_at, providers)
+			VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13,$14,$15,$15,$16::jsonb)`,
 			id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cc[0], cc[1], cc[2], cc[3],
-			p.LogBodies, p.ReadOnly, now)
+			p.LogBodies, p.ReadOnly, now, store.JSONList(p.Providers))
 		return err
 	})
 	if err != nil {
@@ -131,9 +133,9 @@ func (s *Store) UpdateProject(ctx context.Context, p *auth.Project) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `UPDATE projects SET name=$1, rpm=$2, tpm=$3, budget_usd=$4, budget_period=$5, models=$6::jsonb,
 			labels=$7::jsonb, cache=$8, cache_ttl=$13, semantic=$14, semantic_threshold=$15, log_bodies=$9, read_only=$10,
-			updated_at=$11 WHERE id=$12 RETURNING created_at`,
+			updated_at=$11, providers=$16::jsonb WHERE id=$12 RETURNING created_at`,
 			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cc[0],
-			p.LogBodies, p.ReadOnly, now, p.ID, cc[1], cc[2], cc[3]).Scan(&p.CreatedAt)
+			p.LogBodies, p.ReadOnly, now, p.ID, cc[1], cc[2], cc[3], store.JSONList(p.Providers)).Scan(&p.CreatedAt)
 		if err != nil {
 			return err
 		}

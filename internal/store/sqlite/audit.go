@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
 	"gatehouse/internal/audit"
+	"gatehouse/internal/auth"
 	"gatehouse/internal/store"
 )
 
@@ -22,6 +24,19 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 		return classify(err, "audit entry")
 	}
 	e.ID = id
+	return nil
+}
+
+// CompleteAudit implements audit.Store.
+func (s *Store) CompleteAudit(ctx context.Context, e *audit.Entry) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE audit_log SET status = ?, object_id = ?, after = ? WHERE id = ?`,
+		e.Status, e.ObjectID, rawArg(e.After), e.ID)
+	if err != nil {
+		return classify(err, "audit entry")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("audit entry %q: %w", e.ID, auth.ErrNotFound)
+	}
 	return nil
 }
 

@@ -11,13 +11,13 @@ import (
 )
 
 const keyCols = `k.id, k.hash, k.prefix, k.project_id, k.name, k.rpm, k.tpm, k.budget_usd, k.budget_period, k.models, k.labels,
-	k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at, k.model_limits, k.no_cache`
+	k.expires_at, k.revoked_at, k.read_only, k.created_at, k.updated_at, k.last_used_at, k.model_limits, k.no_cache, k.providers`
 
 const keyByHashSQL = `SELECT ` + keyCols + `, ` + projectColsP + ` FROM keys k JOIN projects p ON p.id = k.project_id WHERE k.hash = ?`
 
 // projectColsP is projectCols qualified for the join in KeyByHash.
 const projectColsP = `p.id, p.name, p.rpm, p.tpm, p.budget_usd, p.budget_period, p.models, p.labels, p.cache, p.cache_ttl,
-	p.semantic, p.semantic_threshold, p.log_bodies, p.read_only, p.created_at, p.updated_at`
+	p.semantic, p.semantic_threshold, p.log_bodies, p.read_only, p.created_at, p.updated_at, p.providers`
 
 // keyDest collects one key row; scanning through it lets KeyByHash read
 // the key and its project from one joined row.
@@ -27,14 +27,14 @@ type keyDest struct {
 	usd                              sql.NullFloat64
 	period                           sql.NullString
 	models, labels, created, updated string
-	modelLimits                      string
+	modelLimits, providers           string
 	expires, revoked, lastUsed       sql.NullString
 }
 
 func (d *keyDest) ptrs() []any {
 	return []any{&d.k.ID, &d.hash, &d.k.Prefix, &d.k.ProjectID, &d.k.Name, &d.k.RPM, &d.k.TPM, &d.usd, &d.period,
 		&d.models, &d.labels, &d.expires, &d.revoked, &d.k.ReadOnly, &d.created, &d.updated, &d.lastUsed, &d.modelLimits,
-		&d.k.NoCache}
+		&d.k.NoCache, &d.providers}
 }
 
 func (d *keyDest) key() (*auth.Key, error) {
@@ -44,7 +44,7 @@ func (d *keyDest) key() (*auth.Key, error) {
 	}
 	k.Hash = auth.Hash(d.hash)
 	k.Budget = scanBudget(d.usd, d.period)
-	var errs [8]error
+	var errs [9]error
 	k.Models, errs[0] = store.ParseList(d.models)
 	k.Labels, errs[1] = store.ParseMap(d.labels)
 	k.CreatedAt, errs[2] = parseTime(d.created)
@@ -53,6 +53,7 @@ func (d *keyDest) key() (*auth.Key, error) {
 	k.RevokedAt, errs[5] = parseTimePtr(d.revoked)
 	k.LastUsedAt, errs[6] = parseTimePtr(d.lastUsed)
 	k.ModelLimits, errs[7] = store.ParseModelLimits(d.modelLimits)
+	k.Providers, errs[8] = store.ParseList(d.providers)
 	if err := firstErr(errs[:]...); err != nil {
 		return nil, fmt.Errorf("key %s: corrupt row: %w", k.ID, err)
 	}
@@ -118,11 +119,11 @@ func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 	store.NormKey(k)
 	usd, period := budgetArgs(k.Budget)
 	_, err := s.w.ExecContext(ctx, `INSERT INTO keys (id, hash, prefix, project_id, name, rpm, tpm, budget_usd, budget_period,
-		models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits, no_cache)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		models, labels, expires_at, revoked_at, read_only, created_at, updated_at, last_used_at, model_limits, no_cache, providers)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		id, k.Hash[:], k.Prefix, k.ProjectID, k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models), store.JSONMap(k.Labels),
 		fmtTimePtr(k.ExpiresAt), fmtTimePtr(k.RevokedAt), k.ReadOnly, fmtTime(now), fmtTime(now), fmtTimePtr(k.LastUsedAt),
-		store.JSONModelLimits(k.ModelLimits), k.NoCache)
+		store.JSONModelLimits(k.ModelLimits), k.NoCache, store.JSONList(k.Providers))
 	if err != nil {
 		return classify(err, fmt.Sprintf("key %q in project %q", k.Name, k.ProjectID))
 	}
@@ -147,9 +148,9 @@ func (s *Store) UpdateKey(ctx context.Context, k *auth.Key) error {
 	var got *auth.Key
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE keys SET name=?, rpm=?, tpm=?, budget_usd=?, budget_period=?, models=?, labels=?,
-			expires_at=?, model_limits=?, no_cache=?, updated_at=? WHERE id=?`,
+			expires_at=?, model_limits=?, no_cache=?, providers=?, updated_at=? WHERE id=?`,
 			k.Name, k.RPM, k.TPM, usd, period, store.JSONList(k.Models), store.JSONMap(k.Labels), fmtTimePtr(k.ExpiresAt),
-			store.JSONModelLimits(k.ModelLimits), k.NoCache, fmtTime(store.Now()), k.ID)
+			store.JSONModelLimits(k.ModelLimits), k.NoCache, store.JSONList(k.Providers), fmtTime(store.Now()), k.ID)
 		if err != nil {
 			return classify(err, fmt.Sprintf("key %q", k.ID))
 		}

@@ -10,7 +10,7 @@ import (
 )
 
 const projectCols = `id, name, rpm, tpm, budget_usd, budget_period, models, labels, cache, cache_ttl, semantic, semantic_threshold,
-	log_bodies, read_only, created_at, updated_at`
+	log_bodies, read_only, created_at, updated_at, providers`
 
 // projectDest collects one project row (see keyDest).
 type projectDest struct {
@@ -18,6 +18,7 @@ type projectDest struct {
 	usd                              sql.NullFloat64
 	period                           sql.NullString
 	models, labels, created, updated string
+	providers                        string
 	cache, semantic                  sql.NullBool
 	cacheTTL                         sql.NullInt64
 	threshold                        sql.NullFloat64
@@ -25,7 +26,7 @@ type projectDest struct {
 
 func (d *projectDest) ptrs() []any {
 	return []any{&d.p.ID, &d.p.Name, &d.p.RPM, &d.p.TPM, &d.usd, &d.period, &d.models, &d.labels, &d.cache,
-		&d.cacheTTL, &d.semantic, &d.threshold, &d.p.LogBodies, &d.p.ReadOnly, &d.created, &d.updated}
+		&d.cacheTTL, &d.semantic, &d.threshold, &d.p.LogBodies, &d.p.ReadOnly, &d.created, &d.updated, &d.providers}
 }
 
 func (d *projectDest) project() (*auth.Project, error) {
@@ -33,8 +34,9 @@ func (d *projectDest) project() (*auth.Project, error) {
 	p.Budget = scanBudget(d.usd, d.period)
 	p.Cache = store.ProjectCacheOf(nullPtr(d.cache.Bool, d.cache.Valid), nullPtr(d.cacheTTL.Int64, d.cacheTTL.Valid),
 		nullPtr(d.semantic.Bool, d.semantic.Valid), nullPtr(d.threshold.Float64, d.threshold.Valid))
-	var errs [4]error
+	var errs [5]error
 	p.Models, errs[0] = store.ParseList(d.models)
+	p.Providers, errs[4] = store.ParseList(d.providers)
 	p.Labels, errs[1] = store.ParseMap(d.labels)
 	p.CreatedAt, errs[2] = parseTime(d.created)
 	p.UpdatedAt, errs[3] = parseTime(d.updated)
@@ -76,9 +78,9 @@ func (s *Store) CreateProject(ctx context.Context, p *auth.Project) error {
 	store.NormProject(p)
 	usd, period := budgetArgs(p.Budget)
 	cc := store.CacheColumns(p.Cache)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO projects (`+projectCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err := s.w.ExecContext(ctx, `INSERT INTO projects (`+projectCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		id, p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cc[0], cc[1], cc[2], cc[3],
-		p.LogBodies, p.ReadOnly, fmtTime(now), fmtTime(now))
+		p.LogBodies, p.ReadOnly, fmtTime(now), fmtTime(now), store.JSONList(p.Providers))
 	if err != nil {
 		return classify(err, fmt.Sprintf("project name %q", p.Name))
 	}
@@ -116,9 +118,9 @@ func (s *Store) UpdateProject(ctx context.Context, p *auth.Project) error {
 	var created string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `UPDATE projects SET name=?, rpm=?, tpm=?, budget_usd=?, budget_period=?, models=?, labels=?,
-			cache=?, cache_ttl=?, semantic=?, semantic_threshold=?, log_bodies=?, read_only=?, updated_at=? WHERE id=? RETURNING created_at`,
+			cache=?, cache_ttl=?, semantic=?, semantic_threshold=?, log_bodies=?, read_only=?, providers=?, updated_at=? WHERE id=? RETURNING created_at`,
 			p.Name, p.RPM, p.TPM, usd, period, store.JSONList(p.Models), store.JSONMap(p.Labels), cc[0], cc[1], cc[2], cc[3],
-			p.LogBodies, p.ReadOnly, fmtTime(now), p.ID).Scan(&created)
+			p.LogBodies, p.ReadOnly, store.JSONList(p.Providers), fmtTime(now), p.ID).Scan(&created)
 		if err != nil {
 			return classify(err, fmt.Sprintf("project %q (name %q)", p.ID, p.Name))
 		}

@@ -20,6 +20,7 @@ func testKeys(t *testing.T, s auth.Store) {
 		Limits: auth.Limits{RPM: 60, TPM: 1000},
 		Budget: &auth.Budget{USD: 10, Period: auth.PeriodDay},
 		Models: []string{"gpt-4o-mini"}, Labels: map[string]string{"owner": "ci"},
+		Providers:   []string{"openai", "local-vllm"},
 		ModelLimits: map[string]auth.Limits{"gpt-4o-mini": {RPM: 3}, "big/model:v1": {RPM: 1, TPM: 900}},
 		ExpiresAt:   &exp,
 		NoCache:     true,
@@ -59,6 +60,7 @@ func testKeys(t *testing.T, s auth.Store) {
 	orig := k.Hash
 	k.Name, k.RPM, k.Budget, k.Models, k.Labels, k.ExpiresAt, k.NoCache = "ci-2", 120, nil, nil, nil, nil, false
 	k.ModelLimits = map[string]auth.Limits{"gpt-4o": {TPM: 500}}
+	k.Providers = []string{"anthropic"}
 	k.Hash, k.ProjectID = hashOf("sneaky"), "proj_other"
 	if err := s.UpdateKey(ctx, k); err != nil {
 		t.Fatal(err)

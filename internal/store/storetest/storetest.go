@@ -158,6 +158,7 @@ func testProjects(t *testing.T, s auth.Store) {
 		Limits:    auth.Limits{RPM: 60, TPM: 100000},
 		Budget:    &auth.Budget{USD: 12.5, Period: auth.PeriodMonth},
 		Models:    []string{"gpt-4o-mini", "claude-3-5-haiku-latest"},
+		Providers: []string{"openai", "anthropic"},
 		Labels:    map[string]string{"team": "search", "env": "prod"},
 		Cache:     &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &on, TTLSeconds: 600}},
 		LogBodies: true,
@@ -195,6 +196,7 @@ func testProjects(t *testing.T, s auth.Store) {
 	off := false
 	p.Name, p.RPM, p.Budget, p.Models, p.Labels, p.Cache, p.LogBodies = "acme-2", 0, nil, nil, map[string]string{"x": "y"},
 		&auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &off}}, false
+	p.Providers = []string{"ollama"}
 	if err := s.UpdateProject(ctx, p); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ export interface Project {
   budget?: Budget;
   spend?: Spend;
   models?: string[];
+  providers?: string[];
   read_only: boolean;
 }
 
@@ -34,6 +35,7 @@ export interface Key {
   budget?: Budget;
   spend?: Spend;
   models?: string[];
+  providers?: string[];
   expires_at?: string;
   revoked_at?: string;
   last_used_at?: string;

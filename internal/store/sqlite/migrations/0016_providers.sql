@@ -1,0 +1,5 @@
+-- Issue 17: keys and projects limited to some providers (by the
+-- provider's configured name), a JSON list like models; '[]' allows every
+-- provider.
+ALTER TABLE keys ADD COLUMN providers TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE projects ADD COLUMN providers TEXT NOT NULL DEFAULT '[]';
