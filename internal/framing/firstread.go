@@ -54,26 +54,19 @@ type firstRead struct {
 // read, reads ahead when b is shorter than the preface; ok is false when
 // it did neither and the caller reads the socket itself.
 func (f *firstRead) read(b []byte, socket io.Reader) (n int, err error, ok bool) {
-	if f.buf != nil {
-		n = copy(b, f.rest)
-		f.rest = f.rest[n:]
-		if len(f.rest) == 0 {
-			err = f.err
-			f.release()
+	if f.buf == nil {
+		if f.begun || len(b) >= prefaceLen {
+			f.begun = true
+			return 0, nil, false
 		}
-		return n, err, true
-	}
-	if f.begun || len(b) >= prefaceLen {
 		f.begun = true
-		return 0, nil, false
+		if err := awaitReadable(socket); err != nil {
+			return 0, err, true
+		}
+		f.buf = aheadPool.Get().(*[aheadSize]byte)
+		got, rerr := socket.Read(f.buf[:])
+		f.rest, f.err = f.buf[:got], rerr
 	}
-	f.begun = true
-	if err := awaitReadable(socket); err != nil {
-		return 0, err, true
-	}
-	f.buf = aheadPool.Get().(*[aheadSize]byte)
-	got, rerr := socket.Read(f.buf[:])
-	f.rest, f.err = f.buf[:got], rerr
 	n = copy(b, f.rest)
 	f.rest = f.rest[n:]
 	if len(f.rest) == 0 {

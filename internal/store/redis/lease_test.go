@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -383,19 +382,7 @@ func TestLeaseZeroBudget(t *testing.T) {
 // ErrUnavailable and the failure policy applies — closed refuses, open
 // admits this replica's share.
 func TestLeaseRedisDownPolicies(t *testing.T) {
-	opt, err := rueidis.ParseURL(os.Getenv("GATEHOUSE_TEST_REDIS"))
-	if err != nil {
-		t.Fatalf("GATEHOUSE_TEST_REDIS (run eval \"$(scripts/test-services start)\"): %v", err)
-	}
-	p := startProxy(t, opt.InitAddress[0])
-	opt.InitAddress = []string{p.ln.Addr().String()}
-	opt.DisableCache = true
-	opt.DisableRetry = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, p := proxiedClient(t)
 	rl := newLimiter(t, c, Options{Prefix: testPrefix(t, testClient(t)), Timeout: 200 * time.Millisecond, SweepEvery: -1})
 	l := limit.NewLeaser(rl, limit.LeaseOptions{Fraction: 0.1, Every: -1, Go: func(f func()) { f() }})
 	defer l.Close(context.Background())

@@ -404,6 +404,27 @@ func (p *proxy) forward(client, server net.Conn) {
 	client.Close()
 }
 
+// proxiedClient is a client of the test Redis that talks through a
+// proxy the test can cut, with no client-side cache or retries (they
+// would hide the cut); the client closes with the test.
+func proxiedClient(t *testing.T) (rueidis.Client, *proxy) {
+	t.Helper()
+	opt, err := rueidis.ParseURL(os.Getenv("GATEHOUSE_TEST_REDIS"))
+	if err != nil {
+		t.Fatalf("GATEHOUSE_TEST_REDIS (run under `make test` or eval \"$(scripts/test-services start)\"): %v", err)
+	}
+	p := startProxy(t, opt.InitAddress[0])
+	opt.InitAddress = []string{p.ln.Addr().String()}
+	opt.DisableCache = true
+	opt.DisableRetry = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, p
+}
+
 func startProxy(t *testing.T, target string) *proxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -442,30 +463,14 @@ func (p *proxy) close() {
 }
 
 func TestRedisDownPolicies(t *testing.T) {
-	url := os.Getenv("GATEHOUSE_TEST_REDIS")
-	if url == "" {
-		t.Fatal("GATEHOUSE_TEST_REDIS is not set: run under `make test` or eval \"$(scripts/test-services start)\"")
-	}
-	opt, err := rueidis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startProxy(t, opt.InitAddress[0])
-	opt.InitAddress = []string{p.ln.Addr().String()}
-	opt.DisableCache = true
-	opt.DisableRetry = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, p := proxiedClient(t)
 	l := newLimiter(t, c, Options{Prefix: testPrefix(t, testClient(t)), Timeout: 200 * time.Millisecond})
 	ctx := context.Background()
 	if d, err := l.Admit(ctx, rpmAdmission(100)); err != nil || !d.Allowed {
 		t.Fatalf("through the proxy: %v %+v", err, d)
 	}
 	p.close()
-	_, err = l.Admit(ctx, rpmAdmission(100))
+	_, err := l.Admit(ctx, rpmAdmission(100))
 	if !errors.Is(err, limit.ErrUnavailable) {
 		t.Fatalf("Redis gone: err %v, want ErrUnavailable", err)
 	}

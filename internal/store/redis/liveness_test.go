@@ -3,12 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"gatehouse/internal/limit"
 )
@@ -107,26 +104,14 @@ func TestWatchExcusesItsOwnLateness(t *testing.T) {
 // silence.
 func TestHungRedisIsUnavailable(t *testing.T) {
 	c := testClient(t)
-	opt, err := rueidis.ParseURL(os.Getenv("GATEHOUSE_TEST_REDIS"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startProxy(t, opt.InitAddress[0])
-	opt.InitAddress = []string{p.ln.Addr().String()}
-	opt.DisableCache = true
-	opt.DisableRetry = true
-	hc, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hc.Close()
+	hc, p := proxiedClient(t)
 	l := newLimiter(t, hc, Options{Prefix: testPrefix(t, c), Timeout: 50 * time.Millisecond, SweepEvery: -1})
 	ctx := context.Background()
 	if d, err := l.Admit(ctx, rpmAdmission(100)); err != nil || !d.Allowed {
 		t.Fatalf("through the proxy: %v %+v", err, d)
 	}
 	p.hang()
-	_, err = l.Admit(ctx, rpmAdmission(100))
+	_, err := l.Admit(ctx, rpmAdmission(100))
 	if !errors.Is(err, limit.ErrUnavailable) || !errors.Is(err, errSilent) {
 		t.Fatalf("Redis hung: err %v, want ErrUnavailable for its silence", err)
 	}
