@@ -16,8 +16,8 @@ import (
 // An enormous non-streamed answer must be refused without the gateway
 // holding it. The faulty upstream of the matrix shows that without a
 // clock: a request whose prompt carries gateMark has its answer's body
-// held at a gate once gateAt bytes are written, until the test has read
-// the gateway's answer (or the gateway hung up). A gateway that needed
+// held at a gate once gateAt bytes are written, until the gateway hangs
+// up. A gateway that needed
 // more of the body before answering would never answer. unsizedMark
 // also drops the answer's Content-Length, so the body comes chunked and
 // the bound must be found by reading.
@@ -156,29 +156,50 @@ func (w *gateWriter) Flush() {
 // proves: the body was larger than the gate, so the gateway answered
 // before the whole of it was sent, having read at most gateAt bytes.
 // attempts is how many calls the faulty upstream should have had.
+//
+// The gate stays shut until every gated handler has seen the gateway
+// hang up: opening it as soon as the client has its answer would race
+// the transport's closing of the upstream connection (Body.Close
+// returns before the socket is closed), and a loopback socket's buffers
+// take a whole 4 MB body, so the upstream would count it all as sent.
+// A gateway that answers but keeps the connection open fails here.
 func (g *gatedUpstream) check(t *testing.T, limit int64, attempts int) {
 	t.Helper()
-	g.open()
-	var results []gateResult
-	for {
-		g.mu.Lock()
-		if g.inFlight == 0 {
-			results, g.results = g.results, nil
-			g.mu.Unlock()
-			break
-		}
-		g.mu.Unlock()
-		select {
-		case <-g.ended:
-		case <-time.After(time.Minute): // a hang guard only
+	if !g.waitEnded(30 * time.Second) { // a bound on a hang-up, not a timing
+		t.Errorf("a gated answer's connection was still open 30 s after the gateway answered")
+		g.open()
+		if !g.waitEnded(time.Minute) {
 			t.Fatal("a gated answer's handler never ended")
 		}
 	}
+	g.mu.Lock()
+	results := g.results
+	g.results = nil
+	g.mu.Unlock()
 	if len(results) != attempts {
 		t.Errorf("%d gated answers, want %d", len(results), attempts)
 	}
 	for _, r := range results {
 		g.checkOne(t, r, limit)
+	}
+}
+
+// waitEnded waits up to d for every gated handler to end, and says
+// whether they did.
+func (g *gatedUpstream) waitEnded(d time.Duration) bool {
+	deadline := time.After(d)
+	for {
+		g.mu.Lock()
+		n := g.inFlight
+		g.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-g.ended:
+		case <-deadline:
+			return false
+		}
 	}
 }
 
