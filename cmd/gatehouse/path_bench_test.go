@@ -78,7 +78,8 @@ const (
 // ("limits-quiet": no x-ratelimit-* headers on admitted responses), and
 // with no limits and no request log line ("nolimits-nolog"), with no
 // limits and no usage records ("nolimits-norecords"), with limits and no
-// usage records ("limits-norecords"), the key with no limits in cluster
+// usage records ("limits-norecords"), and that under limits.headers:
+// refusals ("limits-quiet-norecords"), the key with no limits in cluster
 // mode with and without records ("cluster", "cluster-norecords": needs
 // the test services), the limited key in cluster mode without and with
 // leases ("cluster-limits", "cluster-lease"; these report the Redis
@@ -107,6 +108,9 @@ func BenchmarkRequestPath(b *testing.B) {
 		{"nolimits-nolog", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "log: {requests: false}\n", false, false, [2]string{}, ""},
 		{"nolimits-norecords", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "usage: {records: false}\n", false, false, [2]string{}, ""},
 		{"limits-norecords", "gh-bench-limited", limited, "usage: {records: false}\n", true, false, [2]string{}, ""},
+		// limits-norecords under limits.headers: refusals: the difference
+		// from limits-norecords is the x-ratelimit headers' work alone.
+		{"limits-quiet-norecords", "gh-bench-limited", limited, "limits: {headers: refusals}\nusage: {records: false}\n", false, false, [2]string{}, ""},
 		// Cluster mode (needs the test services: PostgreSQL takes the
 		// records with COPY, out of this process).
 		{"cluster", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cluster", false, false, [2]string{}, ""},
