@@ -178,3 +178,24 @@ func TestAnsweredBy(t *testing.T) {
 		t.Fatalf("appending to one header changed another: %v", got)
 	}
 }
+
+// TestDirectHeaderNames: every header name stored into the map directly
+// (skipping Header.Set's canonicalisation) is already canonical, so Get
+// finds it and it goes on the wire as Header.Set would send it; and the
+// shared content-type slice survives an Add.
+func TestDirectHeaderNames(t *testing.T) {
+	names := []string{hdrRequestID, hdrContentType, hdrProvider, hdrModel, hdrAttempts, hdrCache,
+		hdrOverhead, hdrCost, hdrBudgetLeft}
+	names = append(names, quotaHeaderKeys[:]...)
+	for _, n := range names {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Errorf("%q is stored directly but its canonical form is %q", n, c)
+		}
+	}
+	h := http.Header{}
+	h[hdrContentType] = jsonContentType
+	h.Add("content-type", "text/plain")
+	if len(jsonContentType) != 1 || jsonContentType[0] != "application/json" {
+		t.Fatalf("Add changed the shared slice: %q", jsonContentType)
+	}
+}

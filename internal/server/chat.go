@@ -218,7 +218,7 @@ func (x *exchange) writeJSON(body []byte) {
 	if x.cache.pending != nil {
 		x.storeAnswer()
 	}
-	h.Set("Content-Type", "application/json")
+	h[hdrContentType] = jsonContentType
 	h["Content-Length"] = []string{itoa(len(body))}
 	x.w.WriteHeader(http.StatusOK)
 	_, _ = x.w.Write(body)

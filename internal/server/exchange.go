@@ -90,7 +90,7 @@ const (
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
 	x.id = newRequestID()
-	w.Header().Set("X-Gatehouse-Request-Id", x.id)
+	w.Header()[hdrRequestID] = []string{x.id}
 	x.rt.Metrics.Begin() // ended by record
 	x.span = x.rt.Tracer.Request(r)
 	return x
@@ -230,10 +230,19 @@ func (x *exchange) headers() {
 
 // The headers saying who answered, in canonical form.
 const (
+	hdrRequestID = "X-Gatehouse-Request-Id"
 	hdrProvider = "X-Gatehouse-Provider"
 	hdrModel    = "X-Gatehouse-Model"
 	hdrAttempts = "X-Gatehouse-Attempts"
 )
+
+// The content type of every JSON answer, under its canonical name:
+// stored directly, it costs neither Header.Set's canonicalisation nor a
+// slice a response. The slice is never written: net/http copies it, and
+// Header.Add appends to a full slice, which makes a new one.
+const hdrContentType = "Content-Type"
+
+var jsonContentType = []string{"application/json"}
 
 // answeredBy sets the provider, model and attempts headers. Nearly every
 // response carries them, so they are stored under their canonical names

@@ -187,7 +187,7 @@ func (x *exchange) writeStored(body []byte) {
 	x.written = true
 	h := x.w.Header()
 	x.setOverhead(h)
-	h.Set("Content-Type", "application/json")
+	h[hdrContentType] = jsonContentType
 	h["Content-Length"] = []string{itoa(len(body))}
 	x.w.WriteHeader(http.StatusOK)
 	if x.r.Method != http.MethodHead {

@@ -305,7 +305,7 @@ func modelObject(b []byte, id string) []byte {
 func (s *Server) stamp(w http.ResponseWriter, start time.Time) string {
 	id := newRequestID()
 	h := w.Header()
-	h.Set("X-Gatehouse-Request-Id", id)
+	h[hdrRequestID] = []string{id}
 	var buf [24]byte
 	h[hdrOverhead] = []string{string(appendMillis(buf[:0], s.now().Sub(start)))}
 	return id
