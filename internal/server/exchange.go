@@ -231,9 +231,9 @@ func (x *exchange) headers() {
 // The headers saying who answered, in canonical form.
 const (
 	hdrRequestID = "X-Gatehouse-Request-Id"
-	hdrProvider = "X-Gatehouse-Provider"
-	hdrModel    = "X-Gatehouse-Model"
-	hdrAttempts = "X-Gatehouse-Attempts"
+	hdrProvider  = "X-Gatehouse-Provider"
+	hdrModel     = "X-Gatehouse-Model"
+	hdrAttempts  = "X-Gatehouse-Attempts"
 )
 
 // The content type of every JSON answer, under its canonical name:
