@@ -47,3 +47,25 @@ func TestFastPathsAgree(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFastPathsAgree: on any text, the estimate with its fast paths
+// equals the one fed a character at a time, read directly and through a
+// JSON string's escapes. The request path reserves what the fast path
+// says; the slow one is the estimator as specified.
+func FuzzFastPathsAgree(f *testing.F) {
+	for _, s := range []string{"", "the quick brown fox", "  camelCase\n\tfoo_bar(x) 12345", "naïve 日本 😀 \u2028 end", prose[:200]} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := slowText(s)
+		if got := EstimateText(s); got != want {
+			t.Fatalf("EstimateText(%q) = %d, one character at a time %d", s, got, want)
+		}
+		if !utf8.ValidString(s) {
+			return // request bodies are refused unless valid UTF-8
+		}
+		if got := stringTokens(llm.AppendQuote(nil, s)); got != want {
+			t.Fatalf("stringTokens(%q) = %d, one character at a time %d", s, got, want)
+		}
+	})
+}
