@@ -1,0 +1,68 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+func TestGCPercentFor(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name string
+		live uint64
+		want int
+	}{
+		{"nothing live yet", 0, 100},
+		{"small heap: goal at the floor", 8 * mib, 700}, // 8 + 56 = 64
+		{"smaller: goal at the floor", 16 * mib, 300},   // 16 + 48 = 64
+		{"half the floor: Go's default", 32 * mib, 100}, // 2 × 32 = 64
+		{"large heap: Go's default", 400 * mib, 100},    // thousands of streams
+		{"tiny heap: capped at 1600 (the runtime's 4 MiB minimum × 16 = the floor)", 1 * mib, 1600},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := gcPercentFor(tc.live, 64*mib); got != tc.want {
+				t.Fatalf("gcPercentFor(%d MiB) = %d, want %d", tc.live/mib, got, tc.want)
+			}
+		})
+	}
+}
+
+// Started, the floor sets GOGC from the live heap and sets it again after
+// a collection; stopped, GOGC is 100 again. With GOGC in the environment
+// it does nothing.
+func TestGCFloorTunesAfterCollections(t *testing.T) {
+	t.Setenv("GOGC", "")
+	defer debug.SetGCPercent(100)
+	// A floor of 4 GiB puts any test heap far under it: the cap. (A
+	// collection first, so that the live heap is known.)
+	runtime.GC()
+	f := startGCFloor(4 << 30)
+	if f == nil {
+		t.Fatal("no floor started with GOGC unset")
+	}
+	if p := f.percent.Load(); p != 102400 {
+		t.Fatalf("GOGC set to %d at start, want the cap 102400", p)
+	}
+	if old := debug.SetGCPercent(50); old != 102400 {
+		t.Fatalf("the runtime's GOGC is %d, want 102400", old)
+	}
+	f.percent.Store(50)
+	// The sentinel's finalizer runs after the cycle that found it dead.
+	for i := 0; i < 100 && f.percent.Load() == 50; i++ {
+		runtime.GC()
+	}
+	if p := f.percent.Load(); p != 102400 {
+		t.Fatalf("after collections GOGC is %d, want it set again to 102400", p)
+	}
+	f.stop()
+	if old := debug.SetGCPercent(100); old != 100 {
+		t.Fatalf("GOGC %d after stop, want 100", old)
+	}
+
+	t.Setenv("GOGC", "200")
+	if f := startGCFloor(4 << 30); f != nil {
+		t.Fatal("a floor started with GOGC set")
+	}
+}
