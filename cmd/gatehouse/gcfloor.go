@@ -23,7 +23,7 @@ import (
 // streams) nothing changes: GOGC stays 100. GOGC set in the environment
 // is left alone, and a memory limit (GOMEMLIMIT, or the one memlimit.go
 // derives from the container's) still makes the collector work harder
-// near it, floor or not.
+// near it, and the floor is never more than half of it.
 
 // gcHeapFloor is the least heap the collector lets grow before a cycle.
 const gcHeapFloor = 64 << 20
@@ -83,7 +83,13 @@ func (f *gcFloor) tune() {
 	if v := f.sample[0].Value; v.Kind() == metrics.KindUint64 {
 		live = v.Uint64()
 	}
-	p := gcPercentFor(live, f.floor)
+	// Under a small memory limit the floor would have the collector
+	// start each cycle near the limit: at most half of it.
+	floor := f.floor
+	if limit := debug.SetMemoryLimit(-1); limit > 0 && uint64(limit)/2 < floor {
+		floor = uint64(limit) / 2
+	}
+	p := gcPercentFor(live, floor)
 	if int64(p) != f.percent.Load() {
 		debug.SetGCPercent(p)
 		f.percent.Store(int64(p))

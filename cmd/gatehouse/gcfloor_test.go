@@ -66,3 +66,18 @@ func TestGCFloorTunesAfterCollections(t *testing.T) {
 		t.Fatal("a floor started with GOGC set")
 	}
 }
+
+// Under a memory limit the floor is at most half of it.
+func TestGCFloorUnderAMemoryLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
+	defer debug.SetGCPercent(100)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	runtime.GC()
+	f := startGCFloor(4 << 30)
+	defer f.stop()
+	// A 32 MiB floor caps GOGC at 800 (32 MiB / 4 MiB × 100), where
+	// the 4 GiB floor alone would give 102400.
+	if p := f.percent.Load(); p < 100 || p > 800 {
+		t.Fatalf("GOGC %d under a 64 MiB limit, want 100 to 800", p)
+	}
+}
