@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -83,8 +87,10 @@ const (
 // mode with and without records ("cluster", "cluster-norecords": needs
 // the test services), the limited key in cluster mode without and with
 // leases ("cluster-limits", "cluster-lease"; these report the Redis
-// commands a request costs, redis-cmds/op), and through
-// gatehouse serve --bare ("bare": no auth, log or limits). The
+// commands a request costs, redis-cmds/op), through
+// gatehouse serve --bare ("bare": no auth, log or limits), through
+// net/http/httputil's ReverseProxy alone ("plainproxy", as
+// bench/cmd/plainproxy serves it) and with no proxy at all ("direct"). The
 // differences are what admission control costs a request, how much of it
 // is the six headers, and what the log line and the usage record cost;
 // scripts/bench-instructions counts them in instructions. Run with -cpu 1
@@ -102,6 +108,14 @@ func BenchmarkRequestPath(b *testing.B) {
 		cache                     string    // the x-gatehouse-cache every timed response must carry ("" any)
 	}{
 		{"bare", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false, true, [2]string{}, ""},
+		// No gatehouse: the standard library's reverse proxy in front of
+		// the same mock ("plainproxy", the throughput goal's baseline),
+		// and the client calling the mock itself ("direct": what the
+		// client and the mock cost, counted in every variant alike). Both
+		// send the upstream's own key, which a plain proxy passes on, and
+		// get the mock's own x-ratelimit-* headers, which gatehouse drops.
+		{"plainproxy", upstreamKey, "", "", true, false, [2]string{}, ""},
+		{"direct", upstreamKey, "", "", true, false, [2]string{}, ""},
 		{"nolimits", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "", false, false, [2]string{}, ""},
 		{"limits", "gh-bench-limited", limited, "", true, false, [2]string{}, ""},
 		{"limits-quiet", "gh-bench-limited", limited, "limits: {headers: refusals}\n", false, false, [2]string{}, ""},
@@ -146,6 +160,7 @@ func BenchmarkRequestPath(b *testing.B) {
 	} {
 		for _, v := range variants {
 			b.Run(sc.name+"/"+v.name, func(b *testing.B) {
+				var flush func(context.Context) error // the paced spend log's tick
 				extra := v.extra
 				if extra == "cluster-lease" {
 					extra = strings.Replace(clusterStorage(b), "redis_timeout: 10s}", "redis_timeout: 10s, lease: {enabled: true}}", 1)
@@ -157,15 +172,25 @@ func BenchmarkRequestPath(b *testing.B) {
 					yaml = strings.Replace(yaml, "type: openai-compatible\n", "type: openai-compatible\n    responses_api: true\n", 1)
 				}
 				var pace pacing
-				if !strings.HasPrefix(v.extra, "cluster") {
-					pace = pacing{sinkBatch: benchSinkBatch, manual: true}
+				var base string // where the client sends its requests
+				switch v.name {
+				case "plainproxy":
+					base = startPlainProxy(b, up.URL)
+				case "direct":
+					base = up.URL
+				default:
+					if !strings.HasPrefix(v.extra, "cluster") {
+						pace = pacing{sinkBatch: benchSinkBatch, manual: true}
+					}
+					gw := startPacedGateway(b, yaml, v.bare, pace)
+					base = gw.URL
+					flush = gw.gw.flushSpend
 				}
-				gw := startPacedGateway(b, yaml, v.bare, pace)
 				var served atomic.Int64 // timed requests, for the paced spend flush
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 				body := []byte(sc.body)
 				do := func() *http.Response {
-					req, _ := http.NewRequest(http.MethodPost, gw.URL+sc.path, bytes.NewReader(body))
+					req, _ := http.NewRequest(http.MethodPost, base+sc.path, bytes.NewReader(body))
 					req.Header.Set("Authorization", "Bearer "+v.key)
 					req.Header.Set("Content-Type", "application/json")
 					if v.header[0] != "" {
@@ -205,7 +230,7 @@ func BenchmarkRequestPath(b *testing.B) {
 					for pb.Next() {
 						resp := do()
 						if pace.manual && served.Add(1)%benchSpendEvery == 0 {
-							if err := gw.gw.flushSpend(context.Background()); err != nil {
+							if err := flush(context.Background()); err != nil {
 								b.Fatal(err)
 							}
 						}
@@ -233,4 +258,39 @@ func BenchmarkRequestPath(b *testing.B) {
 			})
 		}
 	}
+}
+
+// startPlainProxy serves httputil's ReverseProxy in front of upstream on
+// a loopback port, set up as bench/cmd/plainproxy sets it up (the
+// throughput goal's baseline, in another module), and returns its URL.
+func startPlainProxy(b *testing.B, upstream string) string {
+	b.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = 1024
+	rp.Transport = tr
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = http.NewResponseController(w).EnableFullDuplex()
+			rp.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() {
+		_ = srv.Close()
+		tr.CloseIdleConnections()
+	})
+	return "http://" + ln.Addr().String()
 }

@@ -80,6 +80,10 @@ func serve(path string, bare bool) error {
 	if limit := setMemoryLimit(); limit != "" {
 		log.Info("Go memory limit set from the container's (GOMEMLIMIT unset)", "bytes", limit)
 	}
+	// The collector waits for 64 MiB of heap (or twice the live heap)
+	// before a cycle, unless GOGC says otherwise (gcfloor.go).
+	gc := startGCFloor(gcHeapFloor)
+	defer gc.stop()
 
 	g, err := newGateway(path, cfg, types, bare, log, logOut)
 	if err != nil {

@@ -30,23 +30,53 @@ func (d *Deployment) ResponseLimit() int64 {
 // a larger one is a 502 naming the limit, and the rest is not read. A
 // Content-Length over the limit is refused before any of the body is
 // read, so an announced enormous answer costs the gateway nothing.
+//
+// A body of known length is read into one buffer of that length and a
+// byte, allocated once: net/http hands the last bytes and io.EOF over
+// together, so the spare byte is never grown into. (bytes.Buffer's
+// ReadFrom would grow even an exactly presized buffer to keep 512 bytes
+// free for the read that finds the end: a second allocation and a copy
+// of every answer.)
 func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 	defer resp.Body.Close()
 	if resp.ContentLength > limit {
 		return nil, tooLarge(limit, resp.ContentLength)
 	}
-	var buf bytes.Buffer
+	size := 512
 	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength))
+		size = int(resp.ContentLength) + 1
 	}
-	n, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	buf, err := readAll(resp.Body, make([]byte, 0, size), limit+1)
 	if err != nil {
 		return nil, err
 	}
-	if n > limit {
+	if int64(len(buf)) > limit {
 		return nil, tooLarge(limit, -1)
 	}
-	return buf.Bytes(), nil
+	return buf, nil
+}
+
+// readAll appends r's bytes to buf until io.EOF or until buf holds max
+// bytes, growing buf only when it is full.
+func readAll(r io.Reader, buf []byte, max int64) ([]byte, error) {
+	for int64(len(buf)) < max {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		free := buf[len(buf):cap(buf)]
+		if left := max - int64(len(buf)); int64(len(free)) > left {
+			free = free[:left]
+		}
+		n, err := r.Read(free)
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // tooLarge is the 502 for a body over limit bytes; announced is its

@@ -66,3 +66,30 @@ func TestReadBodyBound(t *testing.T) {
 		})
 	}
 }
+
+// A body of known length is read into one allocation of its size: no
+// growth past it, no copy (bytes.Buffer.ReadFrom took three allocations
+// for the same body).
+func TestReadBodyAllocatesOnce(t *testing.T) {
+	const size = 650 // a small chat completion
+	s := strings.Repeat("x", size)
+	r := strings.NewReader(s)
+	resp := &http.Response{Body: io.NopCloser(r), ContentLength: size}
+	var got []byte
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset(s)
+		var err error
+		if got, err = ReadBody(resp, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if string(got) != s {
+		t.Fatalf("read %d bytes, want the %d sent", len(got), size)
+	}
+	if allocs != 1 {
+		t.Errorf("%v allocations a body, want 1", allocs)
+	}
+	if cap(got) != size+1 {
+		t.Errorf("buffer of %d bytes for a body of %d, want %d", cap(got), size, size+1)
+	}
+}

@@ -64,7 +64,7 @@ func (s *Server) Guarded(g Guard) http.Handler {
 			return
 		}
 		if g.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-			b := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: g.BodyReadTimeout}
+			b := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: g.BodyReadTimeout, fresh: true}
 			// Set now, not at the first Read: a body the handler never
 			// reads is read (and thrown away) by net/http after it, and
 			// must not be trickled forever either.
@@ -165,6 +165,12 @@ type slowBody struct {
 	rc      *http.ResponseController
 	timeout time.Duration
 	done    bool
+	// fresh: the deadline the guard set when it wrapped the body still
+	// stands for the first read, which comes a moment later, before
+	// anything has been waited for. A small body then costs two deadline
+	// changes (set, lifted at its end, usually in the same read), not
+	// three; each is a timer change in the runtime's poller.
+	fresh bool
 }
 
 func (b *slowBody) extend() {
@@ -175,7 +181,11 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	if b.done {
 		return b.ReadCloser.Read(p)
 	}
-	b.extend()
+	if b.fresh {
+		b.fresh = false
+	} else {
+		b.extend()
+	}
 	n, err := b.ReadCloser.Read(p)
 	switch {
 	case err == io.EOF:

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -521,5 +522,35 @@ func TestWriteHeader(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("header lacks %q; got:\n%s", want, out)
 		}
+	}
+}
+
+// base-full is full served by the -base binary; the ratio table sets the
+// two builds side by side.
+func TestBaseFull(t *testing.T) {
+	if _, err := parseFlags([]string{"-mockllm", "m", "-gatehouse", "g", "-targets", "plainproxy,full,base-full"}); err == nil {
+		t.Error("-targets base-full without -base: no error")
+	}
+	o, err := parseFlags([]string{"-mockllm", "m", "-gatehouse", "g", "-base", "main-gatehouse", "-targets", "plainproxy,full,base-full"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.targets[baseFull] || !filepath.IsAbs(o.base) || filepath.Base(o.base) != "main-gatehouse" {
+		t.Errorf("-base main-gatehouse: targets %v, base %q", o.targets, o.base)
+	}
+	c := cell{
+		spec: runSpec{scenario: scenario{name: "nonstream"}, layout: unpinned, concurrency: 32},
+		rows: []row{
+			{plainproxy, sample{requests: 1000, rps: 1000, cores: 0.5}},
+			{full, sample{requests: 1000, rps: 900, cores: 0.5}},
+			{baseFull, sample{requests: 1000, rps: 800, cores: 0.5}},
+		},
+	}
+	var b bytes.Buffer
+	writeRatios(&b, []cell{c})
+	// base full / plainproxy, full / base full in rps and in CPU per
+	// request (the same cores, more requests: less CPU each).
+	if want := "|                      0.80× |                1.12× |                    0.89× |"; !strings.Contains(b.String(), want) {
+		t.Errorf("ratios lack %q:\n%s", want, b.String())
 	}
 }

@@ -67,6 +67,10 @@ const (
 	// out of batches taken from Redis in the background, so against
 	// redisMode it is what the per-request round trips cost.
 	leaseMode = "gatehouse redis, leases"
+	// baseFull is full served by another gatehouse binary (-base), in
+	// the same rounds: two builds compared side by side, each against
+	// the same plainproxy runs.
+	baseFull = "base gatehouse full"
 )
 
 // targetFlags lists the -targets values and their target names, in the
@@ -74,11 +78,11 @@ const (
 var targetFlags = []struct{ flag, name string }{
 	{"direct", direct}, {"plainproxy", plainproxy}, {"bare", bare}, {"full", full},
 	{"nolimits", noLimits}, {"quiet", quiet}, {"cache", cacheHits}, {"cache-miss", cacheMisses},
-	{"redis", redisMode}, {"redis-lease", leaseMode},
+	{"redis", redisMode}, {"redis-lease", leaseMode}, {"base-full", baseFull},
 }
 
 // gatehouseTargets are the targets that need the gatehouse binary.
-var gatehouseTargets = []string{bare, full, noLimits, quiet, cacheHits, cacheMisses, redisMode, leaseMode}
+var gatehouseTargets = []string{bare, full, noLimits, quiet, cacheHits, cacheMisses, redisMode, leaseMode, baseFull}
 
 // maxErrorRate is the failure rate above which a run is not a measurement.
 const maxErrorRate = 0.001
@@ -96,6 +100,7 @@ const readyTimeout = 15 * time.Second
 type options struct {
 	benchcli.Common
 	plainproxy       string
+	base             string // the gatehouse binary of the base-full target
 	duration, warmup time.Duration
 	layouts          []string
 	concurrency      []int
@@ -207,12 +212,13 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	o.Register(fs, "without it, only direct and plainproxy run", 3, "rounds per cell; each runs every target twice, in ABBA order, and the report shows medians over rounds")
 	fs.StringVar(&o.plainproxy, "plainproxy", "", "plainproxy binary (default: built from ./cmd/plainproxy into the temp dir)")
+	fs.StringVar(&o.base, "base", "", "another gatehouse binary, for the base-full target (e.g. main's build, to compare with -gatehouse's)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "timed load per run (each target runs twice per round)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "discarded load before each timed run")
 	lay := fs.String("layout", "pinned,unpinned", "comma-separated: pinned (the proxy alone on one CPU at GOMAXPROCS=1, load and upstream on another; needs taskset), unpinned (no pinning, the proxy at GOMAXPROCS=2)")
 	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
 	scen := fs.String("scenarios", "nonstream,stream-usage", "comma-separated: nonstream, stream (the client does not ask for usage; gatehouse does), stream-usage (the client asks for usage)")
-	tgts := fs.String("targets", "plainproxy,bare,full,cache,cache-miss,redis", "comma-separated: direct (no proxy), plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss), redis (full in cluster mode: Redis and PostgreSQL, both started by the harness), redis-lease (redis with limits.lease on)")
+	tgts := fs.String("targets", "plainproxy,bare,full,cache,cache-miss,redis", "comma-separated: direct (no proxy), plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss), redis (full in cluster mode: Redis and PostgreSQL, both started by the harness), redis-lease (redis with limits.lease on), base-full (full served by the -base binary)")
 	fs.StringVar(&o.profiles, "profiles", "", "keep a CPU profile of every proxy per layout and scenario in this directory (LAYOUT-SCENARIO-TARGET.pprof)")
 	quick := fs.Bool("quick", false, "smoke test: -duration 1s -warmup 200ms -rounds 1 unless set explicitly")
 	if err := fs.Parse(args); err != nil {
@@ -279,12 +285,15 @@ func parseFlags(args []string) (options, error) {
 			delete(o.targets, t)
 		}
 	}
+	if o.targets[baseFull] && o.base == "" {
+		return o, errors.New("-targets base-full needs -base, the other gatehouse binary")
+	}
 	if o.profiles != "" {
 		if err := os.MkdirAll(o.profiles, 0o755); err != nil {
 			return o, fmt.Errorf("-profiles: %w", err)
 		}
 	}
-	return o, o.Absolute(&o.plainproxy, &o.profiles)
+	return o, o.Absolute(&o.plainproxy, &o.profiles, &o.base)
 }
 
 // targetName is the target a -targets value names, or "".

@@ -166,7 +166,8 @@ func writeRatios(w io.Writer, cells []cell) {
 	fmt.Fprintf(w, "## Ratios\n\n")
 	header := []string{"cell", "full / plainproxy rps", "full − plainproxy p99 ms", "full / plainproxy CPU/req", "full / bare rps",
 		"cache hit gw p50 ms", "cache hit / miss rps", "redis / full rps", "Redis scripts / req", "Redis cmds / req",
-		"leases / full rps", "leases / redis rps", "leases: Redis scripts / req"}
+		"leases / full rps", "leases / redis rps", "leases: Redis scripts / req",
+		"base full / plainproxy rps", "full / base full rps", "full / base full CPU/req"}
 	var rows [][]string
 	for _, c := range cells {
 		f, okF := c.get(full)
@@ -176,7 +177,8 @@ func writeRatios(w io.Writer, cells []cell) {
 		miss, okM := c.get(cacheMisses)
 		red, okR := c.get(redisMode)
 		ls, okL := c.get(leaseMode)
-		row := []string{c.label(), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"}
+		base, okBase := c.get(baseFull)
+		row := []string{c.label(), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"}
 		if okF && okP {
 			row[1], row[2] = ratio(f.rps, p.rps), fmt.Sprintf("%+.2f", msf(f.p99)-msf(p.p99))
 			row[3] = ratio(f.cpuPerRequest(), p.cpuPerRequest())
@@ -203,6 +205,14 @@ func writeRatios(w io.Writer, cells []cell) {
 			}
 			if okR {
 				row[11] = ratio(ls.rps, red.rps)
+			}
+		}
+		if okBase {
+			if okP {
+				row[13] = ratio(base.rps, p.rps)
+			}
+			if okF {
+				row[14], row[15] = ratio(f.rps, base.rps), ratio(f.cpuPerRequest(), base.cpuPerRequest())
 			}
 		}
 		rows = append(rows, row)

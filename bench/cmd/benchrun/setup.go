@@ -193,7 +193,11 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 	if profile != "" {
 		args = append(args, "--cpuprofile", profile)
 	}
-	p, err := h.proxies.StartWith(file, pl.proxy, h.o.Gatehouse, args...)
+	bin := h.o.Gatehouse
+	if name == baseFull {
+		bin = h.o.base
+	}
+	p, err := h.proxies.StartWith(file, pl.proxy, bin, args...)
 	if err != nil {
 		return target{}, err
 	}
