@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-		"slices"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,10 +32,10 @@ func varied(rng *rand.Rand, at time.Time, n int, prefix string) []account.Record
 	for i := range rs {
 		k := rng.IntN(6)
 		rs[i] = account.Record{RequestID: fmt.Sprintf("%s-%d", prefix, i),
-			Time:    at.Add(time.Duration(rng.Int64N(int64(2*time.Hour))) / time.Microsecond * time.Microsecond),
-			KeyID:   fmt.Sprintf("key_%d", k), ProjectID: fmt.Sprintf("proj_%d", k%3), Project: fmt.Sprintf("p%d", k%3),
-			Model:   []string{"chat", "mini", "claude"}[rng.IntN(3)], Provider: []string{"openai", "anthropic"}[rng.IntN(2)],
-			Status:  []int{200, 200, 200, 429, 502}[rng.IntN(5)], Cache: []string{"hit", "miss", "bypass"}[rng.IntN(3)],
+			Time:  at.Add(time.Duration(rng.Int64N(int64(2*time.Hour))) / time.Microsecond * time.Microsecond),
+			KeyID: fmt.Sprintf("key_%d", k), ProjectID: fmt.Sprintf("proj_%d", k%3), Project: fmt.Sprintf("p%d", k%3),
+			Model: []string{"chat", "mini", "claude"}[rng.IntN(3)], Provider: []string{"openai", "anthropic"}[rng.IntN(2)],
+			Status: []int{200, 200, 200, 429, 502}[rng.IntN(5)], Cache: []string{"hit", "miss", "bypass"}[rng.IntN(3)],
 			Endpoint: "/v1/chat/completions", PromptTokens: rng.IntN(500), CompletionTokens: rng.IntN(900),
 			CachedTokens: rng.IntN(50), Cost: account.Micros(rng.IntN(10000)), LatencyMS: rng.Float64() * 3000,
 			Stream: rng.IntN(2) == 0, TTFTMS: rng.Float64() * 300, Attempts: 1 + rng.IntN(2)}
