@@ -76,13 +76,16 @@ func (e *batchEncoder) blob() []byte {
 	return e.buf
 }
 
-func (e *batchEncoder) str(s, prev string) {
+// str appends s, or the mark of a repeat when it equals prev, and
+// reports whether it did the latter.
+func (e *batchEncoder) str(s, prev string) bool {
 	if s == prev {
 		e.buf = append(e.buf, 0)
-		return
+		return true
 	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(len(s))+1)
 	e.buf = append(e.buf, s...)
+	return false
 }
 
 func (e *batchEncoder) whole(s string) {
@@ -108,14 +111,30 @@ func (e *batchEncoder) add(r *account.Record) {
 	e.whole(r.RequestID)
 	e.buf = binary.AppendVarint(e.buf, at-e.prevAt)
 	e.str(r.Endpoint, p.Endpoint)
-	e.str(r.KeyID, p.KeyID)
-	e.str(r.ProjectID, p.ProjectID)
-	e.str(r.Project, p.Project)
-	e.str(r.Customer, p.Customer)
-	e.str(r.Model, p.Model)
+	// A value the previous record had is in the summary already.
+	if !e.str(r.KeyID, p.KeyID) || e.n == 0 {
+		e.sum.put(sumKey, r.KeyID)
+	}
+	if !e.str(r.ProjectID, p.ProjectID) || e.n == 0 {
+		e.sum.put(sumProjectID, r.ProjectID)
+	}
+	if !e.str(r.Project, p.Project) || e.n == 0 {
+		e.sum.put(sumProject, r.Project)
+	}
+	if !e.str(r.Customer, p.Customer) || e.n == 0 {
+		e.sum.put(sumCustomer, r.Customer)
+	}
+	if !e.str(r.Model, p.Model) || e.n == 0 {
+		e.sum.put(sumModel, r.Model)
+	}
 	e.str(r.ServedModel, p.ServedModel)
-	e.str(r.Provider, p.Provider)
+	if !e.str(r.Provider, p.Provider) || e.n == 0 {
+		e.sum.put(sumProvider, r.Provider)
+	}
 	e.str(r.Deployment, p.Deployment)
+	if r.Status != p.Status || e.n == 0 {
+		e.sum.putStatus(r.Status)
+	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(max(r.Status, 0)))
 	e.str(r.ErrorKind, p.ErrorKind)
 	for _, v := range [...]int64{int64(r.PromptTokens), int64(r.CompletionTokens), int64(r.CachedTokens),
@@ -126,7 +145,9 @@ func (e *batchEncoder) add(r *account.Record) {
 	e.f64(r.LatencyMS)
 	e.f64(r.TTFTMS)
 	e.f64(r.OverheadMS)
-	e.str(r.Cache, p.Cache)
+	if !e.str(r.Cache, p.Cache) || e.n == 0 {
+		e.sum.put(sumCache, r.Cache)
+	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(max(r.Attempts, 0)))
 	if r.Stream {
 		e.buf = append(e.buf, 1)
@@ -139,10 +160,9 @@ func (e *batchEncoder) add(r *account.Record) {
 
 	e.prev = account.Record{Endpoint: r.Endpoint, KeyID: r.KeyID, ProjectID: r.ProjectID, Project: r.Project,
 		Customer: r.Customer, Model: r.Model, ServedModel: r.ServedModel, Provider: r.Provider, Deployment: r.Deployment,
-		ErrorKind: r.ErrorKind, UsageSource: r.UsageSource, Cache: r.Cache}
+		ErrorKind: r.ErrorKind, UsageSource: r.UsageSource, Cache: r.Cache, Status: r.Status}
 	e.prevAt = at
 	e.ids = binary.LittleEndian.AppendUint32(e.ids, idHash(r.RequestID))
-	e.sum.add(r)
 	e.n++
 }
 
@@ -407,23 +427,19 @@ func (s *batchSummary) put(f int, v string) {
 	s.fields[f] = append(vs, v)
 }
 
-func (s *batchSummary) add(r *account.Record) {
-	s.put(sumKey, r.KeyID)
-	s.put(sumProject, r.Project)
-	s.put(sumProjectID, r.ProjectID)
-	s.put(sumCustomer, r.Customer)
-	s.put(sumModel, r.Model)
-	s.put(sumProvider, r.Provider)
-	s.put(sumCache, r.Cache)
-	if r.Status != 0 && (len(s.fields[sumStatus]) == 0 || !s.hasStatus(r.Status)) {
-		s.put(sumStatus, strconv.Itoa(r.Status))
+// putStatus adds a status (0, none, is not kept).
+func (s *batchSummary) putStatus(status int) {
+	if status == 0 || s.many[sumStatus] {
+		return
 	}
-}
-
-func (s *batchSummary) hasStatus(status int) bool {
-	var b [8]byte
-	v := string(strconv.AppendInt(b[:0], int64(status), 10))
-	return slices.Contains(s.fields[sumStatus], v)
+	var b [20]byte
+	v := strconv.AppendInt(b[:0], int64(status), 10)
+	for _, have := range s.fields[sumStatus] {
+		if have == string(v) {
+			return
+		}
+	}
+	s.put(sumStatus, string(v))
 }
 
 // appendTo encodes s into dst[:0]: per field uvarint 0 for "any", else the
