@@ -52,7 +52,7 @@ type batchEncoder struct {
 	buf     []byte
 	ids     []byte
 	sum     batchSummary
-	prev    account.Record // the strings of the previous record, for repeats
+	prev    *account.Record // the previous record, for repeats; &noRecord at first
 	prevAt  int64
 	n       int
 	minT    int64
@@ -65,7 +65,7 @@ func (e *batchEncoder) reset() {
 	e.buf = append(e.buf[:0], batchVersion, 0, 0, 0, 0)
 	e.ids = e.ids[:0]
 	e.sum.reset()
-	e.prev = account.Record{}
+	e.prev = &noRecord
 	e.prevAt, e.n, e.minT, e.maxT, e.started = 0, 0, 0, 0, false
 }
 
@@ -100,14 +100,18 @@ func (e *batchEncoder) f64(v float64) {
 	e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(v))
 }
 
-// add appends r to the batch.
+// noRecord is the previous record of a batch's first: all empty.
+var noRecord account.Record
+
+// add appends r to the batch. r must stay as it is until the next add or
+// reset: the next record's repeats are found by comparing with it.
 func (e *batchEncoder) add(r *account.Record) {
 	at := unixMicros(r.Time)
 	if !e.started {
 		e.minT, e.maxT, e.started = at, at, true
 	}
 	e.minT, e.maxT = min(e.minT, at), max(e.maxT, at)
-	p := &e.prev
+	p := e.prev
 	e.whole(r.RequestID)
 	e.buf = binary.AppendVarint(e.buf, at-e.prevAt)
 	e.str(r.Endpoint, p.Endpoint)
@@ -158,9 +162,7 @@ func (e *batchEncoder) add(r *account.Record) {
 	e.whole(r.RequestBody)
 	e.whole(r.ResponseBody)
 
-	e.prev = account.Record{Endpoint: r.Endpoint, KeyID: r.KeyID, ProjectID: r.ProjectID, Project: r.Project,
-		Customer: r.Customer, Model: r.Model, ServedModel: r.ServedModel, Provider: r.Provider, Deployment: r.Deployment,
-		ErrorKind: r.ErrorKind, UsageSource: r.UsageSource, Cache: r.Cache, Status: r.Status}
+	e.prev = r
 	e.prevAt = at
 	e.ids = binary.LittleEndian.AppendUint32(e.ids, idHash(r.RequestID))
 	e.n++
@@ -315,7 +317,7 @@ func decodeBatch(blob string) ([]account.Record, error) {
 		return nil, d.err
 	}
 	rs := make([]account.Record, n)
-	var prev account.Record
+	prev := &noRecord
 	var at int64
 	for i := range rs {
 		r := &rs[i]
@@ -368,7 +370,7 @@ func decodeBatch(blob string) ([]account.Record, error) {
 		if d.err != nil {
 			return nil, d.err
 		}
-		prev = *r
+		prev = r
 	}
 	if d.off != len(blob) {
 		return nil, fmt.Errorf("%w: %d bytes after the last record", errCorruptBatch, len(blob)-d.off)
