@@ -458,3 +458,33 @@ func TestMoveRecordRows(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestLargeBatchSplit: records with large bodies go into several rows,
+// none much past maxBatchBytes, and read back whole.
+func TestLargeBatchSplit(t *testing.T) {
+	ctx := context.Background()
+	s := openBatches(t)
+	at := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
+	rs := varied(rand.New(rand.NewPCG(13, 14)), at, 12, "gh-large")
+	for i := range rs {
+		rs[i].RequestBody = strings.Repeat(fmt.Sprint(i%10), 300<<10)
+	}
+	if err := s.WriteFreshRecords(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	var largest int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*), max(length(records)) FROM record_batches`).Scan(&rows, &largest); err != nil {
+		t.Fatal(err)
+	}
+	if rows < 3 || largest > maxBatchBytes+400<<10 {
+		t.Fatalf("%d rows, the largest %d bytes: want 12 records of 300 KiB in rows of about %d", rows, largest, maxBatchBytes)
+	}
+	p, err := s.Logs(ctx, account.LogQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(scanMatches(rs, account.Filter{}), p.Records); diff != "" {
+		t.Fatalf("read back (-want +got):\n%s", diff)
+	}
+}

@@ -100,6 +100,9 @@ func (w *batchWalk) run(ctx context.Context, fn func(ref batchRef, rs []account.
 				if j > 0 && w.stop != nil && w.stop(ref) {
 					return nil
 				}
+				if blobs[j] == "" {
+					continue // deleted by retention since its summary was read
+				}
 				rs, err := w.s.decode(ref.id, blobs[j])
 				if err != nil {
 					return err
@@ -154,7 +157,8 @@ func (w *batchWalk) chunk(ctx context.Context, from, to, lastMax, lastID int64) 
 	return refs, last, nil
 }
 
-// fetchBlobs reads the records blobs of refs, in refs' order.
+// fetchBlobs reads the records blobs of refs, in refs' order; "" for a
+// batch no longer there (no stored blob is empty).
 func (s *Store) fetchBlobs(ctx context.Context, refs []batchRef) ([]string, error) {
 	var b strings.Builder
 	b.WriteString("SELECT id, records FROM record_batches WHERE id IN (")
@@ -307,6 +311,9 @@ func (s *Store) Record(ctx context.Context, requestID string) (account.Record, e
 			blobs, err := s.fetchBlobs(ctx, []batchRef{ref})
 			if err != nil {
 				return account.Record{}, fmt.Errorf("sqlite: record: %w", err)
+			}
+			if blobs[0] == "" {
+				continue // deleted by retention since its hashes were read
 			}
 			rs, err := s.decode(ref.id, blobs[0])
 			if err != nil {
