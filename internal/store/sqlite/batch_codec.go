@@ -380,12 +380,15 @@ func decodeBatch(blob string) ([]account.Record, error) {
 
 // batchSummary is what a batch row says of its records' filter fields:
 // their distinct values, so that a filter on any of them passes a batch
-// that holds no match without decoding it. A field with more distinct
-// values than summaryCap in one batch is kept as "any" (it never
-// excludes the batch): the summary stays small and cheap to build.
+// that holds no match without decoding it. Up to summaryCap distinct
+// values of a field are listed; a field with more in one batch (the
+// customers of a batch of a thousand requests, say) is kept as a Bloom
+// filter of ten bits a value instead, which lets a filter pass by about
+// 99 in 100 batches that lack its value: the list stays cheap to build
+// for the common batch, and a filter on a rare customer still skips.
 type batchSummary struct {
 	fields [summaryFields][]string
-	many   [summaryFields]bool
+	over   [summaryFields]map[string]struct{} // a field's values past summaryCap; nil while listed
 }
 
 // The summary's fields, in its encoding's order.
@@ -406,12 +409,13 @@ const summaryCap = 64
 func (s *batchSummary) reset() {
 	for i := range s.fields {
 		s.fields[i] = s.fields[i][:0]
-		s.many[i] = false
+		s.over[i] = nil
 	}
 }
 
 func (s *batchSummary) put(f int, v string) {
-	if s.many[f] {
+	if m := s.over[f]; m != nil {
+		m[v] = struct{}{}
 		return
 	}
 	vs := s.fields[f]
@@ -423,7 +427,12 @@ func (s *batchSummary) put(f int, v string) {
 		}
 	}
 	if len(vs) == summaryCap {
-		s.many[f], s.fields[f] = true, vs[:0]
+		m := make(map[string]struct{}, 4*summaryCap)
+		for _, have := range vs {
+			m[have] = struct{}{}
+		}
+		m[v] = struct{}{}
+		s.over[f], s.fields[f] = m, vs[:0]
 		return
 	}
 	s.fields[f] = append(vs, v)
@@ -431,26 +440,60 @@ func (s *batchSummary) put(f int, v string) {
 
 // putStatus adds a status (0, none, is not kept).
 func (s *batchSummary) putStatus(status int) {
-	if status == 0 || s.many[sumStatus] {
+	if status == 0 {
 		return
 	}
 	var b [20]byte
 	v := strconv.AppendInt(b[:0], int64(status), 10)
-	for _, have := range s.fields[sumStatus] {
-		if have == string(v) {
-			return
+	if s.over[sumStatus] == nil {
+		for _, have := range s.fields[sumStatus] {
+			if have == string(v) {
+				return
+			}
 		}
 	}
 	s.put(sumStatus, string(v))
 }
 
-// appendTo encodes s into dst[:0]: per field uvarint 0 for "any", else the
-// value count + 1 and the values (uvarint length and bytes).
+// bloomProbes is the number of bits a value sets in a summary's Bloom
+// filter; with ten bits a value, about one value in a hundred that is
+// not there is taken for one that is.
+const bloomProbes = 4
+
+// bloomBits are the bit positions of v in a filter of m bits (double
+// hashing of a 64-bit FNV-1a).
+func bloomBits(v string, m uint64, at *[bloomProbes]uint64) {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(v); i++ {
+		h ^= uint64(v[i])
+		h *= 1099511628211
+	}
+	h1, h2 := h&math.MaxUint32, h>>32|1
+	for i := range at {
+		at[i] = (h1 + uint64(i)*h2) % m
+	}
+}
+
+// appendTo encodes s into dst[:0]. Per field: the value count + 1 and
+// the values (uvarint length and bytes); or, past summaryCap, uvarint 0,
+// the Bloom filter's length in bytes and its bytes.
 func (s *batchSummary) appendTo(dst []byte) []byte {
 	dst = dst[:0]
 	for f := range s.fields {
-		if s.many[f] {
+		if m := s.over[f]; m != nil {
+			n := (10*len(m) + 7) / 8
 			dst = append(dst, 0)
+			dst = binary.AppendUvarint(dst, uint64(n))
+			at := len(dst)
+			dst = append(dst, make([]byte, n)...)
+			bits := dst[at:]
+			var pos [bloomProbes]uint64
+			for v := range m {
+				bloomBits(v, uint64(8*n), &pos)
+				for _, p := range pos {
+					bits[p/8] |= 1 << (p % 8)
+				}
+			}
 			continue
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(s.fields[f]))+1)
@@ -467,7 +510,6 @@ func (s *batchSummary) appendTo(dst []byte) []byte {
 // row's min and max times answer). A corrupt summary is an error.
 func summaryMatches(sum []byte, f *account.Filter) (bool, error) {
 	var want [summaryFields]string
-	var alt string // the project filter matches the name or the id
 	filtered := false
 	set := func(i int, v string) {
 		if v != "" {
@@ -476,6 +518,7 @@ func summaryMatches(sum []byte, f *account.Filter) (bool, error) {
 	}
 	set(sumKey, f.Key)
 	set(sumProject, f.Project)
+	set(sumProjectID, f.Project) // the project filter matches the name or the id
 	set(sumCustomer, f.Customer)
 	set(sumModel, f.Model)
 	set(sumProvider, f.Provider)
@@ -483,51 +526,51 @@ func summaryMatches(sum []byte, f *account.Filter) (bool, error) {
 	if f.Status != 0 {
 		set(sumStatus, strconv.Itoa(f.Status))
 	}
-	alt = f.Project
 	if !filtered {
 		return true, nil
 	}
 	d := batchDecoder{s: string(sum)}
-	projectSeen := false // the project's name or id is in the batch
+	var found [summaryFields]bool
 	for field := range summaryFields {
-		n := d.uvarint("summary")
-		if d.err != nil {
-			return false, d.err
-		}
-		if n == 0 { // any
-			if field == sumProject || field == sumProjectID {
-				projectSeen = true
-			}
-			continue
-		}
 		w := want[field]
-		if field == sumProjectID {
-			w = alt
-		}
-		found := false
-		for range n - 1 {
-			v := d.whole("summary value")
+		n := d.uvarint("summary")
+		if n == 0 { // a Bloom filter
+			bits := d.whole("summary filter")
 			if d.err != nil {
 				return false, d.err
 			}
+			found[field] = true
+			if w != "" && len(bits) > 0 {
+				var pos [bloomProbes]uint64
+				bloomBits(w, uint64(8*len(bits)), &pos)
+				for _, p := range pos {
+					if bits[p/8]&(1<<(p%8)) == 0 {
+						found[field] = false
+					}
+				}
+			}
+			continue
+		}
+		for range n - 1 {
+			v := d.whole("summary value")
 			if w != "" && v == w {
-				found = true
+				found[field] = true
 			}
 		}
-		switch field {
-		case sumProject, sumProjectID:
-			projectSeen = projectSeen || found
-		default:
-			if w != "" && !found {
-				return false, nil
-			}
+		if d.err != nil {
+			return false, d.err
 		}
 	}
 	if d.off != len(d.s) {
 		return false, fmt.Errorf("%w: summary has trailing bytes", errCorruptBatch)
 	}
-	if alt != "" && !projectSeen {
-		return false, nil
+	for field, w := range want {
+		switch {
+		case w == "" || found[field]:
+		case field == sumProject && found[sumProjectID], field == sumProjectID && found[sumProject]:
+		default:
+			return false, nil
+		}
 	}
 	return true, nil
 }

@@ -488,3 +488,55 @@ func TestLargeBatchSplit(t *testing.T) {
 		t.Fatalf("read back (-want +got):\n%s", diff)
 	}
 }
+
+// TestRecordBatchBloom: a field with more distinct values in a batch
+// than the summary lists is kept as a Bloom filter, which never loses a
+// value and passes by batches without the one asked for.
+func TestRecordBatchBloom(t *testing.T) {
+	ctx := context.Background()
+	s := openBatches(t)
+	at := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
+	const batches, per = 10, 300
+	for b := range batches {
+		var rs []account.Record
+		for i := range per {
+			rs = append(rs, account.Record{RequestID: fmt.Sprintf("gh-bloom-%d-%d", b, i), Time: at.Add(time.Duration(b*per+i) * time.Second),
+				KeyID: "key", Customer: fmt.Sprintf("cus-%d-%d", b, i), Status: 200})
+		}
+		if err := s.WriteFreshRecords(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bloomed int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM record_batches WHERE length(summary) > ?`, 10*per/8).Scan(&bloomed); err != nil {
+		t.Fatal(err)
+	}
+	if bloomed != batches {
+		t.Fatalf("%d summaries hold a filter of %d customers, want %d", bloomed, per, batches)
+	}
+	for b := range batches {
+		for _, i := range []int{0, per / 2, per - 1} {
+			before := s.decoded.Load()
+			p, err := s.Logs(ctx, account.LogQuery{Filter: account.Filter{Customer: fmt.Sprintf("cus-%d-%d", b, i)}, Limit: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Records) != 1 {
+				t.Fatalf("customer cus-%d-%d: %d records, want 1", b, i, len(p.Records))
+			}
+			// Its own batch, and now and then another the filter takes for one.
+			if got := s.decoded.Load() - before; got < 1 || got > 3 {
+				t.Errorf("customer cus-%d-%d: %d batches decoded of %d", b, i, got, batches)
+			}
+		}
+	}
+	before := s.decoded.Load()
+	for i := range 20 {
+		if _, err := s.Logs(ctx, account.LogQuery{Filter: account.Filter{Customer: fmt.Sprintf("cus-none-%d", i)}, Limit: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.decoded.Load() - before; got > 10 {
+		t.Errorf("20 absent customers decoded %d batches of %d each, want about 1%%", got, batches)
+	}
+}
