@@ -299,61 +299,83 @@ func (d *batchDecoder) small(what string) int {
 // decodeBatch decodes a whole batch. A blob it cannot read gives an
 // error wrapping errCorruptBatch, never a panic or a partial batch.
 func decodeBatch(blob string) ([]account.Record, error) {
+	var rs []account.Record
+	err := eachRecord(blob, func(n int) { rs = make([]account.Record, 0, n) }, func(r *account.Record) error {
+		rs = append(rs, *r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// eachRecord decodes blob a record at a time into one Record, which it
+// hands to fn (after count with the number of records, when count is not
+// nil). fn must copy what it keeps: the next record is decoded over it.
+// Readers that keep few of a batch's records (a log page, a lookup by id,
+// the sums of the usage API) so allocate nothing per record but the
+// labels. A blob it cannot read gives an error wrapping errCorruptBatch
+// (after fn has seen the records before the damage), never a panic.
+func eachRecord(blob string, count func(int), fn func(*account.Record) error) error {
 	d := batchDecoder{s: blob}
 	if len(blob) == 0 || blob[0] != batchVersion {
-		return nil, fmt.Errorf("%w: unknown version", errCorruptBatch)
+		return fmt.Errorf("%w: unknown version", errCorruptBatch)
 	}
 	if len(blob) < 5 {
-		return nil, fmt.Errorf("%w: no record count", errCorruptBatch)
+		return fmt.Errorf("%w: no record count", errCorruptBatch)
 	}
 	d.off = 5
 	n := uint64(blob[1]) | uint64(blob[2])<<8 | uint64(blob[3])<<16 | uint64(blob[4])<<24
 	// Every record takes at least 40 bytes (three floats and more), so a
 	// count beyond that is a corrupt one, not a huge allocation.
-	if d.err == nil && n > uint64(len(blob))/40 {
+	if n > uint64(len(blob))/40 {
 		d.fail("record count")
+		return d.err
 	}
-	if d.err != nil {
-		return nil, d.err
+	if count != nil {
+		count(int(n))
 	}
-	rs := make([]account.Record, n)
-	prev := &noRecord
+	// Each string field that may repeat the previous record's is decoded
+	// over it, so r holds the previous record's value when it is read.
+	var r account.Record
 	var at int64
-	for i := range rs {
-		r := &rs[i]
+	for range n {
 		r.RequestID = d.whole("request id")
 		at += d.varint("time")
 		r.Time = time.UnixMicro(at).UTC()
-		r.Endpoint = d.str(prev.Endpoint, "endpoint")
-		r.KeyID = d.str(prev.KeyID, "key id")
-		r.ProjectID = d.str(prev.ProjectID, "project id")
-		r.Project = d.str(prev.Project, "project")
-		r.Customer = d.str(prev.Customer, "customer")
-		r.Model = d.str(prev.Model, "model")
-		r.ServedModel = d.str(prev.ServedModel, "served model")
-		r.Provider = d.str(prev.Provider, "provider")
-		r.Deployment = d.str(prev.Deployment, "deployment")
+		r.Endpoint = d.str(r.Endpoint, "endpoint")
+		r.KeyID = d.str(r.KeyID, "key id")
+		r.ProjectID = d.str(r.ProjectID, "project id")
+		r.Project = d.str(r.Project, "project")
+		r.Customer = d.str(r.Customer, "customer")
+		r.Model = d.str(r.Model, "model")
+		r.ServedModel = d.str(r.ServedModel, "served model")
+		r.Provider = d.str(r.Provider, "provider")
+		r.Deployment = d.str(r.Deployment, "deployment")
 		r.Status = d.small("status")
-		r.ErrorKind = d.str(prev.ErrorKind, "error kind")
+		r.ErrorKind = d.str(r.ErrorKind, "error kind")
 		r.PromptTokens = int(d.varint("prompt tokens"))
 		r.CompletionTokens = int(d.varint("completion tokens"))
 		r.CachedTokens = int(d.varint("cached tokens"))
 		r.ReasoningTokens = int(d.varint("reasoning tokens"))
 		r.Cost = account.Micros(d.varint("cost"))
 		r.Saved = account.Micros(d.varint("saved"))
-		r.UsageSource = d.str(prev.UsageSource, "usage source")
+		r.UsageSource = d.str(r.UsageSource, "usage source")
 		r.LatencyMS = d.f64("latency")
 		r.TTFTMS = d.f64("ttft")
 		r.OverheadMS = d.f64("overhead")
-		r.Cache = d.str(prev.Cache, "cache")
+		r.Cache = d.str(r.Cache, "cache")
 		r.Attempts = d.small("attempts")
 		switch d.take(1, "stream") {
 		case "\x00":
+			r.Stream = false
 		case "\x01":
 			r.Stream = true
 		default:
 			d.fail("stream")
 		}
+		r.Labels = nil
 		if nl := d.uvarint("labels"); nl > 0 && d.err == nil {
 			if nl > uint64(len(blob)-d.off)/2 {
 				d.fail("labels")
@@ -368,14 +390,16 @@ func decodeBatch(blob string) ([]account.Record, error) {
 		r.RequestBody = d.whole("request body")
 		r.ResponseBody = d.whole("response body")
 		if d.err != nil {
-			return nil, d.err
+			return d.err
 		}
-		prev = r
+		if err := fn(&r); err != nil {
+			return err
+		}
 	}
 	if d.off != len(blob) {
-		return nil, fmt.Errorf("%w: %d bytes after the last record", errCorruptBatch, len(blob)-d.off)
+		return fmt.Errorf("%w: %d bytes after the last record", errCorruptBatch, len(blob)-d.off)
 	}
-	return rs, nil
+	return nil
 }
 
 // batchSummary is what a batch row says of its records' filter fields:
@@ -553,6 +577,9 @@ func summaryMatches(sum []byte, f *account.Filter) (bool, error) {
 		}
 		for range n - 1 {
 			v := d.whole("summary value")
+			if d.err != nil {
+				return false, d.err
+			}
 			if w != "" && v == w {
 				found[field] = true
 			}

@@ -69,9 +69,10 @@ func window(f account.Filter) (from, to int64) {
 	return from, to
 }
 
-// run calls fn with the records of each batch that may hold a match,
-// newest batch first. fn gets every record of the batch; it filters.
-func (w *batchWalk) run(ctx context.Context, fn func(ref batchRef, rs []account.Record) error) error {
+// run calls fn with each record of each batch that may hold a match,
+// newest batch first; fn filters, and must copy what it keeps (the
+// record is reused, see eachRecord).
+func (w *batchWalk) run(ctx context.Context, fn func(r *account.Record) error) error {
 	from, to := window(w.f)
 	if w.upTo < math.MaxInt64 {
 		to = min(to, w.upTo+1)
@@ -103,11 +104,7 @@ func (w *batchWalk) run(ctx context.Context, fn func(ref batchRef, rs []account.
 				if blobs[j] == "" {
 					continue // deleted by retention since its summary was read
 				}
-				rs, err := w.s.decode(ref.id, blobs[j])
-				if err != nil {
-					return err
-				}
-				if err := fn(ref, rs); err != nil {
+				if err := w.s.eachRecord(ref.id, blobs[j], fn); err != nil {
 					return err
 				}
 			}
@@ -192,15 +189,15 @@ func (s *Store) fetchBlobs(ctx context.Context, refs []batchRef) ([]string, erro
 	return out, rows.Err()
 }
 
-// decode decodes batch id's blob, counting it for the tests that hold
-// the readers to skipping the batches that cannot match.
-func (s *Store) decode(id int64, blob string) ([]account.Record, error) {
+// eachRecord decodes batch id's blob a record at a time (eachRecord in
+// batch_codec.go), counting the batch for the tests that hold the
+// readers to skipping the rest.
+func (s *Store) eachRecord(id int64, blob string, fn func(*account.Record) error) error {
 	s.decoded.Add(1)
-	rs, err := decodeBatch(blob)
-	if err != nil {
-		return nil, fmt.Errorf("batch %d: %w", id, err)
+	if err := eachRecord(blob, nil, fn); err != nil {
+		return fmt.Errorf("batch %d: %w", id, err)
 	}
-	return rs, nil
+	return nil
 }
 
 // matches reports whether r is one of f's records.
@@ -233,44 +230,58 @@ func (s *Store) Logs(ctx context.Context, q account.LogQuery) (account.LogPage, 
 	}
 	from, to := window(q.Filter)
 	keep := q.Limit + 1
-	var page []account.Record
-	newer := func(a, b *account.Record) int { // newest first
-		if c := b.Time.Compare(a.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(b.RequestID, a.RequestID)
-	}
+	// page holds the newest keep records seen, newest first; once full,
+	// a newer record takes the storage of the one it pushes out.
+	page := make([]*account.Record, 0, min(keep, 1024))
 	w := batchWalk{s: s, f: q.Filter, upTo: upTo, stop: func(ref batchRef) bool {
 		return len(page) == keep && ref.maxT < unixMicros(page[keep-1].Time)
 	}}
-	err := w.run(ctx, func(_ batchRef, rs []account.Record) error {
-		added := false
-		for i := range rs {
-			r := &rs[i]
-			if !matches(r, &q.Filter, from, to) {
-				continue
-			}
-			if q.Cursor != "" {
-				at := unixMicros(r.Time)
-				if at > curAt || at == curAt && r.RequestID >= curID {
-					continue
-				}
-			}
-			page, added = append(page, *r), true
+	err := w.run(ctx, func(r *account.Record) error {
+		if !matches(r, &q.Filter, from, to) {
+			return nil
 		}
-		if added {
-			slices.SortFunc(page, func(a, b account.Record) int { return newer(&a, &b) })
-			page = page[:min(len(page), keep)]
+		if q.Cursor != "" {
+			at := unixMicros(r.Time)
+			if at > curAt || at == curAt && r.RequestID >= curID {
+				return nil
+			}
 		}
+		if len(page) == keep && !newer(r, page[keep-1]) {
+			return nil
+		}
+		i, _ := slices.BinarySearchFunc(page, r, func(have, r *account.Record) int {
+			if newer(r, have) {
+				return 1
+			}
+			return -1
+		})
+		var slot *account.Record
+		if len(page) == keep {
+			slot, page = page[keep-1], page[:keep-1]
+		} else {
+			slot = new(account.Record)
+		}
+		*slot = *r
+		page = slices.Insert(page, i, slot)
 		return nil
 	})
 	if err != nil {
 		return account.LogPage{}, fmt.Errorf("sqlite: logs: %w", err)
 	}
-	if page == nil {
-		page = []account.Record{}
+	rs := make([]account.Record, len(page))
+	for i, r := range page {
+		rs[i] = *r
 	}
-	return account.Paginate(page, q.Limit), nil
+	return account.Paginate(rs, q.Limit), nil
+}
+
+// newer reports whether a comes before b in the log: a later time, or
+// the same time and a greater request id.
+func newer(a, b *account.Record) bool {
+	if c := a.Time.Compare(b.Time); c != 0 {
+		return c > 0
+	}
+	return a.RequestID > b.RequestID
 }
 
 // Record implements account.Querier: the batches' id hashes, newest
@@ -315,14 +326,19 @@ func (s *Store) Record(ctx context.Context, requestID string) (account.Record, e
 			if blobs[0] == "" {
 				continue // deleted by retention since its hashes were read
 			}
-			rs, err := s.decode(ref.id, blobs[0])
+			var found *account.Record
+			err = s.eachRecord(ref.id, blobs[0], func(r *account.Record) error {
+				if found == nil && r.RequestID == requestID {
+					c := *r
+					found = &c
+				}
+				return nil
+			})
 			if err != nil {
 				return account.Record{}, fmt.Errorf("sqlite: record: %w", err)
 			}
-			for i := range rs {
-				if rs[i].RequestID == requestID {
-					return rs[i], nil
-				}
+			if found != nil {
+				return *found, nil
 			}
 		}
 		if read < batchChunk {
@@ -344,40 +360,37 @@ func (s *Store) usageRecords(ctx context.Context, q account.UsageQuery) ([]accou
 	from, to := window(q.Filter)
 	rows := map[rowKey]*account.UsageRow{}
 	w := batchWalk{s: s, f: q.Filter, upTo: math.MaxInt64}
-	err := w.run(ctx, func(_ batchRef, rs []account.Record) error {
-		for i := range rs {
-			r := &rs[i]
-			if !matches(r, &q.Filter, from, to) {
-				continue
-			}
-			k := rowKey{group: groupValue(r, q.GroupBy)}
+	err := w.run(ctx, func(r *account.Record) error {
+		if !matches(r, &q.Filter, from, to) {
+			return nil
+		}
+		k := rowKey{group: groupValue(r, q.GroupBy)}
+		if width > 0 {
+			at := unixMicros(r.Time)
+			k.bucket = at - at%width
+		}
+		u := rows[k]
+		if u == nil {
+			u = &account.UsageRow{Group: k.group}
 			if width > 0 {
-				at := unixMicros(r.Time)
-				k.bucket = at - at%width
+				u.Bucket = time.UnixMicro(k.bucket).UTC()
 			}
-			u := rows[k]
-			if u == nil {
-				u = &account.UsageRow{Group: k.group}
-				if width > 0 {
-					u.Bucket = time.UnixMicro(k.bucket).UTC()
-				}
-				rows[k] = u
-			}
-			u.Requests++
-			if r.Status >= 400 {
-				u.Errors++
-			}
-			u.PromptTokens += int64(r.PromptTokens)
-			u.CompletionTokens += int64(r.CompletionTokens)
-			u.CachedTokens += int64(r.CachedTokens)
-			u.Cost += r.Cost
-			if r.Cache == account.CacheHit || r.Cache == account.CacheSemantic {
-				u.CacheHits++
-			}
-			u.Latency.Add(r.LatencyMS)
-			if r.Stream && r.TTFTMS > 0 {
-				u.TTFT.Add(r.TTFTMS)
-			}
+			rows[k] = u
+		}
+		u.Requests++
+		if r.Status >= 400 {
+			u.Errors++
+		}
+		u.PromptTokens += int64(r.PromptTokens)
+		u.CompletionTokens += int64(r.CompletionTokens)
+		u.CachedTokens += int64(r.CachedTokens)
+		u.Cost += r.Cost
+		if r.Cache == account.CacheHit || r.Cache == account.CacheSemantic {
+			u.CacheHits++
+		}
+		u.Latency.Add(r.LatencyMS)
+		if r.Stream && r.TTFTMS > 0 {
+			u.TTFT.Add(r.TTFTMS)
 		}
 		return nil
 	})
