@@ -23,18 +23,21 @@ const moveChunk = 1000
 // is. Open runs it once the migrations are applied; on a database with
 // no such rows it only drops the two tables.
 func (s *Store) moveRecordRows(ctx context.Context) error {
-	var tables int
-	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table'
-		AND name IN ('usage_records', 'usage_records_moved')`).Scan(&tables); err != nil {
-		return fmt.Errorf("move usage records: %w", err)
-	}
-	if tables != 2 {
-		return nil
-	}
 	var enc batchEncoder
 	for {
 		done := false
 		err := s.tx(ctx, func(tx *sql.Tx) error {
+			// Checked under the write lock: another store opening the same
+			// file may have finished the move since.
+			var tables int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table'
+				AND name IN ('usage_records', 'usage_records_moved')`).Scan(&tables); err != nil {
+				return err
+			}
+			if tables != 2 {
+				done = true
+				return nil
+			}
 			var last int64
 			if err := tx.QueryRowContext(ctx, `SELECT last_rowid FROM usage_records_moved`).Scan(&last); err != nil {
 				return err
