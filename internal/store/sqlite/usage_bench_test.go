@@ -13,8 +13,10 @@ import (
 
 // BenchmarkUsageQueries times the usage API's queries over ten million
 // records (storetest.BenchRecords) in a fresh SQLite file (BENCHMARKS.md).
-// Filling takes minutes: run it on purpose, with -run '^$' -bench
-// UsageQueries -benchtime 20x.
+// Filling takes minutes (the records are moved into batches as an old
+// database's are, about a minute a million): run it on purpose, with
+// -run '^$' -bench UsageQueries -benchtime 20x, GATEHOUSE_BENCH_RECORDS
+// for fewer records.
 func BenchmarkUsageQueries(b *testing.B) {
 	n := storetest.BenchRecords(b)
 	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
