@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -14,7 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/mockllm"
+	"gatehouse/internal/store/sqlite"
 )
 
 // load sends requests from a few goroutines until stop is closed or n
@@ -138,26 +139,28 @@ func TestUsageRecordsSurviveSIGTERMAndRestart(t *testing.T) {
 }
 
 // sqliteRecordIDs reads the request ids of the usage records in a SQLite
-// file.
+// file, through the store's own log reader (the records are kept a batch
+// to a row, encoded).
 func sqliteRecordIDs(t *testing.T, path string) map[string]bool {
 	t.Helper()
-	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT request_id FROM usage_records`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
+	defer st.Close()
 	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+	q := account.LogQuery{Limit: 1000}
+	for {
+		page, err := st.Logs(ctx, q)
+		if err != nil {
 			t.Fatal(err)
 		}
-		out[id] = true
+		for _, r := range page.Records {
+			out[r.RequestID] = true
+		}
+		if q.Cursor = page.Next; q.Cursor == "" {
+			return out
+		}
 	}
-	return out
 }

@@ -25,6 +25,19 @@ type RecordStore interface {
 	PruneRecords(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// FreshRecordStore is a RecordStore that can store a batch faster when
+// told that none of its records was handed to the store before (the
+// sink's batches taken from its queue; replays of the spill file go
+// through WriteRecords). Such a batch needs no look for its request ids
+// among the stored records, which in a store that keeps no index by
+// request id (SQLite's batches) is the dear part of a write.
+type FreshRecordStore interface {
+	RecordStore
+	// WriteFreshRecords is WriteRecords for records never written
+	// before; duplicates within rs are still stored once.
+	WriteFreshRecords(ctx context.Context, rs []Record) error
+}
+
 // Querier answers the usage API's questions from the stored records.
 type Querier interface {
 	// Usage aggregates the records of q's window in the database.

@@ -245,7 +245,12 @@ func (s *Sink) drain(batch []Record, all bool) ([]Record, bool) {
 func (s *Sink) write(batch []Record) {
 	if !s.spill.pending() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.WriteTimeout)
-		err := s.store.WriteRecords(ctx, batch)
+		var err error
+		if fs, ok := s.store.(FreshRecordStore); ok {
+			err = fs.WriteFreshRecords(ctx, batch) // from the queue: never handed to the store before
+		} else {
+			err = s.store.WriteRecords(ctx, batch)
+		}
 		cancel()
 		if err == nil {
 			s.written.Add(uint64(len(batch)))

@@ -277,3 +277,82 @@ func TestParseUSD(t *testing.T) {
 		}
 	}
 }
+
+// freshStore is a memStore that also takes fresh batches, and notes any
+// fresh batch holding a record some earlier write (failed or not) was
+// handed: the sink must never vouch for such a batch.
+type freshStore struct {
+	*memStore
+	mu               sync.Mutex
+	handed           map[string]bool
+	freshIDs         map[string]bool
+	checked          int
+	freshWithHandled []string
+}
+
+func (f *freshStore) note(rs []Record, fresh bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !fresh {
+		f.checked++
+	}
+	for _, r := range rs {
+		if fresh && f.handed[r.RequestID] {
+			f.freshWithHandled = append(f.freshWithHandled, r.RequestID)
+		}
+		f.handed[r.RequestID] = true
+		f.freshIDs[r.RequestID] = fresh
+	}
+}
+
+func (f *freshStore) WriteRecords(ctx context.Context, rs []Record) error {
+	f.note(rs, false)
+	return f.memStore.WriteRecords(ctx, rs)
+}
+
+func (f *freshStore) WriteFreshRecords(ctx context.Context, rs []Record) error {
+	f.note(rs, true)
+	return f.memStore.WriteRecords(ctx, rs)
+}
+
+// TestSinkFreshBatches: batches taken from the queue go to a
+// FreshRecordStore's WriteFreshRecords; a batch that failed and is
+// replayed from the spill file goes to WriteRecords, which looks for
+// its ids among the stored ones.
+func TestSinkFreshBatches(t *testing.T) {
+	st := &freshStore{memStore: newMemStore(), handed: map[string]bool{}, freshIDs: map[string]bool{}}
+	st.setFail(true)
+	s, err := NewSink(st, SinkOptions{SpillDir: t.TempDir(), Batch: 5, Interval: 5 * time.Millisecond, Retry: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 { // two full batches, both failing: spilled
+		s.Add(rec(i))
+	}
+	waitFor(t, "10 spilled", func() bool { return s.Spilled() == 10 })
+	st.setFail(false)
+	waitFor(t, "the replay", func() bool { return len(st.stored()) == 10 })
+	for i := 10; i < 20; i++ {
+		s.Add(rec(i))
+	}
+	waitFor(t, "20 stored", func() bool { return len(st.stored()) == 20 })
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ids(0, 20), st.stored()); diff != "" {
+		t.Fatalf("stored (-want +got):\n%s", diff)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.freshWithHandled) > 0 {
+		t.Fatalf("fresh batches held records handed over before: %v", st.freshWithHandled)
+	}
+	if st.checked == 0 {
+		t.Fatal("the replay did not go through WriteRecords")
+	}
+	for _, id := range ids(10, 20) { // queued while the store was up, nothing spilled
+		if !st.freshIDs[id] {
+			t.Errorf("%s, queued with the store up, was not written fresh", id)
+		}
+	}
+}

@@ -2,55 +2,34 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
+	"io"
+	"math"
+	"slices"
 	"time"
 
 	"gatehouse/internal/account"
 )
 
-// usageCols are the columns of usage_records in the order WriteRecords
-// binds them.
-const usageCols = `request_id, time, endpoint, key_id, project_id, project, customer, model, served_model, provider,
-	deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, cost_micros,
-	usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream, labels, request_body, response_body,
-	saved_micros`
+// insertBatchSQL stores one encoded batch (batch_codec.go).
+const insertBatchSQL = `INSERT INTO record_batches (min_time, max_time, n, summary, ids, records) VALUES (?,?,?,?,?,?)`
 
-// insertSizes are the record counts of the INSERT statements a batch is
-// cut into, largest first: a multi-row INSERT spends far less per
-// record than one statement per record, and a few fixed sizes, prepared
-// once, spare the parser (a 64-row statement costs more to prepare than
-// to run; see BENCHMARKS.md).
-var insertSizes = [...]int{64, 16, 4, 1}
+// overlapSQL lists the id hashes of the batches whose time range meets
+// [?, ?]: the only ones that can hold a record of a batch with that
+// range again (a record keeps its time).
+const overlapSQL = `SELECT id, ids FROM record_batches WHERE max_time >= ? AND min_time <= ?`
 
-// usageColCount is the number of columns in usageCols.
-const usageColCount = 29
+// batchBlobSQL reads one batch's records.
+const batchBlobSQL = `SELECT records FROM record_batches WHERE id = ?`
 
-// insertSQL returns the INSERT of n records. A record whose request id
-// is stored already is skipped by OR IGNORE, not by ON CONFLICT
-// (request_id) DO NOTHING: with the upsert clause the other constraints
-// (the NOT NULL columns) still abort, and a statement that writes
-// several rows and may abort makes SQLite copy every page it first
-// touches to a statement journal, a temporary file, so that it can undo
-// just that statement; that copy cost a third of what a record costs
-// (BENCHMARKS.md). No NOT NULL column is ever bound to NULL here, so
-// IGNORE skips nothing but the stored request ids, and WriteRecords
-// notices any row skipped by its count anyway.
-func insertSQL(n int) string {
-	var b strings.Builder
-	b.WriteString("INSERT OR IGNORE INTO usage_records (" + usageCols + ") VALUES ")
-	row := "(" + strings.Repeat("?,", usageColCount-1) + "?)"
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(row)
-	}
-	return b.String()
-}
+// maxBatchBytes bounds one row's records blob: a batch whose encoding
+// grows past it (records with logged bodies) goes into several rows, so
+// that a reader never holds one huge blob for a page of a few records.
+const maxBatchBytes = 1 << 20
 
 // rollupSQL adds one combination's sums and latency histograms to its
 // hour of usage_hourly. The histograms are JSON objects of bucket counts
@@ -70,32 +49,39 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 		ELSE ` + histAddFunc + `(usage_hourly.ttft_hist, excluded.ttft_hist) END`
 
 // recordWriter holds the statements WriteRecords runs, prepared by the
-// driver itself on the writer connection, and the argument slice it
-// binds them with. Records go to the driver directly (sql.Conn.Raw),
-// not through database/sql: per statement that spares a copy and a
-// type check of every argument, and, as the driver calls get a context
-// that never ends, the watcher goroutine and progress callback the
-// driver sets up to interrupt SQLite when a context can end. The
+// driver itself on the writer connection, the argument slice it binds
+// them with and the batch encoder. Records go to the driver directly
+// (sql.Conn.Raw), not through database/sql: per statement that spares a
+// copy and a type check of every argument, and, as the driver calls get
+// a context that never ends, the watcher goroutine and progress callback
+// the driver sets up to interrupt SQLite when a context can end. The
 // batch's deadline is checked before each statement instead, and a
 // statement waits for a lock at most busyTimeout, as every other one.
 type recordWriter struct {
 	on    driver.Conn   // the connection stmts are prepared on; nil before the first write
-	stmts []driver.Stmt // the INSERTs by insertSizes, then stmtRollup, stmtBegin, stmtCommit, stmtRollback
+	stmts []driver.Stmt // by the stmt constants below
 	args  []driver.NamedValue
+	enc   batchEncoder
+	sum   []byte
+	order []uint64 // id hash << 32 | index, sorted: the batch's ids for the duplicate checks
 }
 
-// The indexes in recordWriter.stmts of the statements after the INSERTs.
+// The indexes in recordWriter.stmts, in writerSQL's order.
 const (
-	stmtRollup = len(insertSizes) + iota
+	stmtInsertBatch = iota
+	stmtOverlap
+	stmtBatchBlob
+	stmtRollup
 	stmtBegin
 	stmtCommit
 	stmtRollback
 )
 
-// txSQL are the statements that begin and end a batch's transaction, in
-// the order of stmtBegin, stmtCommit and stmtRollback. BEGIN IMMEDIATE,
+// writerSQL are the statements of recordWriter.stmts. BEGIN IMMEDIATE,
 // as the writer's DSN asks of every other transaction.
-func txSQL() []string { return []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"} }
+func writerSQL() []string {
+	return []string{insertBatchSQL, overlapSQL, batchBlobSQL, rollupSQL, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
+}
 
 // prepare readies w on dc: the writer pool keeps one connection for the
 // store's life, so this happens once, unless database/sql had to
@@ -109,7 +95,7 @@ func (w *recordWriter) prepare(dc driver.Conn) error {
 	if !ok {
 		return fmt.Errorf("driver connection %T cannot prepare with a context", dc)
 	}
-	for _, q := range append(append(insertQueries(), rollupSQL), txSQL()...) {
+	for _, q := range writerSQL() {
 		st, err := pc.PrepareContext(context.Background(), q)
 		if err != nil {
 			w.closeStmts()
@@ -123,7 +109,7 @@ func (w *recordWriter) prepare(dc driver.Conn) error {
 		w.stmts = append(w.stmts, st)
 	}
 	if w.args == nil {
-		w.args = make([]driver.NamedValue, insertSizes[0]*usageColCount)
+		w.args = make([]driver.NamedValue, 16)
 		for i := range w.args {
 			w.args[i].Ordinal = i + 1
 		}
@@ -153,27 +139,30 @@ func (w *recordWriter) exec(ctx context.Context, k int, args []driver.NamedValue
 	return res.RowsAffected()
 }
 
-func insertQueries() []string {
-	qs := make([]string, len(insertSizes))
-	for i, n := range insertSizes {
-		qs[i] = insertSQL(n)
-	}
-	return qs
+// WriteRecords implements account.RecordStore: one transaction per
+// batch on the writer connection, the batch's records encoded into one
+// row of record_batches, and its sums added to the hourly rollup, one
+// upsert per hour and combination. A request id already stored, or
+// twice in rs, is skipped, and only the records stored reach the
+// rollup: the id hashes of the stored batches whose time range meets
+// the batch's are compared with the batch's, and a batch with a
+// matching hash is decoded to compare the ids themselves.
+func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
+	return s.writeRecords(ctx, rs, true)
 }
 
-// errReplayed says a batch held a record already stored: the batch is
-// written again one record at a time, so the rollup counts only the
-// records really inserted.
-var errReplayed = errors.New("batch holds stored records")
+// WriteFreshRecords implements account.FreshRecordStore: WriteRecords
+// without looking for rs's request ids among the stored records, which
+// the sink vouches hold none of them (a batch taken from its queue, never
+// handed to a store before). Duplicates within rs are still skipped.
+// The check is what a long request makes dear: a record's time is when
+// its request arrived, so a batch holding the record of a ten-minute
+// stream meets every batch written in those ten minutes.
+func (s *Store) WriteFreshRecords(ctx context.Context, rs []account.Record) error {
+	return s.writeRecords(ctx, rs, false)
+}
 
-// WriteRecords implements account.RecordStore: one transaction per
-// batch on the writer connection, cut into multi-row INSERTs, and the
-// batch's sums added to the hourly rollup, one upsert per hour and
-// combination (a trigger's upsert per record cost more than the record's
-// own insert). A request id already stored is skipped; such a batch (a
-// replay, which is rare) is written again a record at a time so that
-// only the records inserted reach the rollup.
-func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
+func (s *Store) writeRecords(ctx context.Context, rs []account.Record, checkStored bool) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -189,11 +178,7 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 		if err := w.prepare(dc.(driver.Conn)); err != nil {
 			return err
 		}
-		err := w.tx(ctx, func() error { return w.writeBatch(ctx, rs) })
-		if errors.Is(err, errReplayed) {
-			err = w.tx(ctx, func() error { return w.writeOneByOne(ctx, rs) })
-		}
-		return err
+		return w.tx(ctx, func() error { return w.writeBatch(ctx, rs, checkStored) })
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: write usage records: %w", err)
@@ -244,49 +229,174 @@ func (s *Store) closeRecordWriter() error {
 	})
 }
 
-// writeBatch inserts rs with the multi-row INSERTs and adds them all to
-// the rollup; errReplayed when any was already stored.
-func (w *recordWriter) writeBatch(ctx context.Context, rs []account.Record) error {
-	for rest := rs; len(rest) > 0; {
-		k := 0
-		for insertSizes[k] > len(rest) {
-			k++
+// writeBatch stores the records of rs not stored yet (with
+// checkStored; otherwise those not repeated within rs) in as many rows
+// as maxBatchBytes asks, and adds them to the rollup.
+func (w *recordWriter) writeBatch(ctx context.Context, rs []account.Record, checkStored bool) error {
+	skip, err := w.duplicates(ctx, rs, checkStored)
+	if err != nil {
+		return err
+	}
+	e := &w.enc
+	e.reset()
+	for i := range rs {
+		if skip != nil && skip[i] {
+			continue
 		}
-		n := insertSizes[k]
-		args := w.args[:n*usageColCount]
-		for i := range rest[:n] {
-			if err := setRecordArgs(args[i*usageColCount:(i+1)*usageColCount], &rest[i]); err != nil {
+		e.add(&rs[i])
+		if len(e.buf) >= maxBatchBytes {
+			if err := w.insertEncoded(ctx); err != nil {
 				return err
 			}
+			e.reset()
 		}
-		added, err := w.exec(ctx, k, args)
-		if err != nil {
+	}
+	if e.n > 0 {
+		if err := w.insertEncoded(ctx); err != nil {
 			return err
 		}
-		if added != int64(n) {
-			return errReplayed
-		}
-		rest = rest[n:]
 	}
-	return w.addRollup(ctx, rs, nil)
+	var stored []bool
+	if skip != nil {
+		stored = make([]bool, len(rs))
+		for i := range skip {
+			stored[i] = !skip[i]
+		}
+	}
+	return w.addRollup(ctx, rs, stored)
 }
 
-// writeOneByOne inserts rs a record at a time and adds to the rollup
-// only those inserted.
-func (w *recordWriter) writeOneByOne(ctx context.Context, rs []account.Record) error {
-	inserted := make([]bool, len(rs))
-	args := w.args[:usageColCount]
-	for i := range rs {
-		if err := setRecordArgs(args, &rs[i]); err != nil {
-			return err
-		}
-		added, err := w.exec(ctx, len(insertSizes)-1, args)
-		if err != nil {
-			return err
-		}
-		inserted[i] = added == 1
+// insertEncoded stores the encoder's batch as one row.
+func (w *recordWriter) insertEncoded(ctx context.Context) error {
+	e := &w.enc
+	w.sum = e.sum.appendTo(w.sum)
+	args := w.args[:6]
+	for i, v := range [...]any{e.minT, e.maxT, int64(e.n), w.sum, e.ids, e.blob()} {
+		args[i].Value = v
 	}
-	return w.addRollup(ctx, rs, inserted)
+	_, err := w.exec(ctx, stmtInsertBatch, args)
+	return err
+}
+
+// duplicates marks the records of rs to skip: the second and later of
+// one request id in rs, and with checkStored those whose id is stored.
+// nil when there are none, which is nearly always.
+func (w *recordWriter) duplicates(ctx context.Context, rs []account.Record, checkStored bool) ([]bool, error) {
+	w.order = w.order[:0]
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for i := range rs {
+		w.order = append(w.order, uint64(idHash(rs[i].RequestID))<<32|uint64(i))
+		at := unixMicros(rs[i].Time)
+		lo, hi = min(lo, at), max(hi, at)
+	}
+	slices.Sort(w.order)
+	var skip []bool
+	mark := func(i int) {
+		if skip == nil {
+			skip = make([]bool, len(rs))
+		}
+		skip[i] = true
+	}
+	// Equal ids have equal hashes, so they sit side by side, the first
+	// written (lowest index) first.
+	for a := 0; a < len(w.order); {
+		b := a + 1
+		for b < len(w.order) && w.order[b]>>32 == w.order[a]>>32 {
+			b++
+		}
+		for j := a + 1; j < b; j++ {
+			for k := a; k < j; k++ {
+				if rs[w.order[j]&math.MaxUint32].RequestID == rs[w.order[k]&math.MaxUint32].RequestID {
+					mark(int(w.order[j] & math.MaxUint32))
+					break
+				}
+			}
+		}
+		a = b
+	}
+	if !checkStored {
+		return skip, nil
+	}
+	suspects, err := w.suspectBatches(ctx, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range suspects {
+		stored, err := w.batchIDs(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for i := range rs {
+			if _, ok := stored[rs[i].RequestID]; ok {
+				mark(i)
+			}
+		}
+	}
+	return skip, nil
+}
+
+// suspectBatches lists the stored batches in [lo, hi] holding an id
+// hash of w.order's.
+func (w *recordWriter) suspectBatches(ctx context.Context, lo, hi int64) ([]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	args := w.args[:2]
+	args[0].Value, args[1].Value = lo, hi
+	rows, err := w.stmts[stmtOverlap].(driver.StmtQueryContext).QueryContext(context.Background(), args)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	dest := make([]driver.Value, 2)
+	for {
+		if err := rows.Next(dest); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return nil, err
+		}
+		id, _ := dest[0].(int64)
+		ids, _ := dest[1].([]byte)
+		for k := 0; k+4 <= len(ids); k += 4 {
+			h := uint64(binary.LittleEndian.Uint32(ids[k:]))
+			at, _ := slices.BinarySearch(w.order, h<<32)
+			if at < len(w.order) && w.order[at]>>32 == h {
+				out = append(out, id)
+				break
+			}
+		}
+	}
+}
+
+// batchIDs decodes stored batch id and returns the set of its request
+// ids.
+func (w *recordWriter) batchIDs(ctx context.Context, id int64) (map[string]struct{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	args := w.args[:1]
+	args[0].Value = id
+	rows, err := w.stmts[stmtBatchBlob].(driver.StmtQueryContext).QueryContext(context.Background(), args)
+	if err != nil {
+		return nil, err
+	}
+	dest := make([]driver.Value, 1)
+	err = rows.Next(dest)
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("batch %d: %w", id, err)
+	}
+	blob, _ := dest[0].([]byte)
+	rs, err := decodeBatch(string(blob))
+	if err != nil {
+		return nil, fmt.Errorf("batch %d: %w", id, err)
+	}
+	out := make(map[string]struct{}, len(rs))
+	for i := range rs {
+		out[rs[i].RequestID] = struct{}{}
+	}
+	return out, nil
 }
 
 // hourCombo is a row of usage_hourly's key.
@@ -359,58 +469,121 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 	return nil
 }
 
-// setRecordArgs sets args (usageColCount of them) to r's column values
-// in usageCols order, each already of a type the driver binds as it is
-// (int64, float64, bool, string, nil).
-func setRecordArgs(args []driver.NamedValue, r *account.Record) error {
-	labels, err := labelsJSON(r.Labels)
-	if err != nil {
-		return err
-	}
-	for i, v := range [usageColCount]any{r.RequestID, unixMicros(r.Time), r.Endpoint, r.KeyID, r.ProjectID, r.Project,
-		r.Customer, r.Model, r.ServedModel, r.Provider, r.Deployment, int64(r.Status), r.ErrorKind,
-		int64(r.PromptTokens), int64(r.CompletionTokens), int64(r.CachedTokens), int64(r.ReasoningTokens),
-		int64(r.Cost), r.UsageSource, r.LatencyMS, r.TTFTMS, r.OverheadMS, r.Cache, int64(r.Attempts), r.Stream,
-		labels, nullText(r.RequestBody), nullText(r.ResponseBody), int64(r.Saved)} {
-		args[i].Value = v
-	}
-	return nil
-}
-
-// PruneRecords implements account.RecordStore.
+// PruneRecords implements account.RecordStore, in one transaction: a
+// batch wholly before the cut is deleted when the limit allows all of
+// it; otherwise it is decoded and written again without its oldest
+// records before the cut, as many as the limit allows. Batches go in
+// the order they were written, near enough oldest first.
 func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (int, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM usage_records WHERE rowid IN
-		(SELECT rowid FROM usage_records WHERE time < ? ORDER BY time LIMIT ?)`, unixMicros(before), limit)
+	cut := unixMicros(before)
+	deleted := 0
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var enc batchEncoder
+		for deleted < limit {
+			refs, err := oldBatches(ctx, tx, cut)
+			if err != nil || len(refs) == 0 {
+				return err
+			}
+			for _, ref := range refs {
+				left := limit - deleted
+				if left == 0 {
+					return nil
+				}
+				if ref.maxT < cut && ref.n <= left {
+					if _, err := tx.ExecContext(ctx, `DELETE FROM record_batches WHERE id = ?`, ref.id); err != nil {
+						return err
+					}
+					deleted += ref.n
+					continue
+				}
+				n, err := s.pruneBatch(ctx, tx, &enc, ref.id, cut, left)
+				if err != nil {
+					return err
+				}
+				deleted += n
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: prune usage records: %w", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
-	}
 	// The rollup's hours that lie wholly before the cut go too.
 	hour := int64(time.Hour / time.Microsecond)
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM usage_hourly WHERE hour < ?`, unixMicros(before)-unixMicros(before)%hour); err != nil {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM usage_hourly WHERE hour < ?`, cut-cut%hour); err != nil {
 		return 0, fmt.Errorf("sqlite: prune usage rollup: %w", err)
 	}
-	return int(n), nil
+	return deleted, nil
+}
+
+// oldBatch is a batch row holding records before a cut.
+type oldBatch struct {
+	id, maxT int64
+	n        int
+}
+
+// oldBatches lists a few batches holding records before cut, first
+// written first. (No index by min_time: retention runs every few
+// minutes, and the oldest batches are the first rows.)
+func oldBatches(ctx context.Context, tx *sql.Tx, cut int64) ([]oldBatch, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, max_time, n FROM record_batches WHERE min_time < ? ORDER BY id LIMIT 16`, cut)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []oldBatch
+	for rows.Next() {
+		var b oldBatch
+		if err := rows.Scan(&b.id, &b.maxT, &b.n); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// pruneBatch deletes up to limit of batch id's records older than cut,
+// oldest first, by writing the batch again without them (or deleting
+// it when none is left), and reports how many it deleted.
+func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, enc *batchEncoder, id, cut int64, limit int) (int, error) {
+	var blob []byte
+	if err := tx.QueryRowContext(ctx, batchBlobSQL, id).Scan(&blob); err != nil {
+		return 0, err
+	}
+	rs, err := decodeBatch(string(blob))
+	if err != nil {
+		return 0, fmt.Errorf("batch %d: %w", id, err)
+	}
+	var old []int
+	for i := range rs {
+		if unixMicros(rs[i].Time) < cut {
+			old = append(old, i)
+		}
+	}
+	slices.SortStableFunc(old, func(a, b int) int { return rs[a].Time.Compare(rs[b].Time) })
+	gone := make([]bool, len(rs))
+	for _, i := range old[:min(len(old), limit)] {
+		gone[i] = true
+	}
+	n := min(len(old), limit)
+	if n == len(rs) {
+		_, err := tx.ExecContext(ctx, `DELETE FROM record_batches WHERE id = ?`, id)
+		return n, err
+	}
+	enc.reset()
+	for i := range rs {
+		if !gone[i] {
+			enc.add(&rs[i])
+		}
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE record_batches SET min_time = ?, max_time = ?, n = ?, summary = ?, ids = ?,
+		records = ? WHERE id = ?`, enc.minT, enc.maxT, enc.n, enc.sum.appendTo(nil), enc.ids, enc.blob(), id)
+	return n, err
 }
 
 func unixMicros(t time.Time) int64 { return t.UnixMicro() }
 
-func labelsJSON(m map[string]string) (string, error) {
-	if len(m) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(m)
-	return string(b), err
-}
-
-func nullText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-var _ account.RecordStore = (*Store)(nil)
+var (
+	_ account.RecordStore      = (*Store)(nil)
+	_ account.FreshRecordStore = (*Store)(nil)
+)

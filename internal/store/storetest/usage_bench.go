@@ -110,12 +110,20 @@ func BenchUsageQueries(b *testing.B, q account.Querier, n int) {
 			r, err := q.Usage(ctx, account.UsageQuery{Filter: month, GroupBy: account.GroupProject, Interval: account.IntervalDay})
 			return len(r), err
 		}},
+		{"usage-30d-by-customer", func() (int, error) { // from the records: the rollup has no customer
+			r, err := q.Usage(ctx, account.UsageQuery{Filter: month, GroupBy: account.GroupCustomer})
+			return len(r), err
+		}},
 		{"logs-first-page", func() (int, error) {
 			p, err := q.Logs(ctx, account.LogQuery{Limit: 100})
 			return len(p.Records), err
 		}},
 		{"logs-one-key-page", func() (int, error) {
 			p, err := q.Logs(ctx, account.LogQuery{Filter: account.Filter{Key: "key_7"}, Limit: 100})
+			return len(p.Records), err
+		}},
+		{"logs-one-customer-page", func() (int, error) {
+			p, err := q.Logs(ctx, account.LogQuery{Filter: account.Filter{Customer: "c17"}, Limit: 100})
 			return len(p.Records), err
 		}},
 		{"logs-429s-page", func() (int, error) {
