@@ -92,7 +92,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
-	if err := s.moveRecordRows(ctx); err != nil {
+	// The move of an old database's records is not bound by the caller's
+	// start-up deadline: a million rows take about a minute, and a
+	// deadline would only make every start fail part-way (each moved
+	// chunk is kept, so it would finish after enough restarts).
+	if err := s.moveRecordRows(context.WithoutCancel(ctx)); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
