@@ -271,19 +271,22 @@ func parseBudget(s string) (any, error) {
 	return map[string]any{"usd": usd, "period": period}, nil
 }
 
-// parseExpiry reads a lifetime ("30d", "12h", "90m") or an RFC 3339 time.
+// parseExpiry reads a lifetime ("30d", "12h", "90m", "1.5s") or an RFC
+// 3339 time, and writes the instant with its fraction of a second: the
+// API keeps it, and a key meant to end at .5 must not live half a second
+// longer or shorter.
 func parseExpiry(s string, now time.Time) (string, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.UTC().Format(time.RFC3339), nil
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC().Format(time.RFC3339Nano), nil
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err == nil && n > 0 {
-			return now.Add(time.Duration(n) * 24 * time.Hour).UTC().Format(time.RFC3339), nil
+			return now.Add(time.Duration(n) * 24 * time.Hour).UTC().Format(time.RFC3339Nano), nil
 		}
 	}
 	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(d).UTC().Format(time.RFC3339), nil
+		return now.Add(d).UTC().Format(time.RFC3339Nano), nil
 	}
 	return "", fmt.Errorf("--expires %q: want a lifetime such as 30d or 12h, or an RFC 3339 time", s)
 }

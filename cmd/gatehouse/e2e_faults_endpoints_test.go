@@ -55,15 +55,22 @@ var responsesRows = []faultRow{
 	{"reset stream", "reset_after=4", true, true, "-fb"},
 }
 
-// embedRows are the faults that apply to embeddings: whole bodies only.
+// embedRows are the faults that apply to embeddings: whole bodies only
+// (a reset cuts one halfway; an enormous one is refused at the bound,
+// unread past it).
 var embedRows = []faultRow{
 	{"truncate", "truncate", false, false, "-fb"},
 	{"malformed", "malformed", false, false, "-fb"},
 	{"error_in_200", "error_in_200", false, false, "-fb"},
 	{"hang", "hang=true", false, false, "-fb"},
+	{"reset", "reset_after=0", false, false, "-fb"},
+	{"enormous", "huge=4000000", false, false, "-fb"},
 	{"error_in_200 alone", "error_in_200", false, false, ""},
 	{"truncate alone", "truncate", false, false, ""},
 	{"malformed alone", "malformed", false, false, ""},
+	{"reset alone", "reset_after=0", false, false, ""},
+	{"enormous alone", "huge=4000000", false, false, ""},
+	{"enormous chunked alone", "huge=4000000", false, false, ""},
 }
 
 // endpointFaults runs responsesRows and embedRows against gw and returns
@@ -98,7 +105,9 @@ func endpointFaults(t *testing.T, gw string, client *http.Client, hdr map[string
 	}
 	for _, p := range embedProviders {
 		for _, row := range embedRows {
-			body := fmt.Sprintf(`{"model":%q,"input":["first words",%q]}`, p.name+"-embed"+row.suffix, row.prompt())
+			// Few dimensions: a whole answer stays under the providers'
+			// max_response_bytes, so only the enormous rows meet the bound.
+			body := fmt.Sprintf(`{"model":%q,"input":["first words",%q],"dimensions":16}`, p.name+"-embed"+row.suffix, row.prompt())
 			run("embeddings/"+p.name+"/"+row.name, "/v1/embeddings", body, row, func(t *testing.T, a faultAnswer, r account.Record, backupCalls int64) {
 				checkWholeFault(t, row, a, r, backupCalls)
 				if row.suffix == "-fb" && !bytes.Contains(a.body, []byte(`"object":"list"`)) {
@@ -170,6 +179,9 @@ func checkWholeFault(t *testing.T, row faultRow, a faultAnswer, r account.Record
 	}
 	if row.enormous() && (dialectCode(a.body) != "upstream_response_too_large" || r.ErrorKind != string(llm.KindUpstreamProtocol)) {
 		t.Errorf("code %q, record kind %q: want upstream_response_too_large, upstream_protocol", dialectCode(a.body), r.ErrorKind)
+	}
+	if !row.enormous() && dialectCode(a.body) == "upstream_response_too_large" {
+		t.Errorf("%s: the answer met the size bound, not the row's fault", a.body)
 	}
 	checkProviderMessage(t, row, a.body)
 }

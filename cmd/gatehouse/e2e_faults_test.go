@@ -150,9 +150,10 @@ func (r faultRow) enormous() bool { return strings.HasPrefix(r.name, "enormous")
 // faultyCalls is how many calls a row's fault before any byte costs the
 // faulty upstream: one when the backup is behind it; two when it is the
 // model's only deployment, retried once (route.Retry's default) as for
-// any protocol failure.
+// any protocol failure, except an enormous answer, which the same call
+// would bring again and is never retried on its deployment.
 func (r faultRow) faultyCalls() int {
-	if r.suffix == "-fb" {
+	if r.suffix == "-fb" || r.enormous() {
 		return 1
 	}
 	return 2

@@ -38,6 +38,9 @@ type gateway struct {
 	mu    sync.Mutex         // serialises reloads
 	gen   *generation
 	bg    context.Context // generations' background work runs under it; set by run
+	// providers are the running config's provider names, to tell which
+	// ones a reload removed.
+	providers map[string]bool
 
 	metrics *metrics.Metrics  // the process's instruments (nil for a bare proxy), handed to every generation
 	tracer  *telemetry.Tracer // the process's span exporter (nil: traces off), handed to every generation
@@ -143,7 +146,8 @@ func newPacedGateway(path string, cfg *config.Config, types *provider.Registry, 
 	if logOut != nil {
 		srv.SetRequestLog(logOut)
 	}
-	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, types: types, metrics: m, tracer: tracer, traces: cfg.Telemetry.Traces, listener: listenerOf(cfg), srv: srv}, nil
+	return &gateway{path: path, bare: bare, log: log, gen: gen, st: st, types: types, metrics: m, tracer: tracer, traces: cfg.Telemetry.Traces, listener: listenerOf(cfg), srv: srv,
+		providers: providerNames(cfg)}, nil
 }
 
 // startTracer starts the OTLP exporter of telemetry.traces.
@@ -322,6 +326,11 @@ func (g *gateway) apply(cfg *config.Config) {
 	gen.start(g.bg, g.log)
 	old := g.gen
 	g.gen = gen
+	var removed []string
+	if g.providers != nil {
+		removed = removedProviders(g.providers, providerNames(cfg))
+	}
+	g.providers = providerNames(cfg)
 	g.mu.Unlock()
 	g.srv.Swap(gen.runtime)
 	if old != nil {
@@ -330,6 +339,9 @@ func (g *gateway) apply(cfg *config.Config) {
 	g.log.Info("config reloaded", "providers", len(cfg.Providers), "models", len(cfg.Models), "keys", len(cfg.Keys))
 	if g.st != nil {
 		g.st.limiter.releaseLeases(g.log)
+		if len(removed) > 0 && g.bg != nil {
+			warnRemovedProviders(g.bg, g.st.store, removed, time.Now(), g.log)
+		}
 	}
 	if old != nil {
 		time.AfterFunc(time.Minute, old.close)

@@ -55,7 +55,9 @@ type Limits struct {
 	// others is waited for up to eight times as long. Default 250ms.
 	RedisTimeout Duration `yaml:"redis_timeout"`
 	// Cooldown is how long the local limiter serves after a Redis failure
-	// before Redis is tried again; default 1s.
+	// before Redis is tried again; default 1s. Failing closed, one
+	// admission at a time asks Redis meanwhile, and its answer ends the
+	// cooldown.
 	Cooldown Duration `yaml:"cooldown"`
 	// FlushEvery is how often settled spend is written to the database
 	// (embedded: SQLite; cluster: PostgreSQL); a crash loses at most this

@@ -30,9 +30,15 @@ type SpendAdder interface {
 }
 
 // Fallback is an Admitter that uses Primary and, when Primary returns
-// ErrUnavailable, applies Policy. After a failure it stays on the local
-// path for Cooldown before trying Primary again, so an outage does not
-// add Primary's timeout to every request.
+// ErrUnavailable, applies Policy. After a failure it is degraded for
+// Cooldown, so an outage does not add Primary's timeout to every
+// request. Under FailOpen the local limiter serves all that time. Under
+// FailClosed, where degraded means refusing, one admission at a time
+// still asks Primary (a probe) while the others are refused at once: the
+// first probe Primary answers ends the outage, so one lost reply under
+// load costs one refusal rather than a Cooldown of them, and a dead
+// Primary still sees at most one call at a time. Nothing is admitted
+// without Primary's word.
 //
 // While degraded, budgets too are enforced per replica share, counted by
 // the local limiter since the process started: a replica cannot see what
@@ -55,12 +61,14 @@ type Fallback struct {
 	// Replicas is how many gateway replicas share the limits; each
 	// enforces 1/Replicas of every limit while degraded (at least 1).
 	Replicas int
-	// Cooldown is how long to stay degraded after a failure (1s when 0).
+	// Cooldown is how long to stay degraded after a failure (1s when 0);
+	// under FailClosed a probe Primary answers ends it sooner.
 	Cooldown time.Duration
 	// OnDegraded, when set, is called with each Primary failure.
 	OnDegraded func(error)
 
 	downUntil atomic.Int64 // Unix nanoseconds
+	probing   atomic.Bool  // an admission asks Primary while degraded (FailClosed)
 
 	owed owed // what Primary is owed from an outage (carry.go)
 }
@@ -90,10 +98,32 @@ func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
 			return Decision{}, err
 		}
 	} else if f.Policy != FailOpen || f.Local == nil {
-		return Decision{}, ErrUnavailable
+		return f.probe(ctx, a)
 	}
 	d, err := f.Local.Admit(ctx, Share(a, f.Replicas))
 	d.Reservation.local = true
+	return d, err
+}
+
+// probe is a degraded admission under FailClosed: unless another probe
+// is under way, it asks Primary, and an answer ends the outage at once.
+// A probe that fails again restarts the Cooldown without calling
+// OnDegraded: the outage was reported when it began, and a dead Primary
+// would otherwise log once per request.
+func (f *Fallback) probe(ctx context.Context, a Admission) (Decision, error) {
+	if !f.probing.CompareAndSwap(false, true) {
+		return Decision{}, ErrUnavailable
+	}
+	defer f.probing.Store(false)
+	d, err := f.Primary.Admit(ctx, a)
+	switch {
+	case err == nil:
+		f.downUntil.Store(0)
+		f.release(ctx) // the settlements held meanwhile
+		return d, nil
+	case errors.Is(err, ErrUnavailable):
+		f.downUntil.Store(time.Now().Add(f.cooldown()).UnixNano())
+	}
 	return d, err
 }
 

@@ -217,7 +217,7 @@ func TestFallbackCarryOnSettleAndClose(t *testing.T) {
 func TestFallbackHoldsPrimarySettles(t *testing.T) {
 	ctx := context.Background()
 	p := &flakyPrimary{}
-	f := &Fallback{Primary: p, Policy: FailClosed, Cooldown: 20 * time.Millisecond}
+	f := &Fallback{Primary: p, Policy: FailClosed, Cooldown: time.Hour}
 	t.Cleanup(func() { f.Close(ctx) })
 	d, err := f.Admit(ctx, Admission{Tag: "p"})
 	if err != nil || !d.Allowed {
@@ -234,11 +234,88 @@ func TestFallbackHoldsPrimarySettles(t *testing.T) {
 		t.Fatalf("%d held, %d handed to the primary; want the settlement held", held, p.settledCount())
 	}
 	p.setDown(false)
-	time.Sleep(30 * time.Millisecond)
 	if _, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, held := f.Owed(); held != 0 || p.settledCount() != 1 || p.settled[0].Cost != 42 {
 		t.Fatalf("after the primary is back: %d held, settled %v; want the held settlement handed over", held, p.settled)
+	}
+}
+
+// gatedPrimary is a down Primary whose calls wait at a gate, so a test
+// can hold one call in flight and see what the others do meanwhile.
+type gatedPrimary struct {
+	entered chan struct{} // one send per call, on arrival
+	gate    chan struct{} // closed to let the calls return
+	mu      sync.Mutex
+	calls   int
+}
+
+func (p *gatedPrimary) Admit(context.Context, Admission) (Decision, error) {
+	p.mu.Lock()
+	p.calls++
+	p.mu.Unlock()
+	p.entered <- struct{}{}
+	<-p.gate
+	return Decision{}, fmt.Errorf("redis: silent: %w", ErrUnavailable)
+}
+
+func (p *gatedPrimary) Settle(context.Context, Reservation, Actual) error { return nil }
+
+// TestFallbackClosedProbes: failing closed, the outage ends with the
+// first admission the primary answers, not a Cooldown later (an hour
+// here), and while it is degraded one admission at a time asks the
+// primary: the others are refused without calling it.
+func TestFallbackClosedProbes(t *testing.T) {
+	ctx := context.Background()
+	p := &flakyPrimary{}
+	var reports int
+	f := &Fallback{Primary: p, Policy: FailClosed, Cooldown: time.Hour, OnDegraded: func(error) { reports++ }}
+	t.Cleanup(func() { f.Close(ctx) })
+	p.setDown(true)
+	for i := range 3 {
+		if _, err := f.Admit(ctx, Admission{Tag: "p"}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("admission %d, primary down: %v", i, err)
+		}
+	}
+	if reports != 1 {
+		t.Errorf("outage reported %d times, want once (probes that fail are not news)", reports)
+	}
+	p.setDown(false)
+	if d, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil || !d.Allowed {
+		t.Fatalf("first admission with the primary back: %+v, %v; want it admitted", d, err)
+	}
+	if f.Degraded() {
+		t.Error("still degraded after the primary answered")
+	}
+
+	g := &gatedPrimary{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	f2 := &Fallback{Primary: g, Policy: FailClosed, Cooldown: time.Hour}
+	t.Cleanup(func() { f2.Close(ctx) })
+	close(g.gate) // the first failure degrades at once
+	if _, err := f2.Admit(ctx, Admission{}); !errors.Is(err, ErrUnavailable) {
+		t.Fatal(err)
+	}
+	<-g.entered
+	g.gate = make(chan struct{})
+	probed := make(chan error)
+	go func() {
+		_, err := f2.Admit(ctx, Admission{})
+		probed <- err
+	}()
+	<-g.entered // the probe waits on the primary
+	for i := range 50 {
+		if _, err := f2.Admit(ctx, Admission{}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("admission %d during the probe: %v", i, err)
+		}
+	}
+	close(g.gate)
+	if err := <-probed; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("probe: %v", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.calls != 2 {
+		t.Errorf("primary called %d times, want 2 (the failure, then one probe while 50 others were refused)", g.calls)
 	}
 }

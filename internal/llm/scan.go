@@ -23,9 +23,11 @@ func (e *SyntaxError) Error() string {
 }
 
 // ErrNotObject is what EachField returns when the top-level value is
-// well-formed JSON but not an object (its message is for a request body;
-// callers reading other bodies say what they need).
-var ErrNotObject = errors.New("the request body must be a JSON object")
+// well-formed JSON but not an object. Its message names no kind of body,
+// since EachField reads requests and upstream answers alike: a caller
+// answering a client says which body it needed (a request body must be
+// an object; an upstream answer that is not one is the provider's fault).
+var ErrNotObject = errors.New("the JSON value is not an object")
 
 // Kind is the JSON type of a raw value, read from its first byte.
 type Kind byte

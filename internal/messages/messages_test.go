@@ -113,6 +113,7 @@ func TestParseRequestErrors(t *testing.T) {
 		{"mcp", `{"model":"m","max_tokens":5,` + msgs + `,"mcp_servers":[]}`, "mcp_servers", "not supported by gatehouse"},
 		{"system number", `{"model":"m","max_tokens":5,` + msgs + `,"system":5}`, "system", "valid string or a list"},
 		{"not json", `{"model":`, "", "not valid JSON"},
+		{"an array", `[{"model":"m"}]`, "", "The request body must be a JSON object."},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

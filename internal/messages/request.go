@@ -60,6 +60,9 @@ func decode(body []byte, count bool) (*llm.ChatParams, error) {
 		ferr = d.field(key, v)
 		return ferr == nil
 	})
+	if errors.Is(err, llm.ErrNotObject) {
+		return nil, invalid("", "invalid_json", "The request body must be a JSON object.")
+	}
 	if err != nil {
 		return nil, invalid("", "invalid_json", "The request body is not valid JSON: %v", err)
 	}

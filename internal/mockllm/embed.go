@@ -149,7 +149,8 @@ func (s *Server) embeddings(c *call, body []byte) {
 		c.fail(injectedError(p.errorStatus, c.model, p.retryAfter))
 		return
 	}
-
+	c.armCut(&p)
+	dims = p.hugeDims(dims, len(inputs))
 	vec := make([]float32, dims)
 	per := dims * 11
 	if base64Format {

@@ -29,9 +29,13 @@ import (
 //	                  {"error":…}, Anthropic's "event: error", Google's
 //	                  error JSON, Ollama's {"error":…} line, Bedrock's
 //	                  exception message.
-//	huge=N            the reply text is N bytes, streamed or not.
+//	huge=N            the reply text is N bytes, streamed or not; an
+//	                  embedding answer has vectors long enough to take at
+//	                  least N bytes.
 //	reset_after=N     as fail_after=N, but the connection is reset (TCP RST)
-//	                  instead of closed: the client reads ECONNRESET.
+//	                  instead of closed: the client reads ECONNRESET. An
+//	                  embedding answer, which has no chunks, is cut halfway
+//	                  whatever N (so are fail_after and stall_after).
 //
 // N counts the events written after the headers (for truncate, malformed
 // and error_in_200; 0 when omitted) or the content chunks (reset_after, as
@@ -68,6 +72,24 @@ func (p *plan) setFault(f fault, v string) error {
 		p.fault, p.faultAt = f, n
 	}
 	return err
+}
+
+// armCut makes stall_after, fail_after and reset_after apply to an answer
+// that has no chunks to count (embeddings): whatever N, half the body is
+// sent under the whole one's Content-Length, then the call goes silent,
+// closes or resets the connection, as a non-streamed chat answer does.
+func (c *call) armCut(p *plan) {
+	c.cut, c.cutAbort = p.stallAfter >= 0 || p.failAfter >= 0, p.failAfter >= 0
+}
+
+// hugeDims is the dimensions per vector of an embedding answer: dims, or
+// under huge=N enough of them for the n vectors to take at least N bytes
+// written out (a float takes five or more).
+func (p *plan) hugeDims(dims, n int) int {
+	if p.huge <= 0 {
+		return dims
+	}
+	return max(dims, p.huge/(5*max(n, 1))+1)
 }
 
 // arm makes the call's writes carry out p's fault.

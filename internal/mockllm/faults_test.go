@@ -242,7 +242,9 @@ func TestFaultDirectiveValues(t *testing.T) {
 }
 
 // TestFaultDirectivesInEmbeddings: a directive in an embedding input arms
-// the whole-body faults on OpenAI's, Gemini's and Ollama's embeddings.
+// the whole-body faults on OpenAI's, Gemini's and Ollama's embeddings,
+// huge answers, and cuts (an embedding has no chunks: half the body,
+// then the cut).
 func TestFaultDirectivesInEmbeddings(t *testing.T) {
 	_, ts := start(t, Options{Models: []string{"all-minilm"}})
 	for _, d := range []faultDialect{
@@ -268,6 +270,16 @@ func TestFaultDirectivesInEmbeddings(t *testing.T) {
 			}
 			if r := faultDo(t, ts.URL, d, "@mock(malformed)", false); r.err != nil || r.status != 200 || json.Valid(r.body) {
 				t.Errorf("malformed: %d %v %q; want a 200 whose JSON is broken", r.status, r.err, r.body)
+			}
+			if r := faultDo(t, ts.URL, d, "@mock(huge=300000)", false); r.err != nil || r.status != 200 || len(r.body) < 300000 ||
+				!json.Valid(r.body) || !bytes.Contains(r.body, []byte(d.done)) {
+				t.Errorf("huge: %d %v, %d bytes; want a whole answer of at least 300000", r.status, r.err, len(r.body))
+			}
+			if r := faultDo(t, ts.URL, d, "@mock(reset_after=0)", false); !errors.Is(r.err, syscall.ECONNRESET) || json.Valid(r.body) {
+				t.Errorf("reset_after: %v, %d bytes; want ECONNRESET before the body's end", r.err, len(r.body))
+			}
+			if r := faultDo(t, ts.URL, d, "@mock(fail_after=3)", false); !errors.Is(r.err, io.ErrUnexpectedEOF) || json.Valid(r.body) {
+				t.Errorf("fail_after: %v %q; want half the body under its Content-Length", r.err, r.body)
 			}
 		})
 	}

@@ -415,6 +415,7 @@ func (s *Server) gemEmbed(c *call, model string, batch bool, body []byte) {
 		c.gemFail(gemInjected(p.errorStatus, model, p.retryAfter))
 		return
 	}
+	c.armCut(&p)
 	type values struct {
 		Values []float32 `json:"values"`
 	}
@@ -424,6 +425,7 @@ func (s *Server) gemEmbed(c *call, model string, batch bool, body []byte) {
 		if r.OutputDimensionality != nil {
 			dims = *r.OutputDimensionality
 		}
+		dims = p.hugeDims(dims, len(reqs))
 		var text strings.Builder
 		for _, p := range r.Content.Parts {
 			text.WriteString(*p.Text)

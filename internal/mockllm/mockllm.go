@@ -265,6 +265,9 @@ type call struct {
 	faultAt int
 	writes  int
 	reset   bool
+	// cut, set by armCut, sends half of a whole 2xx answer and then goes
+	// silent (cutAbort false) or cuts the connection.
+	cut, cutAbort bool
 }
 
 // ServeHTTP routes to the emulated endpoints. Only the /v1 routes OpenAI
@@ -426,6 +429,15 @@ func (c *call) writeJSON(status int, body []byte) {
 // dialect's non-streamed answers end here.
 func (c *call) writeWhole(status int, body []byte) {
 	if c.fault != faultNone && c.wholeFault(status, body) {
+		return
+	}
+	if c.cut && status < 400 {
+		c.cut = false
+		c.w.Header()["Content-Length"] = []string{itoa(len(body))}
+		c.w.WriteHeader(status)
+		if c.write(body[:len(body)/2]) {
+			c.breakOff(c.cutAbort)
+		}
 		return
 	}
 	c.w.Header()["Content-Length"] = []string{itoa(len(body))}

@@ -495,6 +495,8 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 		c.ollamaFail(p.errorStatus, ollamaInjected(p.errorStatus, c.model), p.retryAfter)
 		return
 	}
+	c.armCut(&p)
+	dims = p.hugeDims(dims, len(inputs))
 	b := []byte(`{"model":`)
 	b = llm.AppendQuote(b, c.model)
 	b = append(b, `,"embeddings":[`...)

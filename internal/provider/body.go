@@ -79,6 +79,11 @@ func readAll(r io.Reader, buf []byte, max int64) ([]byte, error) {
 	return buf, nil
 }
 
+// CodeResponseTooLarge is the error code of an upstream answer over the
+// deployment's bound. The same request on the same deployment would come
+// back just as large, so the router moves on without retrying it there.
+const CodeResponseTooLarge = "upstream_response_too_large"
+
 // tooLarge is the 502 for a body over limit bytes; announced is its
 // Content-Length, or -1 when it was found by reading.
 func tooLarge(limit, announced int64) *llm.Error {
@@ -87,7 +92,7 @@ func tooLarge(limit, announced int64) *llm.Error {
 		cause = fmt.Errorf("upstream response of %d bytes (Content-Length), the limit is %d", announced, limit)
 	}
 	return &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
-		Code: "upstream_response_too_large", Message: "The provider's response is larger than the gateway's limit of " + strconv.FormatInt(limit, 10) + " bytes.",
+		Code: CodeResponseTooLarge, Message: "The provider's response is larger than the gateway's limit of " + strconv.FormatInt(limit, 10) + " bytes.",
 		Cause: cause}
 }
 

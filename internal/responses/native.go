@@ -166,24 +166,37 @@ func OutputOf(resp []byte) []byte {
 }
 
 // ReadNative checks a backend's non-streamed answer: a JSON object with
-// an id, which is relayed as it is.
+// an id, which is relayed as it is. One walk finds the id, an error
+// object and the usage, and validates the whole body on the way (the
+// body is relayed as it came, so it must be whole: one cut short under a
+// matching Content-Length still starts with a response id).
 func ReadNative(body []byte, provider string) (llm.Usage, bool, error) {
-	if llm.KindOf(bytes.TrimSpace(body)) != llm.KindObject || ResponseID(body) == "" {
+	var id, errObj, usage []byte
+	err := llm.EachField(body, func(key string, v []byte, _ int) bool {
+		switch key {
+		case "id":
+			id = v
+		case "error":
+			errObj = v
+		case "usage":
+			usage = v
+		}
+		return true
+	})
+	if s, _ := llm.UnquoteString(id); s == "" || errors.Is(err, llm.ErrNotObject) {
 		// A 200 carrying OpenAI's {"error":{…}} failed upstream: the
 		// provider's words reach the client, as a 502 that moves on.
-		if e := field(body, "error"); llm.KindOf(e) == llm.KindObject && stringField(e, "message") != "" {
+		if llm.KindOf(errObj) == llm.KindObject && stringField(errObj, "message") != "" {
 			return llm.Usage{}, false, &llm.Error{Kind: llm.KindUpstreamStatus, Status: http.StatusBadGateway, Type: "server_error",
-				Code: stringField(e, "code"), Message: stringField(e, "message"),
+				Code: stringField(errObj, "code"), Message: stringField(errObj, "message"),
 				Cause: fmt.Errorf("provider %q: error object in a 200", provider)}
 		}
 		return llm.Usage{}, false, protocolError("provider %q sent a Responses API answer that is not a response object", provider)
 	}
-	// The body is relayed as it came, so it must be whole: one cut short
-	// under a matching Content-Length still starts with a response id.
-	if !json.Valid(body) {
+	if err != nil {
 		return llm.Usage{}, false, protocolError("provider %q sent a Responses API answer that is not valid JSON", provider)
 	}
-	u, ok := UsageOf(body)
+	u, ok := ParseUsage(usage)
 	return u, ok, nil
 }
 
@@ -236,28 +249,32 @@ func (s *NativeStream) Next() (llm.Chunk, error) {
 			continue
 		}
 		// Each event is relayed as it came: a broken one would reach the
-		// client as an event its SDK cannot parse.
-		if !json.Valid(data) {
+		// client as an event its SDK cannot parse. The walk that reads
+		// the event's fields validates it too.
+		f, err := readEvent(data)
+		if err != nil {
 			return llm.Chunk{}, protocolError("the backend sent a malformed stream event")
 		}
 		c := llm.Chunk{Data: data}
-		typ, seq := eventHead(data)
-		s.typ, s.seq = typ, seq
-		switch typ {
+		s.typ, s.seq = f.typ, f.seq
+		switch f.typ {
 		case "response.completed", "response.incomplete", "response.failed":
 			s.terminal = true
-			if u, ok := UsageOf(field(data, "response")); ok {
+			if u, ok := UsageOf(f.response); ok {
 				c.Usage = &u
 			}
 		case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_text.delta",
 			"response.reasoning_summary_text.delta", "response.refusal.delta":
 			if s.Text.Len() < textBound {
-				s.Text.WriteString(stringField(data, "delta"))
+				d, _ := llm.UnquoteString(f.delta)
+				s.Text.WriteString(d)
 			}
 		case "error":
 			s.terminal = true
+			code, _ := llm.UnquoteString(f.code)
+			msg, _ := llm.UnquoteString(f.message)
 			return c, &llm.Error{Kind: llm.KindUpstreamStatus, Status: http.StatusBadGateway, Type: "server_error",
-				Code: stringField(data, "code"), Message: "the backend failed: " + stringField(data, "message"),
+				Code: code, Message: "the backend failed: " + msg,
 				Cause: &upstreamEvent{data: data}}
 		case "":
 			return c, protocolError("the backend sent a Responses event without a type")
@@ -266,10 +283,49 @@ func (s *NativeStream) Next() (llm.Chunk, error) {
 	}
 }
 
-// eventHead reads an event's type and sequence_number. OpenAI writes
-// them first, so the scan stops there rather than walk (and validate) a
-// whole response object for two fields; the data is relayed as it came
-// either way.
+// event is what NativeStream reads of one event: its type and
+// sequence_number, and the raw members a type needs (nil when absent).
+type event struct {
+	typ                            string
+	seq                            int // -1 when absent
+	response, delta, code, message []byte
+}
+
+// readEvent reads an event's fields in one walk over its data, which
+// also validates the whole event: a nil error means it is one
+// well-formed JSON object (or another JSON value, reported as having no
+// type).
+func readEvent(data []byte) (event, error) {
+	ev := event{seq: -1}
+	err := llm.EachField(data, func(key string, v []byte, _ int) bool {
+		switch key {
+		case "type":
+			ev.typ, _ = llm.UnquoteString(v)
+		case "sequence_number":
+			if n, err := strconv.Atoi(string(v)); err == nil {
+				ev.seq = n
+			}
+		case "response":
+			ev.response = v
+		case "delta":
+			ev.delta = v
+		case "code":
+			ev.code = v
+		case "message":
+			ev.message = v
+		}
+		return true
+	})
+	if errors.Is(err, llm.ErrNotObject) {
+		err = nil // valid JSON without members: no type, refused as such
+	}
+	return ev, err
+}
+
+// eventHead reads an event's type and sequence_number, for an encoder
+// given events without their stream. OpenAI writes them first, so the
+// scan stops there rather than walk a whole response object for two
+// fields.
 func eventHead(data []byte) (typ string, seq int) {
 	seq = -1
 	_ = llm.EachField(data, func(key string, v []byte, _ int) bool {

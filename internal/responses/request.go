@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	"gatehouse/internal/llm"
@@ -100,6 +101,9 @@ func ParseRequest(body []byte) (*Request, error) {
 		ferr = r.field(key, v)
 		return ferr == nil
 	})
+	if errors.Is(err, llm.ErrNotObject) {
+		return nil, invalid("", "invalid_json", "The request body must be a JSON object.")
+	}
 	if err != nil {
 		return nil, invalid("", "invalid_json", "We could not parse the JSON body of your request: %v", err)
 	}

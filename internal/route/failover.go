@@ -105,6 +105,10 @@ type run struct {
 	cost     int64
 	rep      Report
 	tried    []*Backend
+	// spent are the deployments that must not be called again for this
+	// request (their answer was over the size bound): later rounds skip
+	// them as Allow's refusals are skipped.
+	spent []*Backend
 	// retryAt is when deployments that answered this request with a
 	// Retry-After may be called again. Other requests are not held back
 	// by it: for them a cooling deployment is merely a last choice.
@@ -235,9 +239,9 @@ func (r *Runner) Reachable(g *Group) bool {
 }
 
 // untried empties the list of deployments tried in g, then puts back
-// those Allow refuses, so Pick never chooses them.
+// the spent ones and those Allow refuses, so Pick never chooses them.
 func (s *run) untried(g *Group) {
-	s.tried = s.tried[:0]
+	s.tried = append(s.tried[:0], s.spent...)
 	if s.Allow == nil {
 		return
 	}
@@ -334,7 +338,12 @@ func (s *run) attempt(g *Group, lease *Lease) verdict {
 		s.rep.Answered = a
 		return fatal
 	}
-	return g.Retry.judge(res.Err)
+	v := g.Retry.judge(res.Err)
+	if v == notHere {
+		s.spent = append(s.spent, lease.Backend)
+		v = moveOn
+	}
+	return v
 }
 
 func (s *run) timeouts(g *Group) provider.Timeouts {

@@ -95,6 +95,40 @@ func TestFailoverMovesOnForRetryableErrors(t *testing.T) {
 	}
 }
 
+// TestTooLargeNeverRetriedThere: an answer over the deployment's size
+// bound moves on to the next deployment, but later rounds skip the
+// deployment that sent it: the same call would come back as large.
+func TestTooLargeNeverRetriedThere(t *testing.T) {
+	tooLarge := &llm.Error{Kind: llm.KindUpstreamProtocol, Status: 502, Code: provider.CodeResponseTooLarge}
+	protocol := &llm.Error{Kind: llm.KindUpstreamProtocol, Status: 502, Code: "upstream_malformed"}
+	cases := []struct {
+		name    string
+		targets int
+		answers map[string][]Result
+		calls   string
+		status  int // 0: answered
+	}{
+		{"alone", 1, map[string][]Result{"a": {fail(tooLarge), fail(tooLarge)}}, "a", 502},
+		{"next, and next again", 2, map[string][]Result{"a": {fail(tooLarge), fail(tooLarge)}, "b": {fail(status(500))}}, "a,b,b", 0},
+		{"other protocol failures are retried", 1, map[string][]Result{"a": {fail(protocol)}}, "a,a", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep, sc := runOn(t, newFakeClock(), []Spec{{Name: "m", Strategy: Failover, Targets: targets(c.targets), Retry: Retry{MaxAttempts: 5}}},
+				&script{answers: c.answers}, Runner{})
+			if calls(sc) != c.calls {
+				t.Fatalf("calls %s, want %s", calls(sc), c.calls)
+			}
+			if c.status == 0 && rep.Err != nil {
+				t.Fatalf("err %v, want an answer", rep.Err)
+			}
+			if c.status != 0 && (rep.Err == nil || rep.Err.Code != provider.CodeResponseTooLarge) {
+				t.Fatalf("err %v, want the too-large error", rep.Err)
+			}
+		})
+	}
+}
+
 func TestRetryRoundsBackOffWithJitterUntilMaxAttempts(t *testing.T) {
 	clock := newFakeClock()
 	sc := &script{answers: map[string][]Result{"a": {fail(status(500)), fail(status(500)), fail(status(500)), fail(status(500))}}}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
 )
 
 // Retry bounds the attempts of one request. The zero value uses the
@@ -65,6 +66,7 @@ type verdict uint8
 
 const (
 	moveOn     verdict = iota // another deployment may answer
+	notHere                   // another deployment may answer; this one would fail the same way again
 	fatal                     // answer the client with this error
 	tooLong                   // the prompt does not fit: context fallbacks
 	clientGone                // stop at once
@@ -74,7 +76,12 @@ func (r Retry) judge(e *llm.Error) verdict {
 	switch e.Kind {
 	case llm.KindCanceled:
 		return clientGone
-	case llm.KindUpstreamConnect, llm.KindUpstreamTimeout, llm.KindUpstreamProtocol, llm.KindUpstreamTLS:
+	case llm.KindUpstreamProtocol:
+		if e.Code == provider.CodeResponseTooLarge {
+			return notHere // the same call here would come back just as large
+		}
+		return moveOn
+	case llm.KindUpstreamConnect, llm.KindUpstreamTimeout, llm.KindUpstreamTLS:
 		return moveOn
 	case llm.KindUpstreamStatus:
 		switch {
@@ -93,7 +100,7 @@ func (r Retry) health(e *llm.Error) Outcome {
 		return Success
 	}
 	switch r.judge(e) {
-	case moveOn:
+	case moveOn, notHere:
 		return Failure
 	case fatal, tooLong:
 		if e.Kind == llm.KindUpstreamStatus {

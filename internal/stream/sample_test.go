@@ -2,14 +2,42 @@ package stream
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"gatehouse/internal/llm"
 )
 
-// The text kept of a chunk is what llm.ChunksText reads of it (the text
+// chunksText is the text of newline-separated chat.completion.chunk JSON
+// objects as encoding/json reads it (lines that do not decode are
+// skipped): the reference appendText is held to.
+func chunksText(dst []byte, chunks []byte) []byte {
+	for line := range bytes.SplitSeq(chunks, []byte{'\n'}) {
+		var c llm.ChatChunk
+		if len(line) == 0 || json.Unmarshal(line, &c) != nil {
+			continue
+		}
+		for i := range c.Choices {
+			d := &c.Choices[i].Delta
+			if d.Content != nil {
+				dst = append(dst, *d.Content...)
+			}
+			if d.Refusal != nil {
+				dst = append(dst, *d.Refusal...)
+			}
+			dst = append(dst, d.ReasoningContent...)
+			for _, tc := range d.ToolCalls {
+				dst = append(dst, tc.Function.Name...)
+				dst = append(dst, tc.Function.Arguments...)
+			}
+		}
+	}
+	return dst
+}
+
+// The text kept of a chunk is what chunksText reads of it (the text
 // counted when no usage comes), for every kind of delta.
-func TestAppendTextKeepsWhatChunksTextReads(t *testing.T) {
+func TestAppendTextKeepsWhatJSONReads(t *testing.T) {
 	chunks := []string{
 		`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
 		`{"choices":[{"index":0,"delta":{"content":"Hi \"there\"\n\u00e9\ud83d\ude00 \/"}}]}`,
@@ -27,7 +55,7 @@ func TestAppendTextKeepsWhatChunksTextReads(t *testing.T) {
 	}
 	for _, c := range chunks {
 		got := SampleText(appendText(nil, []byte(c)))
-		want := string(llm.ChunksText(nil, []byte(c)))
+		want := string(chunksText(nil, []byte(c)))
 		if got != want {
 			t.Errorf("%s:\n text %q, want %q", c, got, want)
 		}
@@ -57,7 +85,7 @@ func BenchmarkChoicesOf(b *testing.B) {
 
 // FuzzAppendText: any chunk from upstream gives lines that are each one
 // whole JSON string (its escapes may still be wrong: SampleText skips
-// such a line). (Where it reads the same text as llm.ChunksText is
+// such a line). (Where it reads the same text as chunksText is
 // the table above: encoding/json also matches keys in another case and
 // takes the last of repeated keys, which servers do not write.)
 func FuzzAppendText(f *testing.F) {

@@ -101,14 +101,29 @@ func (a *Adapter) ChatRequest(ctx context.Context, d *provider.Deployment, req *
 	return r, nil
 }
 
+// token is the bearer token d's requests carry: BearerToken, else the
+// deployment's APIKey; "" when they are signed instead.
+func (a *Adapter) token(d *provider.Deployment) string {
+	if a.BearerToken != "" {
+		return a.BearerToken
+	}
+	return d.APIKey
+}
+
+// redact hides the bearer token in a message from Bedrock, which reaches
+// the client: a server or a proxy in front of it that echoes the
+// Authorization header back must not hand the token to every caller.
+func redact(msg, token string) string {
+	if token == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, token, "[redacted]")
+}
+
 // authenticate adds the bearer token or the SigV4 signature. The payload
 // hash is sent as X-Amz-Content-Sha256 and signed with the rest.
 func (a *Adapter) authenticate(ctx context.Context, d *provider.Deployment, r *http.Request, body []byte) error {
-	token := a.BearerToken
-	if token == "" {
-		token = d.APIKey
-	}
-	if token != "" {
+	if token := a.token(d); token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 		return nil
 	}
@@ -151,10 +166,12 @@ func escapeSegment(s string) string {
 
 // Error decodes Bedrock's error: the type in the x-amzn-ErrorType header
 // ("ThrottlingException:http://…") and {"message": …} in the body. The
-// status, message and any Retry-After are kept; the type becomes the code.
+// status, message (the bearer token redacted) and any Retry-After are
+// kept; the type becomes the code.
 func (a *Adapter) Error(resp *http.Response, d *provider.Deployment) *llm.Error {
 	body, _ := provider.ReadBody(resp, 1<<20)
 	e := provider.StatusError(d.Provider, resp, body)
+	e.Message = redact(e.Message, a.token(d))
 	if t := errorType(resp.Header.Get("X-Amzn-Errortype")); t != "" {
 		e.Code = t
 	} else if t := jsonErrorType(body); t != "" {

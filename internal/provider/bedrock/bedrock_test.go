@@ -365,3 +365,58 @@ func TestCompletionExceptionIn200(t *testing.T) {
 		t.Fatalf("got %v, want a 502 with the provider's message", err)
 	}
 }
+
+// TestBearerTokenRedacted: in bearer-token mode, a message Bedrock (or a
+// proxy before it) sent back that echoes the token reaches the client
+// with the token redacted: a status error (JSON or not), an exception
+// under a 200, and the exception and error messages of a stream; with
+// the token from BearerToken or from the deployment's api_key.
+func TestBearerTokenRedacted(t *testing.T) {
+	const token = "ABSKQmVkcm9ja0FQSUtleS1zZWNyZXQ"
+	viaAdapter := deployment()
+	viaAdapter.Adapter = &Adapter{BearerToken: token}
+	viaKey := deployment()
+	viaKey.Adapter = &Adapter{}
+	viaKey.APIKey = token
+	echo := "Authorization: Bearer " + token + " is not valid"
+	req := providertest.MustRequest(t, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false)
+	streamReq := providertest.MustRequest(t, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true)
+	frame := func(kind string, h eventstream.Headers, payload string) []byte {
+		h.Set(":message-type", eventstream.StringValue(kind))
+		var out bytes.Buffer
+		if err := eventstream.NewEncoder().Encode(&out, eventstream.Message{Headers: h, Payload: []byte(payload)}); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
+	}
+	var exception, errorMsg eventstream.Headers
+	exception.Set(":exception-type", eventstream.StringValue("validationException"))
+	errorMsg.Set(":error-code", eventstream.StringValue("InternalFailure"))
+	errorMsg.Set(":error-message", eventstream.StringValue(echo))
+	for name, d := range map[string]provider.Deployment{"bearer_token": viaAdapter, "api_key": viaKey} {
+		t.Run(name, func(t *testing.T) {
+			var msgs []string
+			for _, body := range []string{`{"message":` + `"` + echo + `"}`, echo} {
+				e := d.Adapter.Error(&http.Response{StatusCode: 403, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}, &d)
+				msgs = append(msgs, e.Message)
+			}
+			_, err := d.Adapter.(*Adapter).Completion(&http.Response{StatusCode: 200, Header: http.Header{},
+				Body: io.NopCloser(strings.NewReader(`{"message":"` + echo + `"}`))}, &d, req)
+			msgs = append(msgs, llm.AsError(err).Message)
+			for _, f := range [][]byte{frame("exception", exception, `{"message":"`+echo+`"}`), frame("error", errorMsg, "")} {
+				s := providertest.OpenStream(t, &d, streamReq, providertest.Fixture{Header: streamHeader, Body: f}, false)
+				var err error
+				for err == nil {
+					_, err = s.Next()
+				}
+				s.Close()
+				msgs = append(msgs, llm.AsError(err).Message)
+			}
+			for i, m := range msgs {
+				if strings.Contains(m, token) || !strings.Contains(m, "[redacted]") {
+					t.Errorf("message %d: %q; want the token redacted", i, m)
+				}
+			}
+		})
+	}
+}

@@ -88,7 +88,7 @@ func (a *Adapter) Completion(resp *http.Response, d *provider.Deployment, _ *llm
 		// An exception's {"message":…} under a 200: the provider's words
 		// reach the client, as a 502 like any upstream failure.
 		return nil, &llm.Error{Kind: llm.KindUpstreamStatus, Status: http.StatusBadGateway, Type: "server_error",
-			Message: cr.Message, Cause: fmt.Errorf("provider %q: exception in a 200", d.Provider)}
+			Message: redact(cr.Message, a.token(d)), Cause: fmt.Errorf("provider %q: exception in a 200", d.Provider)}
 	}
 	if err != nil || cr.Output.Message == nil {
 		return nil, provider.ProtocolError(d.Provider, "a Converse response without output.message", err)

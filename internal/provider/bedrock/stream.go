@@ -25,6 +25,7 @@ func (a *Adapter) Stream(resp *http.Response, d *provider.Deployment, _ *llm.Cha
 		r:       bufio.NewReader(body),
 		dec:     eventstream.NewDecoder(),
 		name:    d.Provider,
+		token:   a.token(d),
 		tools:   map[int]int{},
 		id:      completionID(resp.Header),
 		created: time.Now().Unix(),
@@ -40,6 +41,7 @@ type eventStream struct {
 	dec     *eventstream.Decoder
 	buf     []byte
 	name    string
+	token   string // the bearer token, redacted from the messages relayed
 	id      string
 	created int64
 	model   string
@@ -122,7 +124,7 @@ func (s *eventStream) decode(emit func(*llm.ChatChunk)) error {
 		return s.exception(header(msg, ":exception-type"), msg.Payload)
 	case "error":
 		return &llm.Error{Kind: llm.KindUpstreamStatus, Status: http.StatusBadGateway, Type: "server_error",
-			Code: header(msg, ":error-code"), Message: header(msg, ":error-message"),
+			Code: header(msg, ":error-code"), Message: redact(header(msg, ":error-message"), s.token),
 			Cause: fmt.Errorf("provider %q: stream error %s", s.name, header(msg, ":error-code"))}
 	default:
 		return provider.ProtocolError(s.name, "an event-stream message of unknown type", nil)
@@ -210,7 +212,7 @@ func (s *eventStream) exception(kind string, payload []byte) error {
 	if msg == "" {
 		msg = fmt.Sprintf("provider %q stream failed with %s", s.name, kind)
 	}
-	e := &llm.Error{Kind: llm.KindUpstreamStatus, Status: status, Code: kind, Message: msg,
+	e := &llm.Error{Kind: llm.KindUpstreamStatus, Status: status, Code: kind, Message: redact(msg, s.token),
 		Cause: fmt.Errorf("provider %q: %s in stream", s.name, kind)}
 	if status >= 500 {
 		e.Type = "server_error"

@@ -199,8 +199,12 @@ func (s *stream) chunk(data []byte) (llm.Chunk, error) {
 		return true
 	})
 	if err != nil {
+		what := "a malformed stream event"
+		if errors.Is(err, llm.ErrNotObject) {
+			what = "a stream event that is JSON but not an object"
+		}
 		return llm.Chunk{}, &llm.Error{Kind: llm.KindUpstreamProtocol, Status: http.StatusBadGateway, Type: "server_error",
-			Code: "upstream_error", Message: fmt.Sprintf("provider %q sent a malformed stream event", s.name), Cause: err}
+			Code: "upstream_error", Message: fmt.Sprintf("provider %q sent %s", s.name, what), Cause: err}
 	}
 	if errRaw != nil {
 		e := provider.StatusError(s.name, &http.Response{StatusCode: http.StatusBadGateway, Header: http.Header{}},

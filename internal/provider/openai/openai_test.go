@@ -150,6 +150,19 @@ func TestStreamMalformedEvent(t *testing.T) {
 	}
 }
 
+// TestStreamEventNotAnObject: an event that is JSON but no object is the
+// provider's fault, and neither the message nor the logged cause calls it
+// a request body.
+func TestStreamEventNotAnObject(t *testing.T) {
+	req := chatReq(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	st, _ := Adapter{}.Stream(streamResponse(strings.NewReader("data: [1,2]\n\n")), deployment(), req)
+	_, _, err := collect(t, st)
+	ge, ok := err.(*llm.Error)
+	if !ok || ge.Kind != llm.KindUpstreamProtocol || !strings.Contains(ge.Message, "JSON but not an object") || strings.Contains(ge.Error(), "request") {
+		t.Fatalf("got %v, want a protocol error about the event, not a request", err)
+	}
+}
+
 func TestCompletionReadsUsage(t *testing.T) {
 	body := `{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`
 	resp := &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))}

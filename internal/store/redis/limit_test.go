@@ -382,7 +382,25 @@ type proxy struct {
 	// hung, once set, drops Redis's replies: a server that takes calls
 	// and never answers.
 	hung atomic.Bool
+	// refusing, while set, hangs up every new connection at once: Redis
+	// is down until restore.
+	refusing atomic.Bool
 }
+
+// cut takes Redis away (the connections open are closed, new ones hung
+// up on) until restore.
+func (p *proxy) cut() {
+	p.refusing.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// restore brings Redis back after cut: new connections go through again.
+func (p *proxy) restore() { p.refusing.Store(false) }
 
 // hang makes the proxy drop every reply from now on.
 func (p *proxy) hang() { p.hung.Store(true) }
@@ -443,6 +461,12 @@ func startProxy(t *testing.T, target string) *proxy {
 				continue
 			}
 			p.mu.Lock()
+			if p.refusing.Load() { // checked under the lock cut takes
+				p.mu.Unlock()
+				in.Close()
+				out.Close()
+				continue
+			}
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
 			go func() { io.Copy(out, in); out.Close() }()
@@ -498,6 +522,44 @@ func TestRedisDownPolicies(t *testing.T) {
 	}
 	if n != 30 {
 		t.Errorf("fail open admitted %d, want this replica's share 30", n)
+	}
+}
+
+// TestFailClosedRecoversAtOnce: failing closed, admissions succeed as
+// soon as Redis is back, though the cooldown (an hour here) has not run
+// out: one failure does not refuse everything for a cooldown while Redis
+// answers. A connection the client made while Redis was away can fail
+// its first call after (the client then redials), so each of the
+// client's connections (at most 4, rueidis's default) may cost one
+// refusal; before the probe, all 20 were refused.
+func TestFailClosedRecoversAtOnce(t *testing.T) {
+	c, p := proxiedClient(t)
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, testClient(t)), Timeout: 200 * time.Millisecond})
+	f := &limit.Fallback{Primary: l, Policy: limit.FailClosed, Cooldown: time.Hour}
+	t.Cleanup(func() { f.Close(context.Background()) })
+	ctx := context.Background()
+	if d, err := f.Admit(ctx, rpmAdmission(100)); err != nil || !d.Allowed {
+		t.Fatalf("through the proxy: %v %+v", err, d)
+	}
+	p.cut()
+	for i := range 3 {
+		if _, err := f.Admit(ctx, rpmAdmission(100)); !errors.Is(err, limit.ErrUnavailable) {
+			t.Fatalf("admission %d, Redis cut: %v, want ErrUnavailable", i, err)
+		}
+	}
+	p.restore()
+	refused := 0
+	for i := range 20 {
+		d, err := f.Admit(ctx, rpmAdmission(100))
+		switch {
+		case errors.Is(err, limit.ErrUnavailable):
+			refused++
+		case err != nil || !d.Allowed:
+			t.Fatalf("admission %d after Redis came back: %v %+v", i, err, d)
+		}
+	}
+	if refused > 4 {
+		t.Errorf("%d of 20 admissions refused after Redis came back, want at most one per client connection (4)", refused)
 	}
 }
 
