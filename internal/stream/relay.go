@@ -101,10 +101,8 @@ var (
 // chain's stack through a stream's long waits, calls the two itself.
 func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
 	r := Start(w, s, opt)
-	if r.Err() != nil || r.Ended() {
-		return r.Result(), r.Err()
-	}
-	return r.Rest()
+	err := r.Rest()
+	return *r.Result(), err
 }
 
 // Relayer is one relay in progress: Start sends the first event and
@@ -147,18 +145,19 @@ func Start(w http.ResponseWriter, s llm.Stream, opt Options) *Relayer {
 }
 
 // Rest relays the events after the first until the stream ends, and
-// returns what the whole relay delivered. After a failed or ended Start
-// it returns at once.
-func (r *Relayer) Rest() (Result, error) {
+// returns why it failed, if it did (Result says what it delivered). After
+// a failed or ended Start it returns at once.
+func (r *Relayer) Rest() error {
 	for !r.ended {
 		r.step()
 	}
 	r.release()
-	return r.res, r.err
+	return r.err
 }
 
-// Result is what the relay has delivered so far.
-func (r *Relayer) Result() Result { return r.res }
+// Result is what the relay has delivered so far. It points into the
+// relay (no copy on a stack that waits for a stream's end).
+func (r *Relayer) Result() *Result { return &r.res }
 
 // Err is why the relay ended, if it failed; nil while it runs and after a
 // stream that completed.

@@ -218,7 +218,8 @@ func TestStartStopsAtTheFirstEventAndRestRelaysTheOthers(t *testing.T) {
 	if len(f.chunks) != 2 {
 		t.Fatalf("Start read %d chunks past the first", 2-len(f.chunks))
 	}
-	res, err := r.Rest()
+	err := r.Rest()
+	res := r.Result()
 	if err != nil || !res.Done || res.Chunks != 3 || !res.HasUsage {
 		t.Fatalf("Rest: %+v, %v", res, err)
 	}
@@ -241,7 +242,7 @@ func TestStartFailureBeforeTheFirstEventWritesNothing(t *testing.T) {
 	if rec.Body.Len() != 0 || rec.Header().Get("Content-Type") != "" {
 		t.Fatalf("wrote %q before any chunk", rec.Body.String())
 	}
-	if res, err := r.Rest(); !errors.Is(err, boom) || res.Started {
-		t.Fatalf("Rest after a failed Start: %+v, %v", res, err)
+	if err := r.Rest(); !errors.Is(err, boom) || r.Result().Started {
+		t.Fatalf("Rest after a failed Start: %+v, %v", r.Result(), err)
 	}
 }
