@@ -23,6 +23,9 @@ func (x *exchange) runAttempts(g *route.Group, maxTokens int, try func(ctx conte
 	rep := x.route(g, maxTokens, try)
 	if o := x.open; o != nil && rep.Open() {
 		x.open = nil
+		// The response headers go out from this frame, the shallowest
+		// the stream reaches: writing them is the relay's deepest call.
+		o.relay.Flush()
 		x.relayOpen(o, rep)
 	}
 	x.attemptsDone(rep)

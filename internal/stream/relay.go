@@ -155,6 +155,23 @@ func (r *Relayer) Rest() error {
 	return r.err
 }
 
+// Flush sends what Start wrote (the response headers and the first
+// event) now; Rest would send it before its first wait. Writing the
+// headers is the deepest thing a relay does (net/http's header writer has
+// a frame of nearly 3 KB, and sorts the fields), so a caller that keeps
+// its stack short calls Flush from as high up its chain as it can. A
+// failure ends the relay: Rest then returns it.
+func (r *Relayer) Flush() {
+	if r.ended || !r.dirty {
+		return
+	}
+	if err := r.rc.Flush(); err != nil {
+		r.end(err)
+		return
+	}
+	r.dirty = false
+}
+
 // Result is what the relay has delivered so far. It points into the
 // relay (no copy on a stack that waits for a stream's end).
 func (r *Relayer) Result() *Result { return &r.res }

@@ -246,3 +246,20 @@ func TestStartFailureBeforeTheFirstEventWritesNothing(t *testing.T) {
 		t.Fatalf("Rest after a failed Start: %+v, %v", r.Result(), err)
 	}
 }
+
+// Flush sends what Start wrote without reading on; Rest goes on after it.
+func TestFlushSendsTheFirstEventAndRestGoesOn(t *testing.T) {
+	rec := httptest.NewRecorder()
+	f := &fakeStream{chunks: chunks(), err: io.EOF}
+	r := Start(rec, f, Options{})
+	if rec.Flushed {
+		t.Fatal("Start flushed: Flush would have nothing to do")
+	}
+	r.Flush()
+	if !rec.Flushed || r.Ended() || len(f.chunks) != 2 {
+		t.Fatalf("after Flush: flushed %v ended %v, %d chunks left", rec.Flushed, r.Ended(), len(f.chunks))
+	}
+	if err := r.Rest(); err != nil || !r.Result().Done || r.Result().Chunks != 2 {
+		t.Fatalf("Rest after Flush: %+v, %v", r.Result(), err)
+	}
+}
