@@ -41,6 +41,13 @@ type Result struct {
 	// FirstByte is the time to the first token (streams) or to the whole
 	// answer, fed to least-latency; 0 when there is none.
 	FirstByte time.Duration
+	// Open says the attempt answered and is not over: a stream whose
+	// first event went out, relayed on after Try returns so that its long
+	// waits are not spent at the bottom of the run's call chain. The run
+	// ends with it as with an answer, but the attempt stays in flight (its
+	// lease held, OnAttempt not yet called) until the caller passes its
+	// final result to Report.Close. Ignored with Err set.
+	Open bool
 }
 
 // Runner runs one request's attempts: it picks a deployment, calls Try,
@@ -83,6 +90,30 @@ type Report struct {
 	Answered Attempt // the attempt that answered or started the stream; N == 0 when none did
 	Last     Attempt // the last attempt made; N == 0 when none was
 	Err      *llm.Error
+
+	open *run // the run whose answered attempt is still open (Result.Open)
+}
+
+// Open reports whether the answered attempt is still open: its Try
+// returned Result.Open, and Close has not been called yet.
+func (rep *Report) Open() bool { return rep.open != nil }
+
+// Close ends the answered attempt that Try left open, with how it
+// finally went (Started stays true: its first bytes went out): the
+// deployment's lease is given back, what the result says about its
+// health is recorded and OnAttempt sees it, and res.Err becomes the
+// report's. It does nothing when no attempt is open, so calling it twice
+// is harmless.
+func (rep *Report) Close(res Result) {
+	s := rep.open
+	if s == nil {
+		return
+	}
+	rep.open = nil
+	res.Started = true
+	a := rep.Answered
+	s.ended(a.Group, a, res)
+	rep.Err = res.Err
 }
 
 // step is what a model's turn in the chain led to.
@@ -318,21 +349,12 @@ func (s *run) attempt(g *Group, lease *Lease) verdict {
 	a := Attempt{N: s.rep.Attempts, Group: g, Deployment: lease.Deployment, Timeouts: s.timeouts(g), lease: lease}
 	s.rep.Last = a
 	res := s.Try(s.ctx, a)
-	o := g.Retry.health(res.Err)
-	var wait time.Duration
-	if res.Err != nil && o == Failure {
-		wait = res.Err.RetryAfter
+	if res.Open && res.Err == nil {
+		s.rep.Answered, s.rep.Err = a, nil
+		s.rep.open = s
+		return fatal
 	}
-	if wait > 0 {
-		if s.retryAt == nil {
-			s.retryAt = map[*Backend]time.Time{}
-		}
-		s.retryAt[lease.Backend] = s.clock.Now().Add(wait)
-	}
-	lease.Done(o, res.FirstByte, wait)
-	if s.OnAttempt != nil {
-		s.OnAttempt(a, res, o)
-	}
+	s.ended(g, a, res)
 	s.rep.Err = res.Err
 	if res.Err == nil || res.Started {
 		s.rep.Answered = a
@@ -344,6 +366,27 @@ func (s *run) attempt(g *Group, lease *Lease) verdict {
 		v = moveOn
 	}
 	return v
+}
+
+// ended gives back attempt a's lease with what res says about its
+// deployment (health, latency, a Retry-After to honour) and reports it to
+// OnAttempt.
+func (s *run) ended(g *Group, a Attempt, res Result) {
+	o := g.Retry.health(res.Err)
+	var wait time.Duration
+	if res.Err != nil && o == Failure {
+		wait = res.Err.RetryAfter
+	}
+	if wait > 0 {
+		if s.retryAt == nil {
+			s.retryAt = map[*Backend]time.Time{}
+		}
+		s.retryAt[a.lease.Backend] = s.clock.Now().Add(wait)
+	}
+	a.lease.Done(o, res.FirstByte, wait)
+	if s.OnAttempt != nil {
+		s.OnAttempt(a, res, o)
+	}
 }
 
 func (s *run) timeouts(g *Group) provider.Timeouts {

@@ -396,3 +396,44 @@ func TestReachable(t *testing.T) {
 		}
 	}
 }
+
+// An attempt left open (a stream relayed after Try returned) ends the run
+// as an answer but stays in flight until Close: least-requests and
+// least-tokens must go on seeing the stream, and OnAttempt must see how
+// it finally ended, once.
+func TestOpenAttemptStaysInFlightUntilClose(t *testing.T) {
+	pool := NewPool(PoolOptions{Clock: newFakeClock()})
+	g := pool.Group(Spec{Name: "m", Targets: targets(2)})
+	var seen []Outcome
+	r := Runner{
+		MaxTokens: 100,
+		Try:       func(context.Context, Attempt) Result { return Result{Open: true, Started: true} },
+		OnAttempt: func(_ Attempt, _ Result, o Outcome) { seen = append(seen, o) },
+	}
+	rep := r.Run(context.Background(), g)
+	if rep.Err != nil || rep.Attempts != 1 || rep.Answered.N != 1 || !rep.Open() {
+		t.Fatalf("report %+v open %v", rep, rep.Open())
+	}
+	b := rep.Answered.lease.Backend
+	if b.InFlightRequests() != 1 || b.InFlightTokens() != 100 || len(seen) != 0 {
+		t.Fatalf("open attempt: %d requests, %d tokens in flight, outcomes %v", b.InFlightRequests(), b.InFlightTokens(), seen)
+	}
+	broken := status(502)
+	rep.Close(Result{Err: broken, FirstByte: time.Millisecond})
+	rep.Close(Result{}) // a second Close changes nothing
+	if b.InFlightRequests() != 0 || b.InFlightTokens() != 0 {
+		t.Fatalf("after Close: %d requests, %d tokens in flight", b.InFlightRequests(), b.InFlightTokens())
+	}
+	if len(seen) != 1 || seen[0] != Failure || rep.Err != broken || rep.Open() {
+		t.Fatalf("after Close: outcomes %v, err %v, open %v", seen, rep.Err, rep.Open())
+	}
+}
+
+// Open with an error is an ordinary failure: the run moves on.
+func TestOpenWithAnErrorIsAFailure(t *testing.T) {
+	sc := &script{answers: map[string][]Result{"a": {{Err: status(503), Open: true}}}}
+	rep, _ := runOn(t, newFakeClock(), []Spec{{Name: "m", Strategy: Failover, Targets: targets(2)}}, sc, Runner{})
+	if calls(sc) != "a,b" || rep.Err != nil || rep.Open() {
+		t.Fatalf("calls %s report %+v", calls(sc), rep)
+	}
+}

@@ -18,6 +18,21 @@ import (
 // before that leaves the response free for the next attempt. A request
 // no attempt answered gets the last error.
 func (x *exchange) runAttempts(g *route.Group, maxTokens int, try func(ctx context.Context, a route.Attempt) route.Result) {
+	// This frame holds pointers only: an open stream is relayed from
+	// here for its whole life (openStream).
+	rep := x.route(g, maxTokens, try)
+	if o := x.open; o != nil && rep.Open() {
+		x.open = nil
+		// The response headers go out from this frame, the shallowest
+		// the stream reaches: writing them is the relay's deepest call.
+		o.relay.Flush()
+		x.relayOpen(o, rep)
+	}
+	x.attemptsDone(rep)
+}
+
+// route runs the attempts; the report it returns is the exchange's.
+func (x *exchange) route(g *route.Group, maxTokens int, try func(ctx context.Context, a route.Attempt) route.Result) *route.Report {
 	var failedAt time.Time // when the last attempt failed, if one did
 	r := route.Runner{
 		Table:        x.rt.Routes,
@@ -30,6 +45,9 @@ func (x *exchange) runAttempts(g *route.Group, maxTokens int, try func(ctx conte
 			x.deployment, x.attempts = a.Deployment, a.N // for the headers of this attempt's answer
 			x.startAttemptSpan(a)
 			res := try(ctx, a)
+			if res.Open {
+				return res // its span ends with the relay (relayOpen)
+			}
 			x.endAttemptSpan(res)
 			if res.Err != nil && !res.Started {
 				failedAt = x.s.now()
@@ -39,7 +57,21 @@ func (x *exchange) runAttempts(g *route.Group, maxTokens int, try func(ctx conte
 		OnAttempt: x.attempted,
 		Allow:     x.allowProvider(),
 	}
-	rep := r.Run(x.r.Context(), g)
+	x.report = r.Run(x.r.Context(), g)
+	return &x.report
+}
+
+// relayOpen relays the stream the answered attempt left open, then ends
+// the attempt with how the stream went.
+func (x *exchange) relayOpen(o *openStream, rep *route.Report) {
+	res := x.relayRest(o)
+	x.endAttemptSpan(res)
+	rep.Close(res)
+}
+
+// attemptsDone takes from the report what the answer, the log line and
+// the usage record need, and answers a request no attempt answered.
+func (x *exchange) attemptsDone(rep *route.Report) {
 	x.attempts, x.billedAttempt = rep.Attempts, rep.Answered.N
 	switch {
 	case rep.Answered.N > 0:

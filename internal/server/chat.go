@@ -93,6 +93,7 @@ func (x *exchange) serveChatRequest(req *llm.ChatRequest, rp reply) {
 
 // chatAttempt makes one upstream call and, if it succeeds, answers the
 // client. A failure is returned unanswered unless the stream had started.
+// A stream that started is left open (x.open) for runAttempts to relay.
 func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.ChatRequest, rp reply) route.Result {
 	d := a.Deployment
 	if rp.native != nil && d.ResponsesAPI {
@@ -107,50 +108,68 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	}
 	start := x.s.now()
 	call := provider.StartCall(ctx, a.Timeouts)
-	defer call.Stop()
 	up, err := d.Adapter.ChatRequest(call.Context(), d, req)
 	if err != nil {
+		call.Stop()
 		return route.Result{Err: llm.AsError(err)}
 	}
 	x.attemptSpan.Inject(x.rt.Tracer, up.Header)
 	t0 := x.s.now()
 	resp, uerr := upstream(call, d, up)
 	if uerr != nil {
+		call.Stop()
 		x.upstreamWait += x.s.now().Sub(t0)
 		return route.Result{Err: uerr}
 	}
 	if !req.Stream {
-		c, err := d.Adapter.Completion(resp, d, req)
-		x.upstreamWait += x.s.now().Sub(t0) // the body is read: the upstream's part is done
-		if err != nil {
-			return route.Result{Err: call.Err(d.Provider, err)}
-		}
-		if x.cache.write {
-			x.keepAnswer(&cache.Entry{Completion: append([]byte(nil), c.Body...), Usage: c.Usage})
-		}
-		body := c.Body
-		if rp.completion != nil {
-			if body, err = rp.completion(body); err != nil {
-				return route.Result{Err: llm.AsError(err)}
-			}
-		}
-		x.usage, x.hasUsage = c.Usage, c.HasUsage
-		if !c.HasUsage {
-			x.countCompletion(d.Model, llm.CompletionText(c.Body))
-		}
-		if rp.completion == nil {
-			x.usageStart, x.usageEnd = c.UsageStart, c.UsageEnd // still where the body has them
-		}
-		x.writeJSON(body)
-		return route.Result{FirstByte: x.s.now().Sub(start)}
+		res := x.chatCompletion(call, resp, d, req, rp, start, t0)
+		call.Stop()
+		return res
 	}
 	x.upstreamWait += x.s.now().Sub(t0) // until the response headers; the relay waits on chunks after the client's headers
+	return x.chatStream(call, resp, a, req, rp, start)
+}
+
+// chatCompletion answers with a non-streamed completion.
+func (x *exchange) chatCompletion(call *provider.Call, resp *http.Response, d *provider.Deployment, req *llm.ChatRequest,
+	rp reply, start, t0 time.Time) route.Result {
+	c, err := d.Adapter.Completion(resp, d, req)
+	x.upstreamWait += x.s.now().Sub(t0) // the body is read: the upstream's part is done
+	if err != nil {
+		return route.Result{Err: call.Err(d.Provider, err)}
+	}
+	if x.cache.write {
+		x.keepAnswer(&cache.Entry{Completion: append([]byte(nil), c.Body...), Usage: c.Usage})
+	}
+	body := c.Body
+	if rp.completion != nil {
+		if body, err = rp.completion(body); err != nil {
+			return route.Result{Err: llm.AsError(err)}
+		}
+	}
+	x.usage, x.hasUsage = c.Usage, c.HasUsage
+	if !c.HasUsage {
+		x.countCompletion(d.Model, llm.CompletionText(c.Body))
+	}
+	if rp.completion == nil {
+		x.usageStart, x.usageEnd = c.UsageStart, c.UsageEnd // still where the body has them
+	}
+	x.writeJSON(body)
+	return route.Result{FirstByte: x.s.now().Sub(start)}
+}
+
+// chatStream starts relaying a streamed completion; it owns call from
+// here. Until the first event goes out a failure is returned unanswered,
+// so another deployment may still be tried; then the stream is left open.
+func (x *exchange) chatStream(call *provider.Call, resp *http.Response, a route.Attempt, req *llm.ChatRequest,
+	rp reply, start time.Time) route.Result {
+	d := a.Deployment
 	st, err := d.Adapter.Stream(resp, d, req)
 	if err != nil {
 		resp.Body.Close()
+		call.Stop()
 		return route.Result{Err: call.Err(d.Provider, err)}
 	}
-	defer st.Close()
 	var enc stream.Encoder
 	usageCost := x.streamUsageCost(d)
 	if rp.encoder != nil {
@@ -158,15 +177,15 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 	}
 	x.headers()
 	x.declareCostTrailer()
-	sp := x.span.Child(x.rt.Tracer, "stream", false)
-	defer sp.End()
+	o := &openStream{call: call, provider: d.Provider, st: st, start: start, span: x.span.Child(x.rt.Tracer, "stream", false)}
+	model := d.Model
+	o.count = func(res *stream.Result) { x.countStream(model, res) }
 	var relayed llm.Stream = st
-	var rec *cache.Recorder
 	if x.cache.write {
-		rec = cache.NewRecorder(st, x.rt.Caching.MaxEntryBytes)
-		relayed = rec
+		o.rec = cache.NewRecorder(st, x.rt.Caching.MaxEntryBytes)
+		relayed = o.rec
 	}
-	res, err := stream.Relay(x.w, relayed, stream.Options{
+	o.relay = stream.Start(x.w, relayed, stream.Options{
 		IncludeUsage: req.IncludeUsage,
 		OnChunk:      func() { call.Progress(); a.Relayed(1) }, // one token a chunk: least-tokens sees the reply's progress
 		Classify:     func(err error) *llm.Error { return call.Err(d.Provider, err) },
@@ -174,31 +193,7 @@ func (x *exchange) chatAttempt(ctx context.Context, a route.Attempt, req *llm.Ch
 		Encoder:      enc,
 		UsageCost:    usageCost,
 	})
-	sp.Int("gatehouse.chunks", res.Chunks)
-	if res.Started {
-		x.written = true
-		x.usage, x.hasUsage = res.Usage, res.HasUsage
-		if !res.HasUsage {
-			x.countStream(d.Model, &res)
-		}
-		if !res.FirstChunk.IsZero() {
-			x.ttft = res.FirstChunk.Sub(x.start)
-			sp.Float("gatehouse.ttft_ms", ms(x.ttft))
-		}
-	}
-	if err != nil {
-		return route.Result{Err: call.Err(d.Provider, err), Started: res.Started}
-	}
-	if rec != nil && res.Done {
-		if chunks, ok := rec.Chunks(); ok {
-			x.keepAnswer(&cache.Entry{Chunks: chunks, Usage: res.Usage})
-		}
-	}
-	var ttfb time.Duration
-	if !res.FirstChunk.IsZero() {
-		ttfb = res.FirstChunk.Sub(start)
-	}
-	return route.Result{FirstByte: ttfb}
+	return x.opened(o)
 }
 
 // writeJSON sends a successful JSON body.

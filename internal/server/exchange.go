@@ -54,6 +54,13 @@ type exchange struct {
 	estimated    bool
 	estimate     func() int // how to estimate this request's prompt; nil: never needed
 
+	// open is the stream an attempt left open for runAttempts to relay
+	// (openstream.go).
+	open *openStream
+	// report is how the attempts went (runAttempts); kept here, not in
+	// runAttempts' frame, which an open stream is relayed under.
+	report route.Report
+
 	adm   admission // rate limits and budgets (admit.go)
 	cache cacheUse  // the exact cache (cache.go)
 

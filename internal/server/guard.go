@@ -37,42 +37,53 @@ type Guard struct {
 func (s *Server) Guarded(g Guard) http.Handler {
 	h := s.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if framing.Ambiguous(r) {
-			// RFC 9112 §6.1: a proxy in front may have framed this by its
-			// Content-Length; what follows on the connection cannot be
-			// trusted, so it is closed after the answer.
-			w.Header().Set("Connection", "close")
-			s.refuse(w, r, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
-				Code: "ambiguous_length", Message: "The request has both Content-Length and Transfer-Encoding; send one of them."})
-			return
+		// The checks are a call of their own, not part of this frame: a
+		// stream's handler runs under this frame for the stream's whole
+		// life (see openStream).
+		if s.guard(g, w, r) {
+			h.ServeHTTP(w, r)
 		}
-		if p := r.URL.Path; p == "" || p[0] != '/' {
-			// "OPTIONS *" and the like: ServeMux would answer them with a
-			// bare 400.
-			s.refuse(w, r, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
-				Code: "invalid_request_target", Message: "The request target must be a path such as /v1/chat/completions."})
-			return
-		} else if !canonical(p) {
-			// ServeMux would redirect to the cleaned path, and a client
-			// following a redirect may resend a POST as a GET.
-			s.refuse(w, r, notFound(r))
-			return
-		}
-		if g.MaxHeaderBytes > 0 && headerBytes(r) > g.MaxHeaderBytes {
-			w.Header().Set("Connection", "close")
-			s.refuse(w, r, headersTooLarge(g.MaxHeaderBytes))
-			return
-		}
-		if g.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-			b := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: g.BodyReadTimeout, fresh: true}
-			// Set now, not at the first Read: a body the handler never
-			// reads is read (and thrown away) by net/http after it, and
-			// must not be trickled forever either.
-			b.extend()
-			r.Body = b
-		}
-		h.ServeHTTP(w, r)
 	})
+}
+
+// guard checks r before it is routed: false means it was refused (and
+// answered).
+func (s *Server) guard(g Guard, w http.ResponseWriter, r *http.Request) bool {
+	if framing.Ambiguous(r) {
+		// RFC 9112 §6.1: a proxy in front may have framed this by its
+		// Content-Length; what follows on the connection cannot be
+		// trusted, so it is closed after the answer.
+		w.Header().Set("Connection", "close")
+		s.refuse(w, r, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+			Code: "ambiguous_length", Message: "The request has both Content-Length and Transfer-Encoding; send one of them."})
+		return false
+	}
+	if p := r.URL.Path; p == "" || p[0] != '/' {
+		// "OPTIONS *" and the like: ServeMux would answer them with a
+		// bare 400.
+		s.refuse(w, r, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusBadRequest, Type: "invalid_request_error",
+			Code: "invalid_request_target", Message: "The request target must be a path such as /v1/chat/completions."})
+		return false
+	} else if !canonical(p) {
+		// ServeMux would redirect to the cleaned path, and a client
+		// following a redirect may resend a POST as a GET.
+		s.refuse(w, r, notFound(r))
+		return false
+	}
+	if g.MaxHeaderBytes > 0 && headerBytes(r) > g.MaxHeaderBytes {
+		w.Header().Set("Connection", "close")
+		s.refuse(w, r, headersTooLarge(g.MaxHeaderBytes))
+		return false
+	}
+	if g.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		b := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: g.BodyReadTimeout, fresh: true}
+		// Set now, not at the first Read: a body the handler never
+		// reads is read (and thrown away) by net/http after it, and
+		// must not be trickled forever either.
+		b.extend()
+		r.Body = b
+	}
+	return true
 }
 
 func headersTooLarge(limit int64) *llm.Error {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"gatehouse/internal/cache"
 	"gatehouse/internal/llm"
@@ -219,15 +218,16 @@ func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provid
 	}
 	start := x.s.now()
 	call := provider.StartCall(ctx, a.Timeouts)
-	defer call.Stop()
 	up, err := ra.ResponsesRequest(call.Context(), d, body, r.Stream)
 	if err != nil {
+		call.Stop()
 		return route.Result{Err: llm.AsError(err)}
 	}
 	x.attemptSpan.Inject(x.rt.Tracer, up.Header)
 	t0 := x.s.now()
 	resp, uerr := upstream(call, d, up)
 	if uerr != nil {
+		call.Stop()
 		x.upstreamWait += x.s.now().Sub(t0)
 		return route.Result{Err: uerr}
 	}
@@ -241,6 +241,7 @@ func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provid
 		}
 	}
 	if !r.Stream {
+		defer call.Stop()
 		b, err := provider.ReadBody(resp, d.ResponseLimit())
 		x.upstreamWait += x.s.now().Sub(t0)
 		if err != nil {
@@ -261,39 +262,19 @@ func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provid
 	}
 	x.upstreamWait += x.s.now().Sub(t0)
 	st := responses.NewNativeStream(resp)
-	defer st.Close()
 	usageCost := x.streamUsageCost(d)
 	enc := &responses.NativeEncoder{UsageCost: usageCost, OnComplete: finished, Stream: st}
 	x.headers()
 	x.declareCostTrailer()
-	sp := x.span.Child(x.rt.Tracer, "stream", false)
-	defer sp.End()
-	res, err := stream.Relay(x.w, st, stream.Options{
+	o := &openStream{call: call, provider: d.Provider, st: st, start: start, span: x.span.Child(x.rt.Tracer, "stream", false)}
+	model := d.Model
+	o.count = func(*stream.Result) { x.countCompletion(model, st.Text.String()) }
+	o.relay = stream.Start(x.w, st, stream.Options{
 		OnChunk:   func() { call.Progress(); a.Relayed(1) }, // one token a chunk: least-tokens sees the reply's progress
 		Classify:  func(err error) *llm.Error { return call.Err(d.Provider, err) },
 		Now:       x.s.now,
 		Encoder:   enc,
 		UsageCost: usageCost,
 	})
-	sp.Int("gatehouse.chunks", res.Chunks)
-	if res.Started {
-		x.written = true
-		x.usage, x.hasUsage = res.Usage, res.HasUsage
-		if !res.HasUsage {
-			x.countCompletion(d.Model, st.Text.String())
-		}
-		if !res.FirstChunk.IsZero() {
-			x.ttft = res.FirstChunk.Sub(x.start)
-			sp.Float("gatehouse.ttft_ms", ms(x.ttft))
-		}
-	}
-	if err != nil {
-		x.cache.pending = nil // a broken answer is not kept
-		return route.Result{Err: call.Err(d.Provider, err), Started: res.Started}
-	}
-	var ttfb time.Duration
-	if !res.FirstChunk.IsZero() {
-		ttfb = res.FirstChunk.Sub(start)
-	}
-	return route.Result{FirstByte: ttfb}
+	return x.opened(o)
 }

@@ -160,14 +160,21 @@ func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) onlyIn(d dialect, method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
-			id := s.stamp(w, s.now())
-			w.Header().Set("Allow", method)
-			writeError(w, d, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
-				Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + method + "."}, id)
+			s.notAllowed(w, r, d, method)
 			return
 		}
 		h(w, r)
 	}
+}
+
+// notAllowed answers a request whose method the route does not serve. It
+// is a call of its own so that onlyIn's frame, under every request for
+// its whole life (a stream's too), stays small.
+func (s *Server) notAllowed(w http.ResponseWriter, r *http.Request, d dialect, method string) {
+	id := s.stamp(w, s.now())
+	w.Header().Set("Allow", method)
+	writeError(w, d, &llm.Error{Kind: llm.KindBadRequest, Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+		Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + method + "."}, id)
 }
 
 // methods serves a path whose methods have handlers of their own; any

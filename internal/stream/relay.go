@@ -95,120 +95,206 @@ var (
 // started, an upstream failure is sent as a final `data: {"error":…}`
 // event and returned; a client that goes away ends the relay with its
 // write error.
+//
+// It is Start followed by Rest; a caller that must answer a failure before
+// the first byte deep in its call chain, but would rather not hold that
+// chain's stack through a stream's long waits, calls the two itself.
 func Relay(w http.ResponseWriter, s llm.Stream, opt Options) (Result, error) {
-	now := opt.Now
-	if now == nil {
-		now = time.Now
-	}
-	var res Result
-	rc := http.NewResponseController(w)
-	// The event buffer is taken from the pool only while an event is
-	// built and written, never while the relay waits for the next one:
-	// a stream spends nearly all its life waiting, and ten thousand open
+	r := Start(w, s, opt)
+	err := r.Rest()
+	return *r.Result(), err
+}
+
+// Relayer is one relay in progress: Start sends the first event and
+// returns, Rest relays the others. Between the two the relay holds only
+// this struct (no goroutine, no buffer), so the caller may return up its
+// call chain before the long part of the stream and keep a short stack
+// while it waits for events.
+type Relayer struct {
+	w       http.ResponseWriter
+	s       llm.Stream
+	opt     Options
+	rc      *http.ResponseController
+	pending llm.Pending
+	res     Result
+	err     error
+	ended   bool
+	dirty   bool // written but not flushed
+	// bp is the event buffer, taken from the pool only while an event is
+	// built and written, never while the relay waits for the next one: a
+	// stream spends nearly all its life waiting, and ten thousand open
 	// streams would otherwise hold ten thousand idle buffers.
-	var bp *[]byte
-	release := func() {
-		if bp != nil && cap(*bp) <= 64<<10 {
-			bufPool.Put(bp)
-		}
-		bp = nil
+	bp *[]byte
+}
+
+// Start relays s to w until the first event has been written (not yet
+// flushed: Rest flushes it before it waits, with whatever else was already
+// buffered), the stream ended, or it failed. A failure before the first
+// event leaves w untouched: Err returns it and Result().Started is false.
+func Start(w http.ResponseWriter, s llm.Stream, opt Options) *Relayer {
+	if opt.Now == nil {
+		opt.Now = time.Now
 	}
-	defer release()
-	buf := func() *[]byte {
-		if bp == nil {
-			bp = bufPool.Get().(*[]byte)
-		}
-		return bp
+	r := &Relayer{w: w, s: s, opt: opt, rc: http.NewResponseController(w)}
+	r.pending, _ = s.(llm.Pending)
+	for !r.ended && !r.res.Started {
+		r.step()
 	}
-	pending, _ := s.(llm.Pending)
-	dirty := false // written but not flushed
-	for {
-		// Flush before waiting on the network; when the next chunk is
-		// already buffered, it goes out in the same flush.
-		if dirty && (pending == nil || !pending.Pending()) {
-			if err := rc.Flush(); err != nil {
-				return res, err
-			}
-			dirty = false
+	r.release()
+	return r
+}
+
+// Rest relays the events after the first until the stream ends, and
+// returns why it failed, if it did (Result says what it delivered). After
+// a failed or ended Start it returns at once.
+func (r *Relayer) Rest() error {
+	for !r.ended {
+		r.step()
+	}
+	r.release()
+	return r.err
+}
+
+// Flush sends what Start wrote (the response headers and the first
+// event) now; Rest would send it before its first wait. Writing the
+// headers is the deepest thing a relay does (net/http's header writer has
+// a frame of nearly 3 KB, and sorts the fields), so a caller that keeps
+// its stack short calls Flush from as high up its chain as it can. A
+// failure ends the relay: Rest then returns it.
+func (r *Relayer) Flush() {
+	if r.ended || !r.dirty {
+		return
+	}
+	if err := r.rc.Flush(); err != nil {
+		r.end(err)
+		return
+	}
+	r.dirty = false
+}
+
+// Result is what the relay has delivered so far. It points into the
+// relay (no copy on a stack that waits for a stream's end).
+func (r *Relayer) Result() *Result { return &r.res }
+
+// Err is why the relay ended, if it failed; nil while it runs and after a
+// stream that completed.
+func (r *Relayer) Err() error { return r.err }
+
+// Ended reports whether the relay is over (completed or failed).
+func (r *Relayer) Ended() bool { return r.ended }
+
+func (r *Relayer) release() {
+	if r.bp != nil && cap(*r.bp) <= 64<<10 {
+		bufPool.Put(r.bp)
+	}
+	r.bp = nil
+}
+
+func (r *Relayer) buf() *[]byte {
+	if r.bp == nil {
+		r.bp = bufPool.Get().(*[]byte)
+	}
+	return r.bp
+}
+
+// end stops the relay with err (nil: completed).
+func (r *Relayer) end(err error) {
+	r.ended, r.err = true, err
+}
+
+// step waits for the next chunk and relays it; the stream's end or a
+// failure ends the relay.
+func (r *Relayer) step() {
+	w, opt, res := r.w, &r.opt, &r.res
+	// Flush before waiting on the network; when the next chunk is
+	// already buffered, it goes out in the same flush.
+	if r.dirty && (r.pending == nil || !r.pending.Pending()) {
+		if err := r.rc.Flush(); err != nil {
+			r.end(err)
+			return
 		}
-		release()
-		c, err := s.Next()
-		if opt.OnChunk != nil && err == nil {
-			opt.OnChunk()
-		}
-		if err != nil {
-			if err == io.EOF {
-				if !res.Started {
-					start(w)
-					res.Started = true
-				}
-				end := doneEvent
-				if opt.Encoder != nil {
-					bp := buf()
-					end = opt.Encoder.End((*bp)[:0])
-					*bp = end
-				}
-				if _, werr := w.Write(end); werr != nil {
-					return res, werr
-				}
-				res.Done = true
-				return res, rc.Flush()
-			}
+		r.dirty = false
+	}
+	r.release()
+	c, err := r.s.Next()
+	if opt.OnChunk != nil && err == nil {
+		opt.OnChunk()
+	}
+	if err != nil {
+		if err == io.EOF {
 			if !res.Started {
-				return res, err
+				start(w)
+				res.Started = true
 			}
-			writeError(w, rc, opt, classify(opt, err))
-			return res, err
-		}
-		if c.Usage != nil {
-			res.Usage, res.HasUsage = *c.Usage, true
-		}
-		bp := buf()
-		if opt.Encoder != nil {
-			out, err := opt.Encoder.Chunk((*bp)[:0], c)
-			*bp = out
-			if err != nil {
-				if !res.Started {
-					return res, err
-				}
-				writeError(w, rc, opt, classify(opt, err))
-				return res, err
+			end := doneEvent
+			if opt.Encoder != nil {
+				bp := r.buf()
+				end = opt.Encoder.End((*bp)[:0])
+				*bp = end
 			}
-			if len(out) == 0 {
-				continue
+			if _, werr := w.Write(end); werr != nil {
+				r.end(werr)
+				return
 			}
-		} else {
-			if c.UsageOnly && !opt.IncludeUsage {
-				continue
-			}
-			data := c.Data
-			if c.Usage != nil && opt.UsageCost != nil {
-				data, _ = llm.SetUsageCost(data, opt.UsageCost(*c.Usage))
-			}
-			*bp = llm.AppendEvent((*bp)[:0], "", data)
+			res.Done = true
+			r.end(r.rc.Flush())
+			return
 		}
-		if !res.Started {
-			start(w)
-			res.Started = true
-			res.FirstChunk = now()
+		if res.Started {
+			writeError(w, r.rc, r.opt, classify(r.opt, err))
 		}
-		if _, err := w.Write(*bp); err != nil {
-			return res, err
-		}
-		res.Chunks++
-		if !c.UsageOnly { // what the client was sent, for counting if no usage comes
-			// Only the text is kept, not the chunk: a stream waits most
-			// of its life, and what it holds meanwhile is what ten
-			// thousand open streams cost.
-			size := len(choicesOf(c.Data)) + 2
-			if len(res.Sample) < SampleBytes {
-				res.Sample = appendText(res.Sample, c.Data)
-				res.Sampled += size
-			}
-			res.Relayed += size
-		}
-		dirty = true
+		r.end(err)
+		return
 	}
+	if c.Usage != nil {
+		res.Usage, res.HasUsage = *c.Usage, true
+	}
+	bp := r.buf()
+	if opt.Encoder != nil {
+		out, err := opt.Encoder.Chunk((*bp)[:0], c)
+		*bp = out
+		if err != nil {
+			if res.Started {
+				writeError(w, r.rc, r.opt, classify(r.opt, err))
+			}
+			r.end(err)
+			return
+		}
+		if len(out) == 0 {
+			return
+		}
+	} else {
+		if c.UsageOnly && !opt.IncludeUsage {
+			return
+		}
+		data := c.Data
+		if c.Usage != nil && opt.UsageCost != nil {
+			data, _ = llm.SetUsageCost(data, opt.UsageCost(*c.Usage))
+		}
+		*bp = llm.AppendEvent((*bp)[:0], "", data)
+	}
+	if !res.Started {
+		start(w)
+		res.Started = true
+		res.FirstChunk = opt.Now()
+	}
+	if _, err := w.Write(*bp); err != nil {
+		r.end(err)
+		return
+	}
+	res.Chunks++
+	if !c.UsageOnly { // what the client was sent, for counting if no usage comes
+		// Only the text is kept, not the chunk: a stream waits most
+		// of its life, and what it holds meanwhile is what ten
+		// thousand open streams cost.
+		size := len(choicesOf(c.Data)) + 2
+		if len(res.Sample) < SampleBytes {
+			res.Sample = appendText(res.Sample, c.Data)
+			res.Sampled += size
+		}
+		res.Relayed += size
+	}
+	r.dirty = true
 }
 
 // choicesKey starts the member a chunk's text is in. Both quotes

@@ -199,3 +199,67 @@ func TestRelaySampleKeepsOnlyText(t *testing.T) {
 		t.Fatalf("relayed body lost a member: %s", rec.Body.String())
 	}
 }
+
+// Start must stop at the first event, so that the caller can return up
+// its call chain before the rest of the stream; Rest relays the others.
+func TestStartStopsAtTheFirstEventAndRestRelaysTheOthers(t *testing.T) {
+	rec := httptest.NewRecorder()
+	f := &fakeStream{chunks: chunks(), err: io.EOF}
+	r := Start(rec, f, Options{IncludeUsage: true})
+	if r.Err() != nil || r.Ended() {
+		t.Fatalf("Start: err %v ended %v", r.Err(), r.Ended())
+	}
+	if res := r.Result(); !res.Started || res.Chunks != 1 || res.FirstChunk.IsZero() {
+		t.Fatalf("after Start: %+v", res)
+	}
+	if got, want := rec.Body.String(), "data: {\"n\":1}\n\n"; got != want {
+		t.Fatalf("after Start the client has %q, want %q", got, want)
+	}
+	if len(f.chunks) != 2 {
+		t.Fatalf("Start read %d chunks past the first", 2-len(f.chunks))
+	}
+	err := r.Rest()
+	res := r.Result()
+	if err != nil || !res.Done || res.Chunks != 3 || !res.HasUsage {
+		t.Fatalf("Rest: %+v, %v", res, err)
+	}
+	want := "data: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: {\"choices\":[],\"usage\":{}}\n\ndata: [DONE]\n\n"
+	if rec.Body.String() != want || !rec.Flushed {
+		t.Fatalf("body %q flushed %v, want %q", rec.Body.String(), rec.Flushed, want)
+	}
+}
+
+// A failure before the first event ends Start with nothing written, so
+// the caller can still answer with a status or try elsewhere; Rest then
+// returns the same failure at once.
+func TestStartFailureBeforeTheFirstEventWritesNothing(t *testing.T) {
+	rec := httptest.NewRecorder()
+	boom := &llm.Error{Kind: llm.KindUpstreamStatus, Status: 503, Message: "down"}
+	r := Start(rec, &fakeStream{err: boom}, Options{})
+	if !errors.Is(r.Err(), boom) || !r.Ended() || r.Result().Started {
+		t.Fatalf("err %v ended %v started %v", r.Err(), r.Ended(), r.Result().Started)
+	}
+	if rec.Body.Len() != 0 || rec.Header().Get("Content-Type") != "" {
+		t.Fatalf("wrote %q before any chunk", rec.Body.String())
+	}
+	if err := r.Rest(); !errors.Is(err, boom) || r.Result().Started {
+		t.Fatalf("Rest after a failed Start: %+v, %v", r.Result(), err)
+	}
+}
+
+// Flush sends what Start wrote without reading on; Rest goes on after it.
+func TestFlushSendsTheFirstEventAndRestGoesOn(t *testing.T) {
+	rec := httptest.NewRecorder()
+	f := &fakeStream{chunks: chunks(), err: io.EOF}
+	r := Start(rec, f, Options{})
+	if rec.Flushed {
+		t.Fatal("Start flushed: Flush would have nothing to do")
+	}
+	r.Flush()
+	if !rec.Flushed || r.Ended() || len(f.chunks) != 2 {
+		t.Fatalf("after Flush: flushed %v ended %v, %d chunks left", rec.Flushed, r.Ended(), len(f.chunks))
+	}
+	if err := r.Rest(); err != nil || !r.Result().Done || r.Result().Chunks != 2 {
+		t.Fatalf("Rest after Flush: %+v, %v", r.Result(), err)
+	}
+}
