@@ -537,10 +537,17 @@ models:
 			t.Errorf("a 200 carrying an error: %d %s; want 502", a.status, a.body)
 		}
 	}
-	// An answer over max_response_bytes, too: the 502s count.
-	a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"bloated","messages":[{"role":"user","content":"hi @mock(huge=100000)"}]}`)
-	if a.status != http.StatusBadGateway || dialectCode(a.body) != "upstream_response_too_large" {
-		t.Errorf("an enormous answer: %d %s; want 502 upstream_response_too_large", a.status, a.body)
+	// An answer over max_response_bytes, too: the 502s count. It is not
+	// retried on the deployment that sent it, so each request is one
+	// failure, and the breaker opens at the second.
+	for range 2 {
+		a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"bloated","messages":[{"role":"user","content":"hi @mock(huge=100000)"}]}`)
+		if a.status != http.StatusBadGateway || dialectCode(a.body) != "upstream_response_too_large" {
+			t.Errorf("an enormous answer: %d %s; want 502 upstream_response_too_large", a.status, a.body)
+		}
+		if r := recordOf(t, gw.URL, a.header.Get("X-Gatehouse-Request-Id")); r.Attempts != 1 {
+			t.Errorf("an enormous answer took %d attempts; want 1 (never retried where it came from)", r.Attempts)
+		}
 	}
 	metrics := scrape(t, gw)
 	for _, p := range []string{"untrusted", "plaintext", "erring", "bloated"} {
@@ -551,7 +558,7 @@ models:
 	}
 	// The open breaker sends the fallback model's requests straight to
 	// the backup.
-	a = faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"untrusted-fb","messages":[{"role":"user","content":"hi"}]}`)
+	a := faultCall(client, gw.URL+"/v1/chat/completions", bearer, `{"model":"untrusted-fb","messages":[{"role":"user","content":"hi"}]}`)
 	if a.status != 200 || a.header.Get("X-Gatehouse-Provider") != "backup" {
 		t.Errorf("untrusted-fb: %d from %q: %s", a.status, a.header.Get("X-Gatehouse-Provider"), a.body)
 	}

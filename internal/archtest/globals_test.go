@@ -61,6 +61,8 @@ func packageVarAllowList() map[string]string {
 		"internal/tokens/price.go bedrockVendors":                lookup,
 		"internal/server/cache.go cacheHeader":                   wire,
 		"internal/server/admit.go quotaHeaderKeys":               wire,
+		"internal/server/exchange.go jsonContentType":            wire,
+		"internal/store/sqlite/batch_codec.go noRecord":          "the empty record a batch's first is compared with, only ever read",
 		"internal/llm/sse.go bom":                                wire,
 		"internal/stream/relay.go doneEvent":                     wire,
 		"internal/server/messages.go missingKeyAnthropic":        "a sentinel error value, like errors.New's",
