@@ -35,9 +35,8 @@ type Completion struct {
 	Usage Usage
 	// HasUsage is false when the upstream reported no usage at all.
 	HasUsage bool
-	// UsageStart and UsageEnd locate Body's top-level usage object when
-	// the adapter found it while reading the usage (ScanUsage); UsageEnd
-	// 0 when not known. The gateway puts the cost there without walking
-	// the body again.
-	UsageStart, UsageEnd int
+	// Slot locates Body's usage object for the gateway's cost, when the
+	// adapter found it while reading the usage (CheckUsage); Slot.End 0
+	// when not known. The cost goes there without walking the body again.
+	Slot UsageSlot
 }

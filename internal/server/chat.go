@@ -152,7 +152,7 @@ func (x *exchange) chatCompletion(call *provider.Call, resp *http.Response, d *p
 		x.countCompletion(d.Model, llm.CompletionText(c.Body))
 	}
 	if rp.completion == nil {
-		x.usageStart, x.usageEnd = c.UsageStart, c.UsageEnd // still where the body has them
+		x.usageSlot = c.Slot // still where the body has them
 	}
 	x.writeJSON(body)
 	return route.Result{FirstByte: x.s.now().Sub(start)}
@@ -204,8 +204,8 @@ func (x *exchange) writeJSON(body []byte) {
 	if x.adm.on {
 		cost := x.costHeader()
 		h[hdrCost] = []string{cost}
-		if x.usageEnd > 0 { // for clients that read no headers
-			body = llm.SetUsageCostAt(body, x.usageStart, x.usageEnd, cost)
+		if x.usageSlot.End > 0 { // for clients that read no headers
+			body = llm.SetUsageCostAt(body, x.usageSlot, cost)
 		} else {
 			body, _ = llm.SetUsageCost(body, cost)
 		}

@@ -70,10 +70,10 @@ type exchange struct {
 	body           []byte            // the request body as read
 	capture        *bodyCapture      // what the client is sent, when the project keeps bodies
 	usageEstimated bool              // usage was counted by the gateway, not reported
-	// usageStart and usageEnd locate the usage object of the body
-	// writeJSON sends, when the adapter found it (llm.Completion); the
-	// cost goes there without another walk of the body.
-	usageStart, usageEnd int
+	// usageSlot locates the usage object of the body writeJSON sends,
+	// when the adapter found it (llm.Completion); the cost goes there
+	// without another walk of the body.
+	usageSlot llm.UsageSlot
 	// upstreamWait is the time spent waiting on upstream calls and
 	// between attempts; overhead the rest, up to the response headers.
 	upstreamWait time.Duration

@@ -93,7 +93,7 @@ func readCompletion(resp *http.Response, d *provider.Deployment) (*llm.Completio
 	// would otherwise reach the client as a 200 it cannot parse. The walk
 	// that reads the usage checks that too.
 	c := &llm.Completion{Body: body}
-	c.Usage, c.HasUsage, c.UsageStart, c.UsageEnd, err = llm.CheckUsage(body)
+	c.Usage, c.HasUsage, c.Slot, err = llm.CheckUsage(body)
 	if errors.Is(err, llm.ErrNotObject) {
 		return nil, provider.ProtocolError(d.Provider, "a response that is JSON but not an object", nil)
 	}

@@ -1,0 +1,280 @@
+package llm
+
+import "bytes"
+
+// UsageSlot locates, in a non-streamed answer, the usage object the
+// gateway writes its cost into, and what the edit needs, so that
+// SetUsageCostAt changes the body without walking any of it again.
+type UsageSlot struct {
+	// Start and End bound the body's last top-level "usage" object (the
+	// one a decoder keeps); End is 0 when there is none or the body is
+	// not well-formed. The object's closing brace is at End-1.
+	Start, End int
+	// CostStart and CostEnd bound the value of that object's last "cost"
+	// member (the one replaced); CostEnd is 0 when it has none.
+	CostStart, CostEnd int
+	// Empty is set when the object has no members: the cost then goes
+	// in without a comma before it.
+	Empty bool
+}
+
+// CheckUsage reads a whole non-streamed answer in one walk: it reports
+// whether body is one well-formed JSON object (err nil when it is,
+// ErrNotObject when it is well-formed JSON of another kind, a
+// *SyntaxError otherwise; nesting deeper than the scanner's limit, 512,
+// counts as malformed), reads the first top-level "usage" as UsageOf
+// does, and notes where its last usage object lies for SetUsageCostAt
+// (a zero slot when the body is malformed).
+//
+// A non-streamed answer is relayed as it came, so it must be whole; the
+// walk that validates it reads the usage counts and the cost's place
+// while it passes them, where walking the usage object again to read
+// the counts, and a third time to find its "cost", took as long as the
+// whole validation.
+func CheckUsage(body []byte) (u Usage, ok bool, slot UsageSlot, err error) {
+	w := usageWalk{s: scanner{data: body}}
+	if err = w.answer(); err != nil {
+		w.slot = UsageSlot{}
+	}
+	return w.u, w.ok, w.slot, err
+}
+
+// usageWalk is the state of CheckUsage's walk.
+type usageWalk struct {
+	s    scanner
+	seen bool // the first top-level "usage" has been passed
+	u    Usage
+	ok   bool
+	slot UsageSlot
+}
+
+// answer is EachField's walk of the top-level object, with its "usage"
+// members read by usage instead of skipped; the errors are EachField's.
+func (w *usageWalk) answer() error {
+	s := &w.s
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return s.fail("empty body")
+	}
+	if s.data[s.pos] != '{' {
+		if err := s.value(0); err != nil {
+			return err
+		}
+		s.skipSpace()
+		if s.pos != len(s.data) {
+			return s.fail("unexpected data after top-level value")
+		}
+		return ErrNotObject
+	}
+	s.pos++
+	s.skipSpace()
+	if s.peek() == '}' {
+		s.pos++
+		return s.end()
+	}
+	for {
+		s.skipSpace()
+		if s.peek() != '"' {
+			return s.fail("expected object key")
+		}
+		ks := s.pos
+		if err := s.str(); err != nil {
+			return err
+		}
+		isUsage := string(memberName(s.data[ks:s.pos])) == "usage"
+		s.skipSpace()
+		if s.peek() != ':' {
+			return s.fail("expected ':' after object key")
+		}
+		s.pos++
+		s.skipSpace()
+		var err error
+		if isUsage {
+			err = w.usage()
+		} else {
+			err = s.value(1)
+		}
+		if err != nil {
+			return err
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return s.end()
+		default:
+			return s.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+// usage walks a top-level "usage" value at s.pos (nesting depth 1, as
+// EachField's values), the way scanner.object does: the first one's
+// counts are read as ParseUsage reads them, and an object's slot
+// replaces the one noted before (the last object wins, as in a decoder).
+func (w *usageWalk) usage() error {
+	s := &w.s
+	read := !w.seen
+	if s.peek() != '{' {
+		if err := s.value(1); err != nil {
+			return err
+		}
+		w.seen = true // not an object: the answer reports no usage
+		return nil
+	}
+	var u Usage
+	ok := true
+	slot := UsageSlot{Start: s.pos, Empty: true}
+	s.pos++
+	s.skipSpace()
+	if s.peek() == '}' {
+		s.pos++
+		slot.End = s.pos
+		w.done(read, u, ok, slot)
+		return nil
+	}
+	slot.Empty = false
+	for {
+		s.skipSpace()
+		if s.peek() != '"' {
+			return s.fail("expected object key")
+		}
+		ks := s.pos
+		if err := s.str(); err != nil {
+			return err
+		}
+		key := memberName(s.data[ks:s.pos])
+		s.skipSpace()
+		if s.peek() != ':' {
+			return s.fail("expected ':' after object key")
+		}
+		s.pos++
+		s.skipSpace()
+		vs := s.pos
+		var err error
+		switch string(key) {
+		case "prompt_tokens_details":
+			err = w.detail(2, "cached_tokens", &u.CachedTokens, read, &ok)
+		case "completion_tokens_details":
+			err = w.detail(2, "reasoning_tokens", &u.ReasoningTokens, read, &ok)
+		default:
+			err = s.value(2)
+		}
+		if err != nil {
+			return err
+		}
+		if v := s.data[vs:s.pos]; read && ok {
+			switch string(key) {
+			case "prompt_tokens":
+				ok = intValue(v, &u.PromptTokens)
+			case "completion_tokens":
+				ok = intValue(v, &u.CompletionTokens)
+			case "total_tokens":
+				ok = intValue(v, &u.TotalTokens)
+			}
+		}
+		if string(key) == "cost" {
+			slot.CostStart, slot.CostEnd = vs, s.pos
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			slot.End = s.pos
+			w.done(read, u, ok, slot)
+			return nil
+		default:
+			return s.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+// done records a usage object walked whole.
+func (w *usageWalk) done(read bool, u Usage, ok bool, slot UsageSlot) {
+	w.slot = slot
+	if !read {
+		return
+	}
+	w.seen = true
+	if !ok {
+		return
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	w.u, w.ok = u, true
+}
+
+// detail walks a details value at s.pos, at the given depth, reading
+// its member name into dst as detailValue does when read and *ok are
+// set, and clearing *ok when detailValue would refuse the value.
+func (w *usageWalk) detail(depth int, name string, dst *int, read bool, ok *bool) error {
+	s := &w.s
+	if !read || !*ok || s.peek() != '{' {
+		vs := s.pos
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		if read && *ok && KindOf(s.data[vs:s.pos]) != KindNull {
+			*ok = false
+		}
+		return nil
+	}
+	s.pos++
+	s.skipSpace()
+	if s.peek() == '}' {
+		s.pos++
+		return nil
+	}
+	for {
+		s.skipSpace()
+		if s.peek() != '"' {
+			return s.fail("expected object key")
+		}
+		ks := s.pos
+		if err := s.str(); err != nil {
+			return err
+		}
+		match := string(memberName(s.data[ks:s.pos])) == name
+		s.skipSpace()
+		if s.peek() != ':' {
+			return s.fail("expected ':' after object key")
+		}
+		s.pos++
+		s.skipSpace()
+		vs := s.pos
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		if match && *ok {
+			*ok = intValue(s.data[vs:s.pos], dst)
+		}
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return nil
+		default:
+			return s.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+// memberName returns a scanned key's name for comparing with a known
+// one, without building a string: the bytes between its quotes, or, for
+// the rare key with escapes, the unescaped name. (A key with invalid
+// UTF-8 matches no known name either way.)
+func memberName(q []byte) []byte {
+	inner := q[1 : len(q)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return inner
+	}
+	k, _ := unquoteJSON(q)
+	return []byte(k)
+}
