@@ -11,6 +11,10 @@ type Chunk struct {
 	// gateway requested itself; it is withheld from clients that did not
 	// ask for stream_options.include_usage.
 	UsageOnly bool
+	// UsageSlot locates Data's usage object for the gateway's cost when
+	// the adapter found it while reading the usage (CheckChunk);
+	// UsageSlot.End 0 when not known.
+	UsageSlot UsageSlot
 }
 
 // Stream yields the chunks of a streamed completion. Next returns io.EOF

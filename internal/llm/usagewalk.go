@@ -39,13 +39,17 @@ func CheckUsage(body []byte) (u Usage, ok bool, slot UsageSlot, err error) {
 	return w.u, w.ok, w.slot, err
 }
 
-// usageWalk is the state of CheckUsage's walk.
+// usageWalk is the state of CheckUsage's and CheckChunk's walk.
 type usageWalk struct {
 	s    scanner
-	seen bool // the first top-level "usage" has been passed
+	last bool                 // read the last top-level "usage", not the first
+	each func(name, v []byte) // called with every other top-level member, if set
+	seen bool                 // the first top-level "usage" has been passed
 	u    Usage
 	ok   bool
 	slot UsageSlot
+	at   int // the last "usage" member's value is s.data[at:end]
+	end  int
 }
 
 // answer is EachField's walk of the top-level object, with its "usage"
@@ -81,21 +85,26 @@ func (w *usageWalk) answer() error {
 		if err := s.str(); err != nil {
 			return err
 		}
-		isUsage := string(memberName(s.data[ks:s.pos])) == "usage"
+		name := memberName(s.data[ks:s.pos])
 		s.skipSpace()
 		if s.peek() != ':' {
 			return s.fail("expected ':' after object key")
 		}
 		s.pos++
 		s.skipSpace()
-		var err error
-		if isUsage {
-			err = w.usage()
+		vs := s.pos
+		if string(name) == "usage" {
+			if err := w.usage(); err != nil {
+				return err
+			}
+			w.at, w.end = vs, s.pos
 		} else {
-			err = s.value(1)
-		}
-		if err != nil {
-			return err
+			if err := s.value(1); err != nil {
+				return err
+			}
+			if w.each != nil {
+				w.each(name, s.data[vs:s.pos])
+			}
 		}
 		s.skipSpace()
 		switch s.peek() {
@@ -112,16 +121,19 @@ func (w *usageWalk) answer() error {
 
 // usage walks a top-level "usage" value at s.pos (nesting depth 1, as
 // EachField's values), the way scanner.object does: the first one's
-// counts are read as ParseUsage reads them, and an object's slot
-// replaces the one noted before (the last object wins, as in a decoder).
+// counts (or, for a chunk, each one's) are read as ParseUsage reads
+// them, and an object's slot replaces the one noted before (the last
+// object wins, as in a decoder).
 func (w *usageWalk) usage() error {
 	s := &w.s
-	read := !w.seen
+	read := w.last || !w.seen
 	if s.peek() != '{' {
 		if err := s.value(1); err != nil {
 			return err
 		}
-		w.seen = true // not an object: the answer reports no usage
+		if read { // not an object: no usage reported
+			w.seen, w.u, w.ok = true, Usage{}, false
+		}
 		return nil
 	}
 	var u Usage
@@ -201,6 +213,7 @@ func (w *usageWalk) done(read bool, u Usage, ok bool, slot UsageSlot) {
 	}
 	w.seen = true
 	if !ok {
+		w.u, w.ok = Usage{}, false
 		return
 	}
 	if u.TotalTokens == 0 {
@@ -264,6 +277,31 @@ func (w *usageWalk) detail(depth int, name string, dst *int, read bool, ok *bool
 			return s.fail("expected ',' or '}' in object")
 		}
 	}
+}
+
+// ChunkUsage is what CheckChunk learns of a stream chunk's usage.
+type ChunkUsage struct {
+	Usage    Usage
+	HasUsage bool      // the last "usage" member is a usage object ParseUsage accepts
+	Slot     UsageSlot // where SetUsageCostAt puts the cost
+	// At and End bound the last "usage" member's value, whatever its
+	// kind (so that one the client did not ask for can be cut); End is 0
+	// when the chunk has none.
+	At, End int
+}
+
+// CheckChunk is CheckUsage for one event of a stream: the last
+// top-level "usage" member is the one read (each event is decoded on
+// its own, and a decoder keeps the last), and each other top-level
+// member is passed to each, by its unescaped name (for comparing with
+// known names: invalid UTF-8 in it is left as it came), in the same
+// walk. On error the ChunkUsage is zero.
+func CheckChunk(data []byte, each func(name, value []byte)) (ChunkUsage, error) {
+	w := usageWalk{s: scanner{data: data}, last: true, each: each}
+	if err := w.answer(); err != nil {
+		return ChunkUsage{}, err
+	}
+	return ChunkUsage{Usage: w.u, HasUsage: w.ok, Slot: w.slot, At: w.at, End: w.end}, nil
 }
 
 // memberName returns a scanned key's name for comparing with a known

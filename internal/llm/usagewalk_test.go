@@ -219,3 +219,87 @@ func BenchmarkCheckUsage(b *testing.B) {
 		}
 	})
 }
+
+// topMember is one top-level member as a walk reports it.
+type topMember struct{ name, value string }
+
+// checkChunkAgainstRef fails t when CheckChunk differs on data from
+// what a stream's chunk was read with before: EachField noting the last
+// "usage" member and the others, ParseUsage over that usage, and the
+// older walks for the cost's place.
+func checkChunkAgainstRef(t *testing.T, data []byte) {
+	t.Helper()
+	var got []topMember
+	cu, err := CheckChunk(data, func(name, v []byte) {
+		// A name's invalid UTF-8 comes as it is, where EachField's key
+		// has U+FFFD for each bad byte: either way no known name matches.
+		got = append(got, topMember{string([]rune(string(name))), string(v)})
+	})
+
+	var want []topMember
+	var usageRaw []byte
+	usageAt := -1
+	werr := EachField(data, func(key string, v []byte, off int) bool {
+		if key == "usage" {
+			usageRaw, usageAt = v, off
+		} else {
+			want = append(want, topMember{key, string(v)})
+		}
+		return true
+	})
+	if !reflect.DeepEqual(err, werr) {
+		t.Fatalf("%q: CheckChunk says %v; EachField %v", data, err, werr)
+	}
+	if err != nil {
+		if cu != (ChunkUsage{}) {
+			t.Fatalf("%q: CheckChunk gives %+v with its error", data, cu)
+		}
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: CheckChunk passes %q; EachField %q", data, got, want)
+	}
+	wu, wok := ParseUsage(usageRaw)
+	if cu.Usage != wu || cu.HasUsage != wok {
+		t.Fatalf("%q: CheckChunk reads %+v, %v; ParseUsage %+v, %v", data, cu.Usage, cu.HasUsage, wu, wok)
+	}
+	wantAt, wantEnd := 0, 0
+	if usageAt >= 0 {
+		wantAt, wantEnd = usageAt, usageAt+len(usageRaw)
+	}
+	if cu.At != wantAt || cu.End != wantEnd {
+		t.Fatalf("%q: CheckChunk puts the usage at %d:%d; EachField %d:%d", data, cu.At, cu.End, wantAt, wantEnd)
+	}
+	_, _, wStart, wEnd, _ := refCheckUsage(data)
+	if (cu.Slot.End > 0) != (wEnd > 0) {
+		t.Fatalf("%q: CheckChunk's slot %+v; the older walk's %d:%d", data, cu.Slot, wStart, wEnd)
+	}
+	if wEnd > 0 {
+		if g, w := SetUsageCostAt(data, cu.Slot, "0.5"), refSetUsageCostAt(data, wStart, wEnd, "0.5"); !bytes.Equal(g, w) {
+			t.Fatalf("%q: the slot's edit gives %q; the older walks %q", data, g, w)
+		}
+	}
+}
+
+// chunkCases add a stream's corners to usageWalkCases.
+var chunkCases = []string{
+	`{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
+	`{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}`,
+	`{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2}}`, // the last is read
+	`{"usage":{"prompt_tokens":1},"usage":null}`,                // the last is null: no usage, the first is edited
+	`{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":"x"}}`,
+	`{"error":{"message":"boom"},"\u0065rror":1,"choices":[ ]}`,
+}
+
+func TestCheckChunkAgrees(t *testing.T) {
+	for _, in := range append(chunkCases, usageWalkCases...) {
+		checkChunkAgainstRef(t, []byte(in))
+	}
+}
+
+func FuzzCheckChunk(f *testing.F) {
+	for _, in := range append(chunkCases, usageWalkCases...) {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(checkChunkAgainstRef)
+}

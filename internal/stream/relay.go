@@ -269,7 +269,11 @@ func (r *Relayer) step() {
 		}
 		data := c.Data
 		if c.Usage != nil && opt.UsageCost != nil {
-			data, _ = llm.SetUsageCost(data, opt.UsageCost(*c.Usage))
+			if c.UsageSlot.End > 0 { // the adapter found it: no walk again
+				data = llm.SetUsageCostAt(data, c.UsageSlot, opt.UsageCost(*c.Usage))
+			} else {
+				data, _ = llm.SetUsageCost(data, opt.UsageCost(*c.Usage))
+			}
 		}
 		*bp = llm.AppendEvent((*bp)[:0], "", data)
 	}

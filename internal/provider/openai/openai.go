@@ -185,18 +185,15 @@ func (s *stream) chunk(data []byte) (llm.Chunk, error) {
 	if d, ok := nullUsageChunk(data, s.strip); ok {
 		return llm.Chunk{Data: d}, nil
 	}
-	var usageRaw, errRaw []byte
-	usageAt, emptyChoices := -1, false
-	err := llm.EachField(data, func(key string, v []byte, off int) bool {
-		switch key {
-		case "usage":
-			usageRaw, usageAt = v, off
+	var errRaw []byte
+	emptyChoices := false
+	cu, err := llm.CheckChunk(data, func(name, v []byte) {
+		switch string(name) {
 		case "choices":
 			emptyChoices = bytes.Equal(bytes.TrimSpace(v), []byte("[]"))
 		case "error":
 			errRaw = v
 		}
-		return true
 	})
 	if err != nil {
 		what := "a malformed stream event"
@@ -212,12 +209,13 @@ func (s *stream) chunk(data []byte) (llm.Chunk, error) {
 		return llm.Chunk{}, e
 	}
 	c := llm.Chunk{Data: data}
-	if u, ok := llm.ParseUsage(usageRaw); ok {
-		s.usage = u
+	if cu.HasUsage {
+		s.usage = cu.Usage
 		c.Usage = &s.usage
 		c.UsageOnly = emptyChoices
-	} else if s.strip && usageAt >= 0 {
-		c.Data = cutMember(data, usageAt, usageAt+len(usageRaw))
+		c.UsageSlot = cu.Slot
+	} else if s.strip && cu.End > 0 {
+		c.Data = cutMember(data, cu.At, cu.End)
 	}
 	return c, nil
 }
