@@ -33,7 +33,7 @@ type UsageSlot struct {
 // whole validation.
 func CheckUsage(body []byte) (u Usage, ok bool, slot UsageSlot, err error) {
 	w := usageWalk{s: scanner{data: body}}
-	if err = w.answer(); err != nil {
+	if err = w.answer(nil); err != nil {
 		w.slot = UsageSlot{}
 	}
 	return w.u, w.ok, w.slot, err
@@ -53,8 +53,10 @@ type usageWalk struct {
 }
 
 // answer is EachField's walk of the top-level object, with its "usage"
-// members read by usage instead of skipped; the errors are EachField's.
-func (w *usageWalk) answer() error {
+// members read by usage instead of skipped, and the others passed to
+// each if it is set; the errors are EachField's. (each is a parameter,
+// not a field of w, so that a caller's closure can stay on its stack.)
+func (w *usageWalk) answer(each func(name, v []byte)) error {
 	s := &w.s
 	s.skipSpace()
 	if s.pos >= len(s.data) {
@@ -102,8 +104,8 @@ func (w *usageWalk) answer() error {
 			if err := s.value(1); err != nil {
 				return err
 			}
-			if w.each != nil {
-				w.each(name, s.data[vs:s.pos])
+			if each != nil {
+				each(name, s.data[vs:s.pos])
 			}
 		}
 		s.skipSpace()
@@ -297,8 +299,8 @@ type ChunkUsage struct {
 // known names: invalid UTF-8 in it is left as it came), in the same
 // walk. On error the ChunkUsage is zero.
 func CheckChunk(data []byte, each func(name, value []byte)) (ChunkUsage, error) {
-	w := usageWalk{s: scanner{data: data}, last: true, each: each}
-	if err := w.answer(); err != nil {
+	w := usageWalk{s: scanner{data: data}, last: true}
+	if err := w.answer(each); err != nil {
 		return ChunkUsage{}, err
 	}
 	return ChunkUsage{Usage: w.u, HasUsage: w.ok, Slot: w.slot, At: w.at, End: w.end}, nil

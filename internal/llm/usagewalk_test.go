@@ -303,3 +303,54 @@ func FuzzCheckChunk(f *testing.F) {
 	}
 	f.Fuzz(checkChunkAgainstRef)
 }
+
+// mockUsageChunk is the last chunk of mockllm's stream when the client
+// asks for usage.
+const mockUsageChunk = `{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":"fp_6d7a0c9f31","choices":[],"usage":{"prompt_tokens":15,"completion_tokens":14,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`
+
+// BenchmarkCheckChunk reads a stream's usage chunk as the OpenAI adapter
+// does and puts the cost in it as the relay does: one walk, against the
+// walks it replaced (EachField, ParseUsage over the usage, then
+// SetUsageCost's walk of the chunk and of its usage), in the same run.
+func BenchmarkCheckChunk(b *testing.B) {
+	data := []byte(mockUsageChunk)
+	b.Run("one-walk", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			empty := false
+			cu, err := CheckChunk(data, func(name, v []byte) {
+				if string(name) == "choices" {
+					empty = string(v) == "[]"
+				}
+			})
+			if err != nil || !cu.HasUsage || !empty {
+				b.Fatal(err)
+			}
+			_ = SetUsageCostAt(data, cu.Slot, "0.000123")
+		}
+	})
+	b.Run("older-walks", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			empty := false
+			var usageRaw []byte
+			err := EachField(data, func(key string, v []byte, _ int) bool {
+				switch key {
+				case "usage":
+					usageRaw = v
+				case "choices":
+					empty = string(v) == "[]"
+				}
+				return true
+			})
+			if _, ok := ParseUsage(usageRaw); err != nil || !ok || !empty {
+				b.Fatal(err)
+			}
+			if _, _, start, end, err := refCheckUsage(data); err == nil && end > 0 {
+				_ = refSetUsageCostAt(data, start, end, "0.000123")
+			}
+		}
+	})
+}
