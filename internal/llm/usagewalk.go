@@ -42,9 +42,8 @@ func CheckUsage(body []byte) (u Usage, ok bool, slot UsageSlot, err error) {
 // usageWalk is the state of CheckUsage's and CheckChunk's walk.
 type usageWalk struct {
 	s    scanner
-	last bool                 // read the last top-level "usage", not the first
-	each func(name, v []byte) // called with every other top-level member, if set
-	seen bool                 // the first top-level "usage" has been passed
+	last bool // read the last top-level "usage", not the first
+	seen bool // the first top-level "usage" has been passed
 	u    Usage
 	ok   bool
 	slot UsageSlot
