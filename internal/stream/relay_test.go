@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -261,5 +262,31 @@ func TestFlushSendsTheFirstEventAndRestGoesOn(t *testing.T) {
 	}
 	if err := r.Rest(); err != nil || !r.Result().Done || r.Result().Chunks != 2 {
 		t.Fatalf("Rest after Flush: %+v, %v", r.Result(), err)
+	}
+}
+
+// TestRelayPutsTheCostInTheUsage: the usage chunk carries the price,
+// at the slot the adapter found when it has one , and found by a walk when not.
+func TestRelayPutsTheCostInTheUsage(t *testing.T) {
+	data := []byte(`{"choices":[],"usage":{"total_tokens":7,"cost":0}}`)
+	_, _, slot, err := llm.CheckUsage(data)
+	if err != nil || slot.End == 0 {
+		t.Fatalf("CheckUsage: %+v, %v", slot, err)
+	}
+	for _, tc := range []struct {
+		name string
+		slot llm.UsageSlot
+	}{{"found by the adapter", slot}, {"not found", llm.UsageSlot{}}} {
+		rec := httptest.NewRecorder()
+		c := llm.Chunk{Data: data, Usage: &usage, UsageSlot: tc.slot}
+		_, err := Relay(rec, &fakeStream{chunks: []llm.Chunk{c}, err: io.EOF},
+			Options{IncludeUsage: true, UsageCost: func(u llm.Usage) string { return "0.00" + strconv.Itoa(u.TotalTokens) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "data: {\"choices\":[],\"usage\":{\"total_tokens\":7,\"cost\":0.007}}\n\ndata: [DONE]\n\n"
+		if rec.Body.String() != want {
+			t.Errorf("%s: body\n%q\nwant\n%q", tc.name, rec.Body.String(), want)
+		}
 	}
 }

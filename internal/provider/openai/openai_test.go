@@ -117,6 +117,12 @@ func TestStreamHidesGatewayUsagePlumbing(t *testing.T) {
 		if d := cmp.Diff(want, *last.Usage); d != "" {
 			t.Fatalf("usage (-want +got):\n%s", d)
 		}
+		// The place for the cost came with it: the relay need not walk
+		// the chunk again to put it there.
+		got := llm.SetUsageCostAt([]byte(datas[3]), last.UsageSlot, "0.5")
+		if wantCost, _ := llm.SetUsageCost([]byte(datas[3]), "0.5"); last.UsageSlot.End == 0 || string(got) != string(wantCost) {
+			t.Errorf("usage slot %+v puts the cost as %s, want %s", last.UsageSlot, got, wantCost)
+		}
 	}
 }
 
