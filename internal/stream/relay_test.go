@@ -266,7 +266,8 @@ func TestFlushSendsTheFirstEventAndRestGoesOn(t *testing.T) {
 }
 
 // TestRelayPutsTheCostInTheUsage: the usage chunk carries the price,
-// at the slot the adapter found when it has one , and found by a walk when not.
+// at the slot the adapter found when it has one, and found by a walk
+// when not.
 func TestRelayPutsTheCostInTheUsage(t *testing.T) {
 	data := []byte(`{"choices":[],"usage":{"total_tokens":7,"cost":0}}`)
 	_, _, slot, err := llm.CheckUsage(data)
