@@ -28,9 +28,9 @@ type UsageSlot struct {
 //
 // A non-streamed answer is relayed as it came, so it must be whole; the
 // walk that validates it reads the usage counts and the cost's place
-// while it passes them, where walking the usage object again to read
-// the counts, and a third time to find its "cost", took as long as the
-// whole validation.
+// while it passes them: walking the usage object again to read the
+// counts, and a third time to find its "cost", cost about as much again
+// as the validation itself.
 func CheckUsage(body []byte) (u Usage, ok bool, slot UsageSlot, err error) {
 	w := usageWalk{s: scanner{data: body}}
 	if err = w.answer(nil); err != nil {
