@@ -30,8 +30,9 @@ import (
 //	                  error JSON, Ollama's {"error":…} line, Bedrock's
 //	                  exception message.
 //	huge=N            the reply text is N bytes, streamed or not; an
-//	                  embedding answer has vectors long enough to take at
-//	                  least N bytes.
+//	                  embedding answer is N bytes (its vectors as long as
+//	                  fit, spaces for the rest), or its usual size when
+//	                  that is more.
 //	reset_after=N     as fail_after=N, but the connection is reset (TCP RST)
 //	                  instead of closed: the client reads ECONNRESET. An
 //	                  embedding answer, which has no chunks, is cut halfway
@@ -82,14 +83,47 @@ func (c *call) armCut(p *plan) {
 	c.cut, c.cutAbort = p.stallAfter >= 0 || p.failAfter >= 0, p.failAfter >= 0
 }
 
-// hugeDims is the dimensions per vector of an embedding answer: dims, or
-// under huge=N enough of them for the n vectors to take at least N bytes
-// written out (a float takes five or more).
+// hugeDims is the dimensions per vector of an embedding answer under
+// huge=N that certainly takes N bytes or more: n vectors of floats that
+// take five bytes or more each written out.
 func (p *plan) hugeDims(dims, n int) int {
-	if p.huge <= 0 {
-		return dims
-	}
 	return max(dims, p.huge/(5*max(n, 1))+1)
+}
+
+// hugeAnswer is an embedding answer of exactly N bytes under huge=N:
+// build(d) writes the answer with d dimensions a vector, and hugeAnswer
+// takes the most dimensions whose answer fits in N bytes, then fills the
+// rest with spaces before the answer's closing brace (JSON allows them
+// there). Without huge=N, or when the answer at dims already takes N
+// bytes or more, it is build(dims). The length of an answer grows with
+// its dimensions almost in proportion, so a few builds find the fit.
+func (p *plan) hugeAnswer(dims, n int, build func(dims int) []byte) []byte {
+	lo := build(dims)
+	if p.huge <= len(lo) {
+		return lo
+	}
+	loDims, hiDims := dims, p.hugeDims(dims, n)
+	hiLen := len(build(hiDims))
+	for hiLen < p.huge { // floats shorter than five bytes: go further
+		hiDims *= 2
+		hiLen = len(build(hiDims))
+	}
+	for hiDims-loDims > 1 {
+		d := loDims + int(int64(hiDims-loDims)*int64(p.huge-len(lo))/int64(hiLen-len(lo)))
+		d = min(max(d, loDims+1), hiDims-1)
+		if b := build(d); len(b) <= p.huge {
+			lo, loDims = b, d
+		} else {
+			hiDims, hiLen = d, len(b)
+		}
+	}
+	end := bytes.LastIndexByte(lo, '}')
+	out := make([]byte, 0, p.huge)
+	out = append(out, lo[:end]...)
+	for range p.huge - len(lo) {
+		out = append(out, ' ')
+	}
+	return append(out, lo[end:]...)
 }
 
 // arm makes the call's writes carry out p's fault.
