@@ -147,7 +147,10 @@ func testHeldRequestStacks(t *testing.T, stream bool) {
 	if got := added[firstStackLimit] + added[4<<10] + added[2<<10] + larger; got < 3*heldRequests {
 		t.Fatalf("only %d goroutines more for %d held requests: they are not all held in the gateway", got, heldRequests)
 	}
-	if larger > 0 {
+	// A goroutine of the gateway's own (a writer, a watcher) that first
+	// needs more between the two counts is not a request's: a few are let
+	// pass. A doubling on the request path takes every held request's.
+	if larger >= heldRequests/10 {
 		t.Errorf("%d goroutines with a stack over %d KiB came with %d held requests (%v): something on the request path "+
 			"now needs more than the handler's first 8 KiB, and every open request costs 8 KiB more or worse "+
 			"(find the frame as BENCHMARKS.md describes under \"Follow-up (branch streams3)\")",
