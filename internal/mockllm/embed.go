@@ -158,7 +158,7 @@ func (s *Server) embeddings(c *call, body []byte) {
 			tokens += len(in.tokens)
 		}
 	}
-	b := p.hugeAnswer(dims, len(inputs), func(dims int) []byte {
+	b := p.hugeAnswer(dims, func(dims int) []byte {
 		return openAIEmbeddings(inputs, dims, base64Format, c.model, tokens)
 	})
 	c.writeJSON(200, b)

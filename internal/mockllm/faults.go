@@ -83,47 +83,60 @@ func (c *call) armCut(p *plan) {
 	c.cut, c.cutAbort = p.stallAfter >= 0 || p.failAfter >= 0, p.failAfter >= 0
 }
 
-// hugeDims is the dimensions per vector of an embedding answer under
-// huge=N that certainly takes N bytes or more: n vectors of floats that
-// take five bytes or more each written out.
-func (p *plan) hugeDims(dims, n int) int {
-	return max(dims, p.huge/(5*max(n, 1))+1)
-}
-
 // hugeAnswer is an embedding answer of exactly N bytes under huge=N:
 // build(d) writes the answer with d dimensions a vector, and hugeAnswer
-// takes the most dimensions whose answer fits in N bytes, then fills the
-// rest with spaces before the answer's closing brace (JSON allows them
-// there). Without huge=N, or when the answer at dims already takes N
-// bytes or more, it is build(dims). The length of an answer grows with
-// its dimensions almost in proportion, so a few builds find the fit.
-func (p *plan) hugeAnswer(dims, n int, build func(dims int) []byte) []byte {
-	lo := build(dims)
-	if p.huge <= len(lo) {
-		return lo
+// takes dimensions whose answer fills between 95% and 100% of N bytes,
+// then fills the rest with spaces before the answer's closing brace (JSON
+// allows them there). Without huge=N, or when the answer at dims already
+// takes N bytes or more, it is build(dims).
+//
+// An answer's length grows with its dimensions almost in proportion (a
+// float's text gets a little shorter as a unit vector's components get
+// smaller), so a secant step from the usual answer usually lands in the
+// window at the first large build, and rarely needs a second: a 4 MB
+// answer costs about what one did when huge=N only meant "at least".
+func (p *plan) hugeAnswer(dims int, build func(dims int) []byte) []byte {
+	best := build(dims)
+	if p.huge <= len(best) {
+		return best
 	}
-	loDims, hiDims := dims, p.hugeDims(dims, n)
-	hiLen := len(build(hiDims))
-	for hiLen < p.huge { // floats shorter than five bytes: go further
-		hiDims *= 2
-		hiLen = len(build(hiDims))
-	}
-	for hiDims-loDims > 1 {
-		d := loDims + int(int64(hiDims-loDims)*int64(p.huge-len(lo))/int64(hiLen-len(lo)))
-		d = min(max(d, loDims+1), hiDims-1)
-		if b := build(d); len(b) <= p.huge {
-			lo, loDims = b, d
+	low, target := p.huge-p.huge/20, p.huge-p.huge/40
+	loDims, loLen := dims, len(best)
+	hiDims, hiLen := 0, 0 // no answer over N yet
+	for range 30 {
+		var d int
+		if hiDims == 0 {
+			// Upward from the largest answer that fits, as if its length
+			// were all dimensions: that over-estimates the step by a few
+			// percent, so this aims lower.
+			d = loDims + int(int64(max(loDims, 1))*int64(p.huge-p.huge/25-loLen)/int64(max(loLen, 1)))
 		} else {
+			d = loDims + int(int64(hiDims-loDims)*int64(target-loLen)/int64(hiLen-loLen))
+		}
+		if hiDims != 0 {
+			d = min(d, hiDims-1)
+		}
+		d = max(d, loDims+1)
+		if hiDims != 0 && d >= hiDims {
+			break
+		}
+		b := build(d)
+		if len(b) > p.huge {
 			hiDims, hiLen = d, len(b)
+			continue
+		}
+		best, loDims, loLen = b, d, len(b)
+		if loLen >= low {
+			break
 		}
 	}
-	end := bytes.LastIndexByte(lo, '}')
+	end := bytes.LastIndexByte(best, '}')
 	out := make([]byte, 0, p.huge)
-	out = append(out, lo[:end]...)
-	for range p.huge - len(lo) {
+	out = append(out, best[:end]...)
+	for range p.huge - len(best) {
 		out = append(out, ' ')
 	}
-	return append(out, lo[end:]...)
+	return append(out, best[end:]...)
 }
 
 // arm makes the call's writes carry out p's fault.

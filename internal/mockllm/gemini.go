@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -430,8 +431,8 @@ func (s *Server) gemEmbed(c *call, model string, batch bool, body []byte) {
 		texts[i] = text.String()
 	}
 	// Under huge=N every vector has at least the dimensions hugeAnswer
-	// settles on; 0 is the usual answer.
-	b := p.hugeAnswer(0, len(reqs), func(least int) []byte {
+	// settles on; the fewest any asked for give the usual answer.
+	b := p.hugeAnswer(slices.Min(dims), func(least int) []byte {
 		return gemEmbeddings(texts, dims, least, batch)
 	})
 	c.gemWrite(http.StatusOK, b)

@@ -501,7 +501,7 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 		tokens += max((utf8.RuneCountInString(text)+3)/4, 1)
 	}
 	took := time.Since(c.received).Nanoseconds() + ollamaLoadNanos
-	b := p.hugeAnswer(dims, len(inputs), func(dims int) []byte {
+	b := p.hugeAnswer(dims, func(dims int) []byte {
 		return ollamaEmbeddings(inputs, dims, c.model, took, tokens)
 	})
 	c.ollamaWrite(http.StatusOK, hdrOllamaJSON, b)
