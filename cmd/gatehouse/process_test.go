@@ -55,13 +55,23 @@ type process struct {
 
 func startProcess(t *testing.T, yaml string) (*process, string) {
 	t.Helper()
+	return startProcessWith(t, gatehouseBinary(t), yaml, nil)
+}
+
+// startProcessWith is startProcess running the binary bin, with env added
+// to the test's own environment.
+func startProcessWith(t *testing.T, bin, yaml string, env []string) (*process, string) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gatehouse.yaml")
 	yaml = withTestStorage(yaml, dir)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(gatehouseBinary(t), "serve", "--config", path)
+	cmd := exec.Command(bin, "serve", "--config", path)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -87,6 +87,7 @@ func serve(path string, bare bool) error {
 	// before a cycle, unless GOGC says otherwise (gcfloor.go).
 	gc := startGCFloor(gcHeapFloor)
 	defer gc.stop()
+	startStackProbe()
 
 	g, err := newGateway(path, cfg, types, bare, log, logOut)
 	if err != nil {

@@ -114,7 +114,7 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger, p pacing) (*sto
 			}
 		}
 		var sq *sqlite.Store
-		if sq, err = sqlite.Open(ctx, cfg.Storage.SQLite); err == nil {
+		if sq, err = sqlite.OpenWith(ctx, cfg.Storage.SQLite, sqlite.Options{Log: log}); err == nil {
 			s.store, spend = sq, sq
 		}
 	}

@@ -150,7 +150,23 @@ func (s *Server) embeddings(c *call, body []byte) {
 		return
 	}
 	c.armCut(&p)
-	dims = p.hugeDims(dims, len(inputs))
+	tokens := 0
+	for _, in := range inputs {
+		if in.isText {
+			tokens += max((utf8.RuneCountInString(in.text)+3)/4, 1)
+		} else {
+			tokens += len(in.tokens)
+		}
+	}
+	b := p.hugeAnswer(dims, func(dims int) []byte {
+		return openAIEmbeddings(inputs, dims, base64Format, c.model, tokens)
+	})
+	c.writeJSON(200, b)
+}
+
+// openAIEmbeddings is the answer of /v1/embeddings: a vector of dims
+// for each input, as floats or base64.
+func openAIEmbeddings(inputs []embedInput, dims int, base64Format bool, model string, tokens int) []byte {
 	vec := make([]float32, dims)
 	per := dims * 11
 	if base64Format {
@@ -158,7 +174,6 @@ func (s *Server) embeddings(c *call, body []byte) {
 	}
 	b := make([]byte, 0, 128+len(inputs)*(per+48))
 	b = append(b, `{"object":"list","data":[`...)
-	tokens := 0
 	var raw []byte
 	for i, in := range inputs {
 		if i > 0 {
@@ -187,20 +202,14 @@ func (s *Server) embeddings(c *call, body []byte) {
 			b = append(b, ']')
 		}
 		b = append(b, '}')
-		if in.isText {
-			tokens += max((utf8.RuneCountInString(in.text)+3)/4, 1)
-		} else {
-			tokens += len(in.tokens)
-		}
 	}
 	b = append(b, `],"model":`...)
-	b = llm.AppendQuote(b, c.model)
+	b = llm.AppendQuote(b, model)
 	b = append(b, `,"usage":{"prompt_tokens":`...)
 	b = appendInt(b, int64(tokens))
 	b = append(b, `,"total_tokens":`...)
 	b = appendInt(b, int64(tokens))
-	b = append(b, "}}"...)
-	c.writeJSON(200, b)
+	return append(b, "}}"...)
 }
 
 // embed fills v with a unit vector derived from a hash of the input, so

@@ -30,8 +30,9 @@ import (
 //	                  error JSON, Ollama's {"error":…} line, Bedrock's
 //	                  exception message.
 //	huge=N            the reply text is N bytes, streamed or not; an
-//	                  embedding answer has vectors long enough to take at
-//	                  least N bytes.
+//	                  embedding answer is N bytes (its vectors as long as
+//	                  fit, spaces for the rest), or its usual size when
+//	                  that is more.
 //	reset_after=N     as fail_after=N, but the connection is reset (TCP RST)
 //	                  instead of closed: the client reads ECONNRESET. An
 //	                  embedding answer, which has no chunks, is cut halfway
@@ -82,14 +83,60 @@ func (c *call) armCut(p *plan) {
 	c.cut, c.cutAbort = p.stallAfter >= 0 || p.failAfter >= 0, p.failAfter >= 0
 }
 
-// hugeDims is the dimensions per vector of an embedding answer: dims, or
-// under huge=N enough of them for the n vectors to take at least N bytes
-// written out (a float takes five or more).
-func (p *plan) hugeDims(dims, n int) int {
-	if p.huge <= 0 {
-		return dims
+// hugeAnswer is an embedding answer of exactly N bytes under huge=N:
+// build(d) writes the answer with d dimensions a vector, and hugeAnswer
+// takes dimensions whose answer fills between 95% and 100% of N bytes,
+// then fills the rest with spaces before the answer's closing brace (JSON
+// allows them there). Without huge=N, or when the answer at dims already
+// takes N bytes or more, it is build(dims).
+//
+// An answer's length grows with its dimensions almost in proportion (a
+// float's text gets a little shorter as a unit vector's components get
+// smaller), so a secant step from the usual answer usually lands in the
+// window at the first large build, and rarely needs a second: a 4 MB
+// answer costs about what one did when huge=N only meant "at least".
+func (p *plan) hugeAnswer(dims int, build func(dims int) []byte) []byte {
+	best := build(dims)
+	if p.huge <= len(best) {
+		return best
 	}
-	return max(dims, p.huge/(5*max(n, 1))+1)
+	low, target := p.huge-p.huge/20, p.huge-p.huge/40
+	loDims, loLen := dims, len(best)
+	hiDims, hiLen := 0, 0 // no answer over N yet
+	for range 30 {
+		var d int
+		if hiDims == 0 {
+			// Upward from the largest answer that fits, as if its length
+			// were all dimensions: that over-estimates the step by a few
+			// percent, so this aims lower.
+			d = loDims + int(int64(max(loDims, 1))*int64(p.huge-p.huge/25-loLen)/int64(max(loLen, 1)))
+		} else {
+			d = loDims + int(int64(hiDims-loDims)*int64(target-loLen)/int64(hiLen-loLen))
+		}
+		if hiDims != 0 {
+			d = min(d, hiDims-1)
+		}
+		d = max(d, loDims+1)
+		if hiDims != 0 && d >= hiDims {
+			break
+		}
+		b := build(d)
+		if len(b) > p.huge {
+			hiDims, hiLen = d, len(b)
+			continue
+		}
+		best, loDims, loLen = b, d, len(b)
+		if loLen >= low {
+			break
+		}
+	}
+	end := bytes.LastIndexByte(best, '}')
+	out := make([]byte, 0, p.huge)
+	out = append(out, best[:end]...)
+	for range p.huge - len(best) {
+		out = append(out, ' ')
+	}
+	return append(out, best[end:]...)
 }
 
 // arm makes the call's writes carry out p's fault.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"net/http"
@@ -271,9 +272,21 @@ func TestFaultDirectivesInEmbeddings(t *testing.T) {
 			if r := faultDo(t, ts.URL, d, "@mock(malformed)", false); r.err != nil || r.status != 200 || json.Valid(r.body) {
 				t.Errorf("malformed: %d %v %q; want a 200 whose JSON is broken", r.status, r.err, r.body)
 			}
-			if r := faultDo(t, ts.URL, d, "@mock(huge=300000)", false); r.err != nil || r.status != 200 || len(r.body) < 300000 ||
-				!json.Valid(r.body) || !bytes.Contains(r.body, []byte(d.done)) {
-				t.Errorf("huge: %d %v, %d bytes; want a whole answer of at least 300000", r.status, r.err, len(r.body))
+			for _, n := range []int{300000, 300001, 123457} {
+				r := faultDo(t, ts.URL, d, fmt.Sprintf("@mock(huge=%d)", n), false)
+				if r.err != nil || r.status != 200 || len(r.body) != n || !json.Valid(r.body) || !bytes.Contains(r.body, []byte(d.done)) {
+					t.Errorf("huge=%d: %d %v, %d bytes; want a whole answer of exactly %d", n, r.status, r.err, len(r.body), n)
+				}
+				// The bytes are vectors, not only padding.
+				end := bytes.LastIndexByte(r.body, '}')
+				if pad := end - len(bytes.TrimRight(r.body[:max(end, 0)], " ")); pad > n/10 {
+					t.Errorf("huge=%d: %d of the %d bytes are spaces", n, pad, len(r.body))
+				}
+			}
+			// Less than the usual answer: the usual answer.
+			if plain, r := faultDo(t, ts.URL, d, "", false), faultDo(t, ts.URL, d, "@mock(huge=10)", false); r.err != nil ||
+				r.status != 200 || len(r.body) < len(plain.body)-40 || !json.Valid(r.body) {
+				t.Errorf("huge=10: %d %v, %d bytes; want the usual answer (%d bytes)", r.status, r.err, len(r.body), len(plain.body))
 			}
 			if r := faultDo(t, ts.URL, d, "@mock(reset_after=0)", false); !errors.Is(r.err, syscall.ECONNRESET) || json.Valid(r.body) {
 				t.Errorf("reset_after: %v, %d bytes; want ECONNRESET before the body's end", r.err, len(r.body))

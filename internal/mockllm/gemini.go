@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -416,22 +417,38 @@ func (s *Server) gemEmbed(c *call, model string, batch bool, body []byte) {
 		return
 	}
 	c.armCut(&p)
-	type values struct {
-		Values []float32 `json:"values"`
-	}
-	out := make([]values, len(reqs))
+	texts := make([]string, len(reqs))
+	dims := make([]int, len(reqs))
 	for i, r := range reqs {
-		dims := gemDefaultDimensions
+		dims[i] = gemDefaultDimensions
 		if r.OutputDimensionality != nil {
-			dims = *r.OutputDimensionality
+			dims[i] = *r.OutputDimensionality
 		}
-		dims = p.hugeDims(dims, len(reqs))
 		var text strings.Builder
 		for _, p := range r.Content.Parts {
 			text.WriteString(*p.Text)
 		}
-		out[i].Values = make([]float32, dims)
-		embed(out[i].Values, embedInput{text: text.String(), isText: true})
+		texts[i] = text.String()
+	}
+	// Under huge=N every vector has at least the dimensions hugeAnswer
+	// settles on; the fewest any asked for give the usual answer.
+	b := p.hugeAnswer(slices.Min(dims), func(least int) []byte {
+		return gemEmbeddings(texts, dims, least, batch)
+	})
+	c.gemWrite(http.StatusOK, b)
+}
+
+// gemEmbeddings is the answer of embedContent (one text) or
+// batchEmbedContents: a vector for each text, of its dims or least
+// dimensions, whichever is more.
+func gemEmbeddings(texts []string, dims []int, least int, batch bool) []byte {
+	type values struct {
+		Values []float32 `json:"values"`
+	}
+	out := make([]values, len(texts))
+	for i, text := range texts {
+		out[i].Values = make([]float32, max(dims[i], least))
+		embed(out[i].Values, embedInput{text: text, isText: true})
 	}
 	var b []byte
 	if batch {
@@ -443,7 +460,7 @@ func (s *Server) gemEmbed(c *call, model string, batch bool, body []byte) {
 			Embedding values `json:"embedding"`
 		}{out[0]}, "", "  ")
 	}
-	c.gemWrite(http.StatusOK, append(b, '\n'))
+	return append(b, '\n')
 }
 
 // validBase64 reports whether s decodes as base64 (standard or URL-safe,

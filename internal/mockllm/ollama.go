@@ -496,12 +496,24 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 		return
 	}
 	c.armCut(&p)
-	dims = p.hugeDims(dims, len(inputs))
+	tokens := 0
+	for _, text := range inputs {
+		tokens += max((utf8.RuneCountInString(text)+3)/4, 1)
+	}
+	took := time.Since(c.received).Nanoseconds() + ollamaLoadNanos
+	b := p.hugeAnswer(dims, func(dims int) []byte {
+		return ollamaEmbeddings(inputs, dims, c.model, took, tokens)
+	})
+	c.ollamaWrite(http.StatusOK, hdrOllamaJSON, b)
+}
+
+// ollamaEmbeddings is the answer of /api/embed: a vector of dims for each
+// input, and the timings of a model already loaded.
+func ollamaEmbeddings(inputs []string, dims int, model string, took int64, tokens int) []byte {
 	b := []byte(`{"model":`)
-	b = llm.AppendQuote(b, c.model)
+	b = llm.AppendQuote(b, model)
 	b = append(b, `,"embeddings":[`...)
 	vec := make([]float32, dims)
-	tokens := 0
 	for i, text := range inputs {
 		if i > 0 {
 			b = append(b, ',')
@@ -515,15 +527,14 @@ func (s *Server) ollamaEmbed(c *call, body []byte) {
 			b = appendFloat32(b, f)
 		}
 		b = append(b, ']')
-		tokens += max((utf8.RuneCountInString(text)+3)/4, 1)
 	}
 	b = append(b, `],"total_duration":`...)
-	b = appendInt(b, time.Since(c.received).Nanoseconds()+ollamaLoadNanos)
+	b = appendInt(b, took)
 	b = append(b, `,"load_duration":`...)
 	b = appendInt(b, ollamaLoadNanos)
 	b = append(b, `,"prompt_eval_count":`...)
 	b = appendInt(b, int64(tokens))
-	c.ollamaWrite(http.StatusOK, hdrOllamaJSON, append(b, '}'))
+	return append(b, '}')
 }
 
 // ollamaTags lists the pulled models with details derived from their names.

@@ -1,9 +1,12 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -396,14 +399,14 @@ func TestPruneStraddlingBatch(t *testing.T) {
 	}
 }
 
-// TestMoveRecordRows opens a database a gatehouse before migration 0017
-// left, its records in usage_records (more than one move's chunk): every
-// record is read back as written, once, and the old table is gone.
-func TestMoveRecordRows(t *testing.T) {
-	ctx := context.Background()
+// oldDatabaseWithRecords is a database a gatehouse before migration 0017
+// left, with n varied records in usage_records (two with the fields added
+// last set), and those records.
+func oldDatabaseWithRecords(t *testing.T, n int) (string, []account.Record) {
+	t.Helper()
 	path, db, mustExec := oldDatabase(t, 16)
 	at := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
-	rs := varied(rand.New(rand.NewPCG(11, 12)), at, 2345, "gh-old")
+	rs := varied(rand.New(rand.NewPCG(11, 12)), at, n, "gh-old")
 	rs[5].RequestBody, rs[5].ResponseBody = `{"model":"chat"}`, "data: [DONE]\n\n"
 	rs[6].Saved, rs[6].ReasoningTokens, rs[6].UsageSource, rs[6].OverheadMS = 77, 3, "reported", 0.25
 	db.SetMaxOpenConns(1) // one transaction: a commit per row would take minutes
@@ -426,7 +429,15 @@ func TestMoveRecordRows(t *testing.T) {
 	}
 	mustExec(`COMMIT`)
 	db.Close()
+	return path, rs
+}
 
+// TestMoveRecordRows opens a database a gatehouse before migration 0017
+// left, its records in usage_records (more than one move's chunk): every
+// record is read back as written, once, and the old table is gone.
+func TestMoveRecordRows(t *testing.T) {
+	ctx := context.Background()
+	path, rs := oldDatabaseWithRecords(t, 2345)
 	for range 2 { // the second open finds nothing left to move
 		s, err := Open(ctx, path)
 		if err != nil {
@@ -456,6 +467,61 @@ func TestMoveRecordRows(t *testing.T) {
 			t.Fatalf("%d batches and %d old tables, want 3 and 0", batches, tables)
 		}
 		s.Close()
+	}
+}
+
+// TestMoveRecordRowsLogsProgress: a move says how many records it has to
+// move, how far it is every so many records (here 1,000), and when it is
+// done; the lines carry counts, never a record's content; a database with
+// nothing left to move logs nothing.
+func TestMoveRecordRowsLogsProgress(t *testing.T) {
+	ctx := context.Background()
+	path, _ := oldDatabaseWithRecords(t, 2345)
+	type line struct {
+		Msg                string
+		Records, Moved, Of int
+		Seconds            *float64
+	}
+	opens := [][]line{
+		{
+			{Msg: "moving usage records into batches: a one-time upgrade of this database, done before the gateway starts serving", Records: 2345},
+			{Msg: "moving usage records into batches", Moved: 1000, Of: 2345},
+			{Msg: "moving usage records into batches", Moved: 2000, Of: 2345},
+			{Msg: "usage records moved into batches", Records: 2345},
+		},
+		nil, // the second open finds nothing left to move
+	}
+	for i, want := range opens {
+		var out bytes.Buffer
+		s, err := OpenWith(ctx, path, Options{Log: slog.New(slog.NewJSONHandler(&out, nil)), moveLogRows: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		var got []line
+		for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+			if len(l) == 0 {
+				continue
+			}
+			var g line
+			if err := json.Unmarshal(l, &g); err != nil {
+				t.Fatalf("open %d: log line %q: %v", i+1, l, err)
+			}
+			if g.Seconds != nil && *g.Seconds < 0 {
+				t.Fatalf("open %d: %q took negative time", i+1, l)
+			}
+			g.Seconds = nil
+			got = append(got, g)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("open %d: log lines (-want +got):\n%s\nlog:\n%s", i+1, diff, out.String())
+		}
+		// Request ids (all "gh-old-…") and rs[5]'s stored bodies.
+		for _, content := range []string{"gh-old", "chat", "DONE"} {
+			if strings.Contains(out.String(), content) {
+				t.Fatalf("open %d: the log shows a record's content (%q):\n%s", i+1, content, out.String())
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"gatehouse/internal/account"
@@ -21,8 +22,9 @@ const moveChunk = 1000
 // a move cut short by a crash goes on where it stopped and never stores a
 // record twice. The rollup already holds these records; it is left as it
 // is. Open runs it once the migrations are applied; on a database with
-// no such rows it only drops the two tables.
-func (s *Store) moveRecordRows(ctx context.Context) error {
+// no such rows it only drops the two tables. progress hears how far it
+// is.
+func (s *Store) moveRecordRows(ctx context.Context, progress *moveLog) error {
 	var enc batchEncoder
 	for {
 		done := false
@@ -41,6 +43,13 @@ func (s *Store) moveRecordRows(ctx context.Context) error {
 			var last int64
 			if err := tx.QueryRowContext(ctx, `SELECT last_rowid FROM usage_records_moved`).Scan(&last); err != nil {
 				return err
+			}
+			if !progress.counted {
+				var left int
+				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM usage_records WHERE rowid > ?`, last).Scan(&left); err != nil {
+					return err
+				}
+				progress.begin(left)
 			}
 			rows, err := tx.QueryContext(ctx, `SELECT rowid, `+oldRecordCols+` FROM usage_records
 				WHERE rowid > ? ORDER BY rowid LIMIT ?`, last, moveChunk)
@@ -74,8 +83,63 @@ func (s *Store) moveRecordRows(ctx context.Context) error {
 			return fmt.Errorf("move usage records: %w", err)
 		}
 		if done {
+			progress.end()
 			return nil
 		}
+		progress.moved(enc.n)
+	}
+}
+
+// moveLogEvery is how many records are moved between two progress lines:
+// a few seconds of work at the 69 µs a record measured (BENCHMARKS.md).
+const moveLogEvery = 50 * moveChunk
+
+// moveLog tells the operator of a gatehouse that seems stuck at start-up
+// why: a line when a move begins (how many records), one every `every`
+// records moved, and one at the end. Counts and durations only, never a
+// record's content. One without a logger says nothing.
+type moveLog struct {
+	log     *slog.Logger
+	every   int
+	counted bool // begin has run
+	total   int  // records to move when the move began (more were moved before a restart)
+	done    int
+	next    int // the count of moved records at which the next line is due
+	start   time.Time
+}
+
+// newMoveLog logs on l every `every` records (moveLogEvery when 0).
+func newMoveLog(l *slog.Logger, every int) *moveLog {
+	if every <= 0 {
+		every = moveLogEvery
+	}
+	return &moveLog{log: l, every: every, next: every}
+}
+
+func (m *moveLog) begin(total int) {
+	m.counted, m.total, m.start = true, total, time.Now()
+	if m.log != nil && total > 0 {
+		m.log.Info("moving usage records into batches: a one-time upgrade of this database, done before the gateway starts serving",
+			"records", total)
+	}
+}
+
+func (m *moveLog) moved(n int) {
+	m.done += n
+	if m.done < m.next {
+		return
+	}
+	for m.next <= m.done {
+		m.next += m.every
+	}
+	if m.log != nil {
+		m.log.Info("moving usage records into batches", "moved", m.done, "of", m.total)
+	}
+}
+
+func (m *moveLog) end() {
+	if m.log != nil && m.done > 0 {
+		m.log.Info("usage records moved into batches", "records", m.done, "seconds", time.Since(m.start).Seconds())
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"runtime"
 	"strings"
@@ -64,9 +65,28 @@ type Store struct {
 	decoded atomic.Int64 // record batches the readers decoded: tests hold them to skipping the rest
 }
 
-// Open opens (creating if needed) the database at path and brings its
-// schema up to date. It refuses a database migrated by a newer gatehouse.
+// Options are what OpenWith takes beyond the path; the zero value is
+// Open's.
+type Options struct {
+	// Log gets the progress of the one-time work Open may do before it
+	// returns (moving an old database's records into batches, about a
+	// minute per million); nil logs nothing.
+	Log *slog.Logger
+
+	// moveLogRows is how many records are moved between two progress
+	// lines; 0 is moveLogEvery. Tests set it to see lines from a small
+	// database.
+	moveLogRows int
+}
+
+// Open is OpenWith without a log.
 func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith opens (creating if needed) the database at path and brings its
+// schema up to date. It refuses a database migrated by a newer gatehouse.
+func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: bad database path %q", path)
 	}
@@ -95,8 +115,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// The move of an old database's records is not bound by the caller's
 	// start-up deadline: a million rows take about a minute, and a
 	// deadline would only make every start fail part-way (each moved
-	// chunk is kept, so it would finish after enough restarts).
-	if err := s.moveRecordRows(context.WithoutCancel(ctx)); err != nil {
+	// chunk is kept, so it would finish after enough restarts). It says
+	// how far it is instead.
+	if err := s.moveRecordRows(context.WithoutCancel(ctx), newMoveLog(o.Log, o.moveLogRows)); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}

@@ -92,7 +92,7 @@ func BenchmarkUsageQueries(b *testing.B) {
 		}
 	}
 	moving := time.Now()
-	if err := s.moveRecordRows(ctx); err != nil {
+	if err := s.moveRecordRows(ctx, newMoveLog(nil, 0)); err != nil {
 		b.Fatalf("move: %v", err)
 	}
 	b.Logf("%d records moved into batches in %v", n, time.Since(moving).Round(time.Second))
