@@ -128,7 +128,7 @@ func (x *exchange) authenticate() bool {
 
 // readBody enforces the media type and size limit and returns the body.
 func (x *exchange) readBody() ([]byte, bool) {
-	if ct := x.r.Header.Get("Content-Type"); ct != "" {
+	if ct := headerValue(x.r.Header, hdrContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !(len(mt) > 5 && mt[len(mt)-5:] == "+json")) {
 			x.fail(&llm.Error{Kind: llm.KindMediaType, Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error",
@@ -250,6 +250,16 @@ const (
 const hdrContentType = "Content-Type"
 
 var jsonContentType = []string{"application/json"}
+
+// headerValue is h.Get(name) for a name already in canonical form, which
+// is how net/http's servers (HTTP/1 and HTTP/2 alike) store every
+// incoming name: it skips canonicalising a constant name per request.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // answeredBy sets the provider, model and attempts headers. Nearly every
 // response carries them, so they are stored under their canonical names
