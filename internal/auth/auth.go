@@ -67,6 +67,15 @@ type Principal struct {
 	NoCache   bool
 	// ReadOnly marks a static key from the config file.
 	ReadOnly bool
+	// QuotedKeyID and QuotedProject are KeyID and Project as JSON
+	// strings, made once with the principal (quoteNames) for the log
+	// line every request writes.
+	QuotedKeyID, QuotedProject llm.Quoted
+}
+
+// quoteNames fills QuotedKeyID and QuotedProject.
+func (p *Principal) quoteNames() {
+	p.QuotedKeyID, p.QuotedProject = llm.Quote(p.KeyID), llm.Quote(p.Project)
 }
 
 // Allows reports whether the principal may call model.
@@ -113,6 +122,7 @@ func NewStatic(keys []StaticKey) *Static {
 	for _, k := range keys {
 		p := k.Principal
 		p.ReadOnly = true
+		p.quoteNames()
 		s.keys[HashKey(k.Secret)] = &p
 	}
 	return s

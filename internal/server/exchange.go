@@ -39,6 +39,9 @@ type exchange struct {
 	err        *llm.Error
 	written    bool // response headers are out: errors can no longer change the status
 	dialect    dialect
+	// quotedProvider and quotedModel are the answering deployment's
+	// names as JSON strings, for the log line (route.Attempt.Quoted).
+	quotedProvider, quotedModel llm.Quoted
 
 	group *route.Group // the model's group once resolved: a metric label that is never client input
 	// attempts counts upstream calls; billedAttempt is the one that
@@ -352,17 +355,18 @@ func (x *exchange) logFields(f fieldSink) {
 		f.addString("model", x.model)
 	}
 	if d := x.deployment; d != nil {
-		f.addString("provider", d.Provider)
-		f.addString("upstream_model", d.Model)
+		f.addQuoted("provider", d.Provider, x.quotedProvider)
+		f.addQuoted("upstream_model", d.Model, x.quotedModel)
 	}
 	if x.attempts > 0 {
 		f.addInt("attempts", x.attempts)
 		f.addInt("billed_attempt", x.billedAttempt)
 	}
 	if x.principal != nil {
-		f.addString("key", x.principal.KeyID)
-		if x.principal.Project != "" {
-			f.addString("project", x.principal.Project)
+		p := x.principal
+		f.addQuoted("key", p.KeyID, p.QuotedKeyID)
+		if p.Project != "" {
+			f.addQuoted("project", p.Project, p.QuotedProject)
 		}
 	}
 	if x.ttft > 0 {
