@@ -67,6 +67,15 @@ type Principal struct {
 	NoCache   bool
 	// ReadOnly marks a static key from the config file.
 	ReadOnly bool
+	// QuotedKeyID and QuotedProject are KeyID and Project as JSON
+	// strings, made once with the principal (quoteNames) for the log
+	// line every request writes.
+	QuotedKeyID, QuotedProject llm.Quoted
+}
+
+// quoteNames fills QuotedKeyID and QuotedProject.
+func (p *Principal) quoteNames() {
+	p.QuotedKeyID, p.QuotedProject = llm.Quote(p.KeyID), llm.Quote(p.Project)
 }
 
 // Allows reports whether the principal may call model.
@@ -113,6 +122,7 @@ func NewStatic(keys []StaticKey) *Static {
 	for _, k := range keys {
 		p := k.Principal
 		p.ReadOnly = true
+		p.quoteNames()
 		s.keys[HashKey(k.Secret)] = &p
 	}
 	return s
@@ -126,14 +136,32 @@ func (s *Static) Lookup(secret string) (*Principal, bool) {
 
 // Credential extracts the client's secret from "Authorization: Bearer …"
 // or, as Anthropic clients send it, "x-api-key".
+//
+// The names are looked up as stored: net/http's servers (HTTP/1 and
+// HTTP/2 alike) store every incoming name in canonical form, and
+// Header.Get would canonicalise the constant name again on each request.
 func Credential(r *http.Request) string {
-	if v := r.Header.Get("Authorization"); v != "" {
+	if v := first(r.Header[hdrAuthorization]); v != "" {
 		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
 			return strings.TrimSpace(v[7:])
 		}
 		return ""
 	}
-	return r.Header.Get("X-Api-Key")
+	return first(r.Header[hdrAPIKey])
+}
+
+// The credential headers' names in canonical form.
+const (
+	hdrAuthorization = "Authorization"
+	hdrAPIKey        = "X-Api-Key"
+)
+
+// first is what Header.Get returns for a name's values.
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }
 
 // ErrMissingKey and ErrBadKey are the 401s a client gets; their messages

@@ -3,7 +3,9 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -80,5 +82,45 @@ func BenchmarkStaticAuthenticate(b *testing.B) {
 		if _, err := s.Authenticate(r); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCredentialOnTheWire: Credential looks the names up as stored, which
+// holds because net/http's servers store incoming names canonically,
+// whatever their case on the wire (HTTP/2 sends them all in lower case).
+func TestCredentialOnTheWire(t *testing.T) {
+	for _, n := range []string{hdrAuthorization, hdrAPIKey} {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Errorf("%q is looked up directly but its canonical form is %q", n, c)
+		}
+	}
+	for _, h2 := range []bool{false, true} {
+		ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, r.Proto+" "+Credential(r))
+		}))
+		ts.EnableHTTP2 = h2
+		ts.StartTLS()
+		for name, want := range map[string]string{"authorization": "gh-abc", "x-api-key": "gh-xyz", "X-API-KEY": "gh-xyz"} {
+			r, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
+			v := want
+			if name == "authorization" {
+				v = "Bearer " + want
+			}
+			r.Header[name] = []string{v} // sent as written, not canonicalised
+			resp, err := ts.Client().Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			proto := "HTTP/1.1"
+			if h2 {
+				proto = "HTTP/2.0"
+			}
+			if got := string(body); got != proto+" "+want {
+				t.Errorf("%s as %q: got %q, want %q", proto, name, got, proto+" "+want)
+			}
+		}
+		ts.Close()
 	}
 }

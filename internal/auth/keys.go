@@ -553,6 +553,7 @@ func newPrincipal(k *Key, p *Project) *Principal {
 			pr.Labels[n] = v
 		}
 	}
+	pr.quoteNames()
 	return pr
 }
 

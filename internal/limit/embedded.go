@@ -159,7 +159,11 @@ type op struct {
 }
 
 func (e *Embedded) lookup(k cellKey, create bool) *cell {
-	s := &e.shards[maphash.Comparable(e.seed, k)%nShards]
+	// The shard is picked by the counter's owner alone: hashing the
+	// whole key here would hash it twice per lookup (the shard's map
+	// hashes it again), and a key's few counters sharing a shard costs
+	// nothing, as each cell has its own lock.
+	s := &e.shards[maphash.String(e.seed, k.id)%nShards]
 	s.mu.RLock()
 	c := s.m[k]
 	s.mu.RUnlock()

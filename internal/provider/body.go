@@ -196,9 +196,19 @@ func NewRequest(ctx context.Context, d *Deployment, method, url string, body []b
 	for k, v := range d.Header {
 		h[k] = v
 	}
+	// Stored under their canonical names directly: Header.Set would
+	// canonicalise the constant names again on every request.
 	if body != nil {
-		h.Set("Content-Type", "application/json")
+		h[HeaderContentType] = []string{"application/json"}
 	}
-	h.Set("Accept", accept)
+	h[HeaderAccept] = []string{accept}
 	return r, nil
 }
+
+// Canonical names of the headers every upstream request carries, for
+// adapters to set directly (see NewRequest).
+const (
+	HeaderContentType   = "Content-Type"
+	HeaderAccept        = "Accept"
+	HeaderAuthorization = "Authorization"
+)

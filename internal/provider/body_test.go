@@ -1,11 +1,14 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/internal/llm"
 )
@@ -91,5 +94,30 @@ func TestReadBodyAllocatesOnce(t *testing.T) {
 	}
 	if cap(got) != size+1 {
 		t.Errorf("buffer of %d bytes for a body of %d, want %d", cap(got), size, size+1)
+	}
+}
+
+// TestNewRequestHeaders: NewRequest stores its headers under their names
+// directly, so each name must be canonical for Get to find it and for the
+// wire to carry it as Header.Set would; a configured header of the same
+// name gives way to them as it did to Set.
+func TestNewRequestHeaders(t *testing.T) {
+	for _, n := range []string{HeaderContentType, HeaderAccept, HeaderAuthorization} {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Errorf("%q is stored directly but its canonical form is %q", n, c)
+		}
+	}
+	d := &Deployment{Provider: "p", Header: http.Header{"Accept": {"text/html"}, "X-Team": {"a"}}}
+	r, err := NewRequest(context.Background(), d, http.MethodPost, "http://up/x", []byte("{}"), "text/event-stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := http.Header{"Content-Type": {"application/json"}, "Accept": {"text/event-stream"}, "X-Team": {"a"}}
+	if diff := cmp.Diff(want, r.Header); diff != "" {
+		t.Errorf("headers (-want +got):\n%s", diff)
+	}
+	r, _ = NewRequest(context.Background(), d, http.MethodGet, "http://up/x", nil, "application/json")
+	if got := r.Header.Get("Content-Type"); got != "" {
+		t.Errorf("a request with no body has Content-Type %q", got)
 	}
 }

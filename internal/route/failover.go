@@ -21,6 +21,15 @@ type Attempt struct {
 	lease *Lease
 }
 
+// Quoted returns the attempt's provider and model names as JSON strings
+// made once (Backend's), zero for an attempt made without a pool.
+func (a Attempt) Quoted() (provider, model llm.Quoted) {
+	if a.lease == nil || a.lease.Backend == nil {
+		return llm.Quoted{}, llm.Quoted{}
+	}
+	return a.lease.Backend.QuotedProvider, a.lease.Backend.QuotedModel
+}
+
 // Relayed reports that n reply tokens of this attempt reached the client
 // (a stream relays them as they come), so the deployment's in-flight
 // tokens fall as the reply goes out and least-tokens sees the work it

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 )
 
@@ -104,7 +105,8 @@ func (p *Pool) Backend(d *provider.Deployment) *Backend {
 	if b, ok := p.backends[k]; ok {
 		return b
 	}
-	b := &Backend{Deployment: d, pool: p, signal: p.signals[d.Provider]}
+	b := &Backend{Deployment: d, QuotedProvider: llm.Quote(d.Provider), QuotedModel: llm.Quote(d.Model),
+		pool: p, signal: p.signals[d.Provider]}
 	b.down.Store(p.down[d.Provider]) // a model discovered while its provider is down starts down
 	b.br.cfg = p.opts.Breaker
 	p.backends[k] = b
@@ -207,6 +209,10 @@ const (
 // Backend is the live state of one deployment.
 type Backend struct {
 	Deployment *provider.Deployment
+	// QuotedProvider and QuotedModel are the deployment's provider and
+	// model as JSON strings, made once here for the log line of every
+	// request it answers.
+	QuotedProvider, QuotedModel llm.Quoted
 
 	pool      *Pool
 	br        breaker

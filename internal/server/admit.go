@@ -311,7 +311,7 @@ func keyName(p *auth.Principal) string {
 // customerID is the customer a request names: the x-gatehouse-customer
 // header, else the request's user field (Anthropic: metadata.user_id).
 func customerID(r *http.Request, user string) string {
-	if v := r.Header.Get(hdrCustomer); v != "" {
+	if v := headerValue(r.Header, hdrCustomer); v != "" {
 		return v
 	}
 	return user

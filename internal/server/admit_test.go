@@ -180,12 +180,14 @@ func TestAnsweredBy(t *testing.T) {
 }
 
 // TestDirectHeaderNames: every header name stored into the map directly
-// (skipping Header.Set's canonicalisation) is already canonical, so Get
-// finds it and it goes on the wire as Header.Set would send it; and the
+// (skipping Header.Set's canonicalisation) or read from it directly
+// (headerValue) is already canonical, so Get finds it, it goes on the
+// wire as Header.Set would send it, and it finds what a client sent under
+// any case (the server stores incoming names canonically); and the
 // shared content-type slice survives an Add.
 func TestDirectHeaderNames(t *testing.T) {
 	names := []string{hdrRequestID, hdrContentType, hdrProvider, hdrModel, hdrAttempts, hdrCache,
-		hdrOverhead, hdrCost, hdrBudgetLeft}
+		hdrOverhead, hdrCost, hdrBudgetLeft, hdrCustomer, hdrCacheTTL}
 	names = append(names, quotaHeaderKeys[:]...)
 	for _, n := range names {
 		if c := http.CanonicalHeaderKey(n); c != n {

@@ -76,8 +76,10 @@ func (x *exchange) attemptsDone(rep *route.Report) {
 	switch {
 	case rep.Answered.N > 0:
 		x.deployment = rep.Answered.Deployment
+		x.quotedProvider, x.quotedModel = rep.Answered.Quoted()
 	case rep.Last.N > 0:
 		x.deployment = rep.Last.Deployment
+		x.quotedProvider, x.quotedModel = rep.Last.Quoted()
 	}
 	if rep.Err != nil {
 		x.fail(rep.Err)

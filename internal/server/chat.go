@@ -214,7 +214,21 @@ func (x *exchange) writeJSON(body []byte) {
 		x.storeAnswer()
 	}
 	h[hdrContentType] = jsonContentType
-	h["Content-Length"] = []string{itoa(len(body))}
+	if len(body) > autoContentLength {
+		h["Content-Length"] = []string{itoa(len(body))}
+	}
 	x.w.WriteHeader(http.StatusOK)
 	_, _ = x.w.Write(body)
 }
+
+// autoContentLength is the largest body net/http sends with a
+// Content-Length it computed itself, on HTTP/1 and HTTP/2 alike: a
+// handler's writes are buffered (2048 bytes on HTTP/1, server.go's
+// bufferBeforeChunkingSize; 4096 on HTTP/2, handlerChunkWriteSize), and a
+// body still whole in that buffer when the handler returns, with no
+// Content-Length, Transfer-Encoding or Trailer set, goes out with its
+// length. A larger one would be chunked (or framed by DATA frames with no
+// length), so writeJSON sets the header then. Below it, leaving the
+// header out keeps a limited key's response headers small enough for the
+// header map not to grow a second time (see BENCHMARKS.md, admitcut).
+const autoContentLength = 2048

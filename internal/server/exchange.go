@@ -39,6 +39,9 @@ type exchange struct {
 	err        *llm.Error
 	written    bool // response headers are out: errors can no longer change the status
 	dialect    dialect
+	// quotedProvider and quotedModel are the answering deployment's
+	// names as JSON strings, for the log line (route.Attempt.Quoted).
+	quotedProvider, quotedModel llm.Quoted
 
 	group *route.Group // the model's group once resolved: a metric label that is never client input
 	// attempts counts upstream calls; billedAttempt is the one that
@@ -128,7 +131,7 @@ func (x *exchange) authenticate() bool {
 
 // readBody enforces the media type and size limit and returns the body.
 func (x *exchange) readBody() ([]byte, bool) {
-	if ct := x.r.Header.Get("Content-Type"); ct != "" {
+	if ct := headerValue(x.r.Header, hdrContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !(len(mt) > 5 && mt[len(mt)-5:] == "+json")) {
 			x.fail(&llm.Error{Kind: llm.KindMediaType, Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error",
@@ -251,6 +254,16 @@ const hdrContentType = "Content-Type"
 
 var jsonContentType = []string{"application/json"}
 
+// headerValue is h.Get(name) for a name already in canonical form, which
+// is how net/http's servers (HTTP/1 and HTTP/2 alike) store every
+// incoming name: it skips canonicalising a constant name per request.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // answeredBy sets the provider, model and attempts headers. Nearly every
 // response carries them, so they are stored under their canonical names
 // directly (Header.Set would canonicalise each name again) and their
@@ -342,17 +355,18 @@ func (x *exchange) logFields(f fieldSink) {
 		f.addString("model", x.model)
 	}
 	if d := x.deployment; d != nil {
-		f.addString("provider", d.Provider)
-		f.addString("upstream_model", d.Model)
+		f.addQuoted("provider", d.Provider, x.quotedProvider)
+		f.addQuoted("upstream_model", d.Model, x.quotedModel)
 	}
 	if x.attempts > 0 {
 		f.addInt("attempts", x.attempts)
 		f.addInt("billed_attempt", x.billedAttempt)
 	}
 	if x.principal != nil {
-		f.addString("key", x.principal.KeyID)
-		if x.principal.Project != "" {
-			f.addString("project", x.principal.Project)
+		p := x.principal
+		f.addQuoted("key", p.KeyID, p.QuotedKeyID)
+		if p.Project != "" {
+			f.addQuoted("project", p.Project, p.QuotedProject)
 		}
 	}
 	if x.ttft > 0 {

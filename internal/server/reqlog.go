@@ -13,6 +13,9 @@ import (
 // the one list of fields feeds both the hand-written JSON line and slog.
 type fieldSink interface {
 	addString(key, v string)
+	// addQuoted adds v, whose JSON form q may hold already (see
+	// llm.AppendQuoted): the names of a key or a deployment, made once.
+	addQuoted(key, v string, q llm.Quoted)
 	addInt(key string, v int)
 	addFloat(key string, v float64)
 	addBool(key string, v bool)
@@ -29,6 +32,10 @@ func (l *jsonLine) key(k string) {
 }
 
 func (l *jsonLine) addString(k, v string) { l.key(k); l.b = llm.AppendQuote(l.b, v) }
+func (l *jsonLine) addQuoted(k, v string, q llm.Quoted) {
+	l.key(k)
+	l.b = llm.AppendQuoted(l.b, q, v)
+}
 func (l *jsonLine) addInt(k string, v int) {
 	l.key(k)
 	l.b = strconv.AppendInt(l.b, int64(v), 10)
@@ -59,7 +66,10 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // request-log writer.
 type attrList []slog.Attr
 
-func (a *attrList) addString(k, v string)        { *a = append(*a, slog.String(k, v)) }
+func (a *attrList) addString(k, v string) { *a = append(*a, slog.String(k, v)) }
+func (a *attrList) addQuoted(k, v string, _ llm.Quoted) {
+	*a = append(*a, slog.String(k, v))
+}
 func (a *attrList) addInt(k string, v int)       { *a = append(*a, slog.Int(k, v)) }
 func (a *attrList) addFloat(k string, v float64) { *a = append(*a, slog.Float64(k, v)) }
 func (a *attrList) addBool(k string, v bool)     { *a = append(*a, slog.Bool(k, v)) }

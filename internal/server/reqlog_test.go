@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
 )
 
 // TestRequestLineMatchesSlog: the hand-encoded request line carries what
@@ -90,4 +94,37 @@ func keys(t *testing.T, line string) string {
 		}
 	}
 	return strings.Join(ks, ",")
+}
+
+// TestRequestLineQuotedNames: the key's and the deployment's names come
+// out of the line the same whether their JSON was made once (with the
+// principal, with the pool's backend) or is quoted per request.
+func TestRequestLineQuotedNames(t *testing.T) {
+	s, _ := newTestServer(t)
+	fixed := time.Date(2026, 11, 27, 22, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return fixed }
+	p := auth.Principal{KeyID: `key_"1`, Project: "pro<j>\tect"}
+	d := &provider.Deployment{Provider: "up\\stream", Model: "gpt-4o-mini\u2028"}
+	line := func(quoted bool) string {
+		x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
+			id: "ID", start: s.now(), status: http.StatusOK, principal: &p, deployment: d, attempts: 1, billedAttempt: 1}
+		if quoted {
+			q := p
+			q.QuotedKeyID, q.QuotedProject = llm.Quote(p.KeyID), llm.Quote(p.Project)
+			x.principal = &q
+			x.quotedProvider, x.quotedModel = llm.Quote(d.Provider), llm.Quote(d.Model)
+		}
+		var l jsonLine
+		x.logFields(&l)
+		return string(l.b)
+	}
+	perRequest, once := line(false), line(true)
+	if once != perRequest {
+		t.Errorf("names quoted once:\n %s\nquoted per request:\n %s", once, perRequest)
+	}
+	for _, want := range []string{`"key":"key_\"1"`, `"project":"pro<j>\tect"`, `"provider":"up\\stream"`} {
+		if !strings.Contains(once, want) {
+			t.Errorf("%s lacks %s", once, want)
+		}
+	}
 }

@@ -68,7 +68,7 @@ func newRequest(ctx context.Context, d *provider.Deployment, path string, body [
 	}
 	h := r.Header
 	if d.APIKey != "" {
-		h.Set("Authorization", "Bearer "+d.APIKey)
+		h[provider.HeaderAuthorization] = []string{"Bearer " + d.APIKey}
 	}
 	return r, nil
 }
