@@ -93,7 +93,9 @@ const (
 // is the six headers, and what the log line and the usage record cost;
 // scripts/bench-instructions counts them in instructions. Run with -cpu 1
 // for the least scheduling noise. In embedded mode the store writers are
-// paced by request count (benchRate); cluster mode keeps its timers.
+// paced by request count (benchRate); cluster mode keeps its timers. The
+// client is rawClient, whose own share of a count is small, unless
+// BENCH_CLIENT=go picks net/http's (see benchClient).
 func BenchmarkRequestPath(b *testing.B) {
 	up := startUpstream(b, mockllm.Options{RecordLimit: -1})
 	prompt := strings.Repeat("Summarise the trade-offs of running an LLM gateway in front of several providers. ", 4)[:300]
