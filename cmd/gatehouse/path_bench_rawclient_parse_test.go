@@ -377,3 +377,26 @@ func TestNewRawClientRefuses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadResponse: whatever the bytes, readResponse returns (no panic,
+// no loop), and what it accepts it read from the input: no more body than
+// there was input, and a status it could only have read from a status
+// line.
+func FuzzReadResponse(f *testing.F) {
+	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Gatehouse-Cache: hit\r\n\r\n5;a=b\r\nhello\r\n0\r\nX-T: 1\r\n\r\n")
+	f.Add("HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno")
+	f.Fuzz(func(t *testing.T, in string) {
+		var resp rawResponse
+		err := readResponse(bufio.NewReaderSize(strings.NewReader(in), rawReadBuffer), &resp)
+		if err != nil {
+			return
+		}
+		if resp.bodyLen > int64(len(in)) {
+			t.Fatalf("a body of %d bytes from %d bytes of input", resp.bodyLen, len(in))
+		}
+		if resp.status < 200 || resp.status > 999 || !strings.HasPrefix(in, "HTTP/1.1 ") {
+			t.Fatalf("accepted status %d from %q", resp.status, in)
+		}
+	})
+}
