@@ -286,8 +286,8 @@ func TestRawClientKeepAlive(t *testing.T) {
 		}
 		<-reqs
 	}
-	if n := len(c.all); n != 3 {
-		t.Fatalf("%d connections dialled, want 3", n)
+	if c.dialled != 3 || len(c.open) != 1 {
+		t.Fatalf("%d connections dialled, %d open, want 3 and 1", c.dialled, len(c.open))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,9 +32,10 @@ type rawClient struct {
 	// carry (compared case-insensitively).
 	cache string
 
-	mu   sync.Mutex
-	idle []*rawKeepAlive
-	all  []*rawKeepAlive // for close
+	mu      sync.Mutex
+	idle    []*rawKeepAlive
+	open    []*rawKeepAlive // every connection not closed yet, for close
+	dialled int             // connections dialled, for tests
 }
 
 // rawKeepAlive is one keep-alive connection and the reader that owns its
@@ -85,14 +87,14 @@ func (c *rawClient) do(resp *rawResponse) error {
 		}
 		err = c.roundTrip(rc, resp)
 		if err != nil {
-			rc.c.Close()
+			c.drop(rc)
 			if reused && attempt == 0 && errors.Is(err, errNoResponse) {
 				continue
 			}
 			return err
 		}
 		if resp.close {
-			rc.c.Close()
+			c.drop(rc)
 		} else {
 			c.put(rc)
 		}
@@ -137,9 +139,20 @@ func (c *rawClient) get() (rc *rawKeepAlive, reused bool, err error) {
 	}
 	rc = &rawKeepAlive{c: conn, r: bufio.NewReaderSize(conn, rawReadBuffer)}
 	c.mu.Lock()
-	c.all = append(c.all, rc)
+	c.open = append(c.open, rc)
+	c.dialled++
 	c.mu.Unlock()
 	return rc, false, nil
+}
+
+// drop closes a connection that is not to be used again.
+func (c *rawClient) drop(rc *rawKeepAlive) {
+	rc.c.Close()
+	c.mu.Lock()
+	if i := slices.Index(c.open, rc); i >= 0 {
+		c.open = slices.Delete(c.open, i, i+1)
+	}
+	c.mu.Unlock()
 }
 
 func (c *rawClient) put(rc *rawKeepAlive) {
@@ -152,10 +165,10 @@ func (c *rawClient) put(rc *rawKeepAlive) {
 func (c *rawClient) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, rc := range c.all {
+	for _, rc := range c.open {
 		rc.c.Close()
 	}
-	c.all, c.idle = nil, nil
+	c.open, c.idle = nil, nil
 }
 
 // rawReadBuffer bounds a response's status line, each header line and
