@@ -1,0 +1,496 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// rawClient is BenchmarkRequestPath's HTTP/1.1 client: keep-alive
+// connections over net.Conn, one request written as bytes prepared once,
+// and each response read off one bufio.Reader without building a header
+// map. It exists because scripts/bench-instructions counts every thread
+// of the process, the client's too, and net/http's client spends a large
+// share of a request on work that is not the gateway's: canonical header
+// keys and a map of every header (16,700 instructions a request for the
+// full stack's six x-ratelimit headers alone). The requests it writes
+// are byte for byte what net/http's client writes for the same request
+// (the same headers in the same order), so the server side does the same
+// work either way. It is not a general client: one request, 200s
+// expected, no redirects, no compression, no HTTP/1.0.
+type rawClient struct {
+	addr string // host:port
+	req  []byte // the whole request: head and body
+
+	// cache, if set, is the x-gatehouse-cache value every response must
+	// carry (compared case-insensitively).
+	cache string
+
+	mu      sync.Mutex
+	idle    []*rawKeepAlive
+	open    []*rawKeepAlive // every connection not closed yet, for close
+	dialled int             // connections dialled, for tests
+}
+
+// rawKeepAlive is one keep-alive connection and the reader that owns its
+// input: a response is read off it whole before the next request is
+// written, so nothing is left buffered between requests.
+type rawKeepAlive struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// newRawClient prepares the request POST path with body to base
+// ("http://host:port") and the headers, in the order net/http writes
+// them: Host, User-Agent, Content-Length, the caller's headers sorted by
+// name (pass them sorted, canonical case), Accept-Encoding.
+func newRawClient(base, path string, body []byte, headers ...[2]string) (*rawClient, error) {
+	addr, ok := strings.CutPrefix(base, "http://")
+	if !ok || addr == "" || strings.ContainsAny(addr, "/?#") {
+		return nil, fmt.Errorf("raw client: base %q is not http://host:port", base)
+	}
+	var sb strings.Builder
+	sb.WriteString("POST " + path + " HTTP/1.1\r\n")
+	sb.WriteString("Host: " + addr + "\r\n")
+	sb.WriteString("User-Agent: Go-http-client/1.1\r\n")
+	sb.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n")
+	for i, h := range headers {
+		if i > 0 && headers[i-1][0] >= h[0] {
+			return nil, fmt.Errorf("raw client: header %q out of order (net/http sorts them)", h[0])
+		}
+		sb.WriteString(h[0] + ": " + h[1] + "\r\n")
+	}
+	sb.WriteString("Accept-Encoding: gzip\r\n\r\n")
+	sb.Write(body)
+	return &rawClient{addr: addr, req: []byte(sb.String())}, nil
+}
+
+// errNoResponse is a connection that ended before the first byte of a
+// response: a kept-alive connection the server closed while it was idle,
+// which a client retries on a new one (net/http's does too).
+var errNoResponse = errors.New("connection closed before a response")
+
+// do sends the request once and reads the response into resp. Any
+// response that is not a well-formed 200 (with the x-gatehouse-cache
+// value c.cache, when set) is an error.
+func (c *rawClient) do(resp *rawResponse) error {
+	for attempt := 0; ; attempt++ {
+		rc, reused, err := c.get()
+		if err != nil {
+			return err
+		}
+		err = c.roundTrip(rc, resp)
+		if err != nil {
+			c.drop(rc)
+			if reused && attempt == 0 && errors.Is(err, errNoResponse) {
+				continue
+			}
+			return err
+		}
+		if resp.close {
+			c.drop(rc)
+		} else {
+			c.put(rc)
+		}
+		return c.check(resp)
+	}
+}
+
+func (c *rawClient) roundTrip(rc *rawKeepAlive, resp *rawResponse) error {
+	if _, err := rc.c.Write(c.req); err != nil {
+		return fmt.Errorf("raw client: write: %w", errors.Join(errNoResponse, err))
+	}
+	return readResponse(rc.r, resp)
+}
+
+// check is what every response must be, once read.
+func (c *rawClient) check(resp *rawResponse) error {
+	if resp.status != 200 {
+		return fmt.Errorf("raw client: status %d: %q", resp.status, string(resp.bodyHead()))
+	}
+	if resp.bodyLen == 0 {
+		return errors.New("raw client: a 200 with an empty body")
+	}
+	if c.cache != "" && !resp.cache.equalFold(c.cache) {
+		return fmt.Errorf("raw client: x-gatehouse-cache %q, want %q", resp.cache.String(), c.cache)
+	}
+	return nil
+}
+
+// get takes an idle connection, or dials one; reused says which.
+func (c *rawClient) get() (rc *rawKeepAlive, reused bool, err error) {
+	c.mu.Lock()
+	if n := len(c.idle); n > 0 {
+		rc = c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		return rc, true, nil
+	}
+	c.mu.Unlock()
+	conn, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		return nil, false, fmt.Errorf("raw client: %w", err)
+	}
+	rc = &rawKeepAlive{c: conn, r: bufio.NewReaderSize(conn, rawReadBuffer)}
+	c.mu.Lock()
+	c.open = append(c.open, rc)
+	c.dialled++
+	c.mu.Unlock()
+	return rc, false, nil
+}
+
+// drop closes a connection that is not to be used again.
+func (c *rawClient) drop(rc *rawKeepAlive) {
+	rc.c.Close()
+	c.mu.Lock()
+	if i := slices.Index(c.open, rc); i >= 0 {
+		c.open = slices.Delete(c.open, i, i+1)
+	}
+	c.mu.Unlock()
+}
+
+func (c *rawClient) put(rc *rawKeepAlive) {
+	c.mu.Lock()
+	c.idle = append(c.idle, rc)
+	c.mu.Unlock()
+}
+
+// close closes every connection the client opened.
+func (c *rawClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rc := range c.open {
+		rc.c.Close()
+	}
+	c.open, c.idle = nil, nil
+}
+
+// rawReadBuffer bounds a response's status line, each header line and
+// each chunk-size line (a longer one is refused); bodies stream through
+// it.
+const rawReadBuffer = 8 << 10
+
+// rawResponse is what readResponse keeps of a response: only what the
+// benchmark checks. Header values are copied out of the reader's buffer
+// (the next read overwrites it) into fixed arrays, so reading a response
+// allocates nothing.
+type rawResponse struct {
+	status    int
+	close     bool // Connection: close
+	rateLimit bool // an x-ratelimit-limit-requests header was there
+	cache     shortValue
+	overhead  shortValue // x-gatehouse-overhead-ms
+	bodyLen   int64      // body bytes read (chunked: the chunks' data)
+
+	head  [128]byte // a non-200's first body bytes, for the error
+	headN int
+}
+
+func (r *rawResponse) bodyHead() []byte { return r.head[:r.headN] }
+
+// shortValue is a header value of up to len(b) bytes, copied; n is its
+// whole length (more than len(b): too long to keep; -1: absent).
+type shortValue struct {
+	b [32]byte
+	n int
+}
+
+func (v *shortValue) set(val []byte) {
+	v.n = len(val)
+	copy(v.b[:], val)
+}
+
+// equalFold says whether the value is s, ASCII case-insensitively.
+func (v *shortValue) equalFold(s string) bool {
+	return v.n >= 0 && v.n <= len(v.b) && len(s) == v.n && asciiEqualFold(v.b[:v.n], s)
+}
+
+func (v *shortValue) String() string {
+	switch {
+	case v.n < 0:
+		return "(absent)"
+	case v.n > len(v.b):
+		return string(v.b[:]) + "…"
+	}
+	return string(v.b[:v.n])
+}
+
+// asciiEqualFold compares b with lower, which is lower case, ignoring
+// the case of b's ASCII letters, without allocating.
+func asciiEqualFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i := range len(b) {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// errMalformed wraps every framing error, so tests can tell a refused
+// response from a failed read.
+var errMalformed = errors.New("malformed response")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("raw client: %w: %s", errMalformed, fmt.Sprintf(format, args...))
+}
+
+// readResponse reads one HTTP/1.1 response off r into resp, the body to
+// its end (Content-Length, or chunked with its trailers), and leaves r at
+// the next response's first byte. Lines must end in CRLF. A response
+// with both Content-Length and chunked framing, with neither, with
+// another transfer coding, a folded header line or a status line that is
+// not HTTP/1.1 is refused: none is what the gateway, the plain proxy or
+// the mock send, so any of them is a bug to see.
+func readResponse(r *bufio.Reader, resp *rawResponse) error {
+	*resp = rawResponse{cache: shortValue{n: -1}, overhead: shortValue{n: -1}}
+	if _, err := r.Peek(1); err != nil {
+		return fmt.Errorf("raw client: %w", errors.Join(errNoResponse, err))
+	}
+	line, err := readLine(r)
+	if err != nil {
+		return err
+	}
+	// HTTP/1.1 SP 3DIGIT [SP reason]
+	const proto = "HTTP/1.1 "
+	if len(line) < len(proto) || string(line[:len(proto)]) != proto {
+		return malformed("status line %q", line)
+	}
+	rest := line[len(proto):]
+	if len(rest) < 3 || (len(rest) > 3 && rest[3] != ' ') {
+		return malformed("status line %q", line)
+	}
+	for i := range 3 {
+		if rest[i] < '0' || rest[i] > '9' {
+			return malformed("status line %q", line)
+		}
+		resp.status = resp.status*10 + int(rest[i]-'0')
+	}
+	if resp.status < 100 {
+		return malformed("status line %q", line)
+	}
+	if resp.status < 200 {
+		return malformed("informational status %d (not expected here)", resp.status)
+	}
+
+	length := int64(-1)
+	chunked := false
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			break
+		}
+		colon := -1
+		for i, c := range line {
+			if c == ':' {
+				colon = i
+				break
+			}
+		}
+		if colon <= 0 || line[0] == ' ' || line[0] == '\t' || line[colon-1] == ' ' || line[colon-1] == '\t' {
+			return malformed("header line %q", line)
+		}
+		name, val := line[:colon], trimOWS(line[colon+1:])
+		switch {
+		case asciiEqualFold(name, "content-length"):
+			n, ok := parseLength(val)
+			if !ok || (length >= 0 && n != length) {
+				return malformed("content-length %q", val)
+			}
+			length = n
+		case asciiEqualFold(name, "transfer-encoding"):
+			if chunked || !asciiEqualFold(val, "chunked") {
+				return malformed("transfer-encoding %q (only chunked, once)", val)
+			}
+			chunked = true
+		case asciiEqualFold(name, "connection"):
+			resp.close = resp.close || hasToken(val, "close")
+		case asciiEqualFold(name, "x-gatehouse-cache"):
+			resp.cache.set(val)
+		case asciiEqualFold(name, "x-gatehouse-overhead-ms"):
+			resp.overhead.set(val)
+		case asciiEqualFold(name, "x-ratelimit-limit-requests"):
+			resp.rateLimit = true
+		}
+	}
+	switch {
+	case chunked && length >= 0:
+		return malformed("both content-length and chunked")
+	case chunked:
+		return readChunked(r, resp)
+	case length >= 0:
+		return readBody(r, resp, length)
+	}
+	return malformed("neither content-length nor chunked (a body to the connection's end)")
+}
+
+// readLine reads one CRLF-terminated line and returns it without the
+// CRLF; it aliases r's buffer until the next read.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return nil, malformed("a line longer than %d bytes", r.Size())
+	case errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("raw client: %w: cut off after %q", io.ErrUnexpectedEOF, line)
+	case err != nil:
+		return nil, fmt.Errorf("raw client: %w", err)
+	}
+	if len(line) < 2 || line[len(line)-2] != '\r' {
+		return nil, malformed("line %q does not end in CRLF", line)
+	}
+	return line[:len(line)-2], nil
+}
+
+// readBody reads n bytes of body.
+func readBody(r *bufio.Reader, resp *rawResponse, n int64) error {
+	if resp.status != 200 && resp.headN < len(resp.head) {
+		// Keep the first bytes of an error body for the message.
+		k, _ := r.Peek(int(min(n, int64(len(resp.head)-resp.headN))))
+		resp.headN += copy(resp.head[resp.headN:], k)
+	}
+	for n > 0 {
+		step := int(min(n, int64(r.Size())))
+		d, err := r.Discard(step)
+		resp.bodyLen += int64(d)
+		n -= int64(d)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("raw client: body %d bytes short: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// readChunked reads a chunked body: chunks (size in hex, extensions
+// ignored), the last chunk, then trailer lines up to the empty line.
+func readChunked(r *bufio.Reader, resp *rawResponse) error {
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			return err
+		}
+		size, ok := parseChunkSize(line)
+		if !ok {
+			return malformed("chunk size line %q", line)
+		}
+		if size == 0 {
+			break
+		}
+		if err := readBody(r, resp, size); err != nil {
+			return err
+		}
+		end, err := readLine(r)
+		if err != nil {
+			return err
+		}
+		if len(end) != 0 {
+			return malformed("chunk data longer than its size %d", size)
+		}
+	}
+	for { // trailers
+		line, err := readLine(r)
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			return nil
+		}
+	}
+}
+
+// parseChunkSize reads "HEX[;ext...]" (whitespace allowed before the
+// semicolon).
+func parseChunkSize(line []byte) (int64, bool) {
+	var n int64
+	i := 0
+	for ; i < len(line); i++ {
+		c := line[i]
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			goto end
+		}
+		if i >= 15 { // more than 15 hex digits could overflow
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+end:
+	if i == 0 {
+		return 0, false
+	}
+	rest := trimOWS(line[i:])
+	if len(rest) > 0 && rest[0] != ';' {
+		return 0, false
+	}
+	return n, true
+}
+
+// parseLength reads a Content-Length: decimal digits only.
+func parseLength(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// hasToken says whether the comma-separated list v holds tok (lower
+// case), ASCII case-insensitively.
+func hasToken(v []byte, tok string) bool {
+	for len(v) > 0 {
+		i := 0
+		for i < len(v) && v[i] != ',' {
+			i++
+		}
+		if asciiEqualFold(trimOWS(v[:i]), tok) {
+			return true
+		}
+		if i == len(v) {
+			break
+		}
+		v = v[i+1:]
+	}
+	return false
+}
+
+// trimOWS trims HTTP's optional whitespace (spaces and tabs).
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
