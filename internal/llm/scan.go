@@ -92,45 +92,21 @@ func KindOf(v []byte) Kind {
 // without decoding the whole body into Go values.
 func EachField(data []byte, fn func(key string, value []byte, offset int) bool) error {
 	s := scanner{data: data}
-	s.skipSpace()
-	if s.pos >= len(data) {
-		return s.fail("empty body")
-	}
-	if data[s.pos] != '{' {
-		if err := s.value(0); err != nil {
-			return err
-		}
-		s.skipSpace()
-		if s.pos != len(data) {
-			return s.fail("unexpected data after top-level value")
-		}
-		return ErrNotObject
-	}
-	s.pos++
-	s.skipSpace()
-	if s.peek() == '}' {
-		s.pos++
-		return s.end()
+	if open, err := s.openDocument(); !open {
+		return err
 	}
 	for {
-		s.skipSpace()
-		if s.peek() != '"' {
-			return s.fail("expected object key")
-		}
-		ks := s.pos
-		if err := s.str(); err != nil {
+		ks, err := s.memberKey()
+		if err != nil {
 			return err
 		}
 		key, err := unquoteKey(data[ks:s.pos])
 		if err != nil {
 			return &SyntaxError{Offset: ks, msg: "bad object key"}
 		}
-		s.skipSpace()
-		if s.peek() != ':' {
-			return s.fail("expected ':' after object key")
+		if err := s.memberColon(); err != nil {
+			return err
 		}
-		s.pos++
-		s.skipSpace()
 		vs := s.pos
 		if err := s.value(1); err != nil {
 			return err
@@ -138,15 +114,12 @@ func EachField(data []byte, fn func(key string, value []byte, offset int) bool) 
 		if !fn(key, data[vs:s.pos], vs) {
 			return nil
 		}
-		s.skipSpace()
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
+		more, err := s.memberNext()
+		if err != nil {
+			return err
+		}
+		if !more {
 			return s.end()
-		default:
-			return s.fail("expected ',' or '}' in object")
 		}
 	}
 }
@@ -554,6 +527,74 @@ func (s *scanner) number() error {
 	return nil
 }
 
+// openDocument reads the start of a document that should be one JSON
+// object, up to its first member's key. open is false when there are no
+// members to walk: err is then nil for a whole "{}", ErrNotObject for
+// well-formed JSON of another kind, or the syntax error.
+func (s *scanner) openDocument() (open bool, err error) {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return false, s.fail("empty body")
+	}
+	if s.data[s.pos] != '{' {
+		if err := s.value(0); err != nil {
+			return false, err
+		}
+		s.skipSpace()
+		if s.pos != len(s.data) {
+			return false, s.fail("unexpected data after top-level value")
+		}
+		return false, ErrNotObject
+	}
+	s.pos++
+	s.skipSpace()
+	if s.peek() == '}' {
+		s.pos++
+		return false, s.end()
+	}
+	return true, nil
+}
+
+// memberKey reads an object member's quoted key (after any space) and
+// returns where it starts; callers that need the key decode
+// s.data[ks:s.pos]. It, memberColon and memberNext are the parts every
+// member loop shares (object, EachField, the usage walk), so they fail
+// alike, with the same messages at the same offsets.
+func (s *scanner) memberKey() (ks int, err error) {
+	s.skipSpace()
+	if s.peek() != '"' {
+		return 0, s.fail("expected object key")
+	}
+	ks = s.pos
+	return ks, s.str()
+}
+
+// memberColon reads the ':' after a key and the space before the value.
+func (s *scanner) memberColon() error {
+	s.skipSpace()
+	if s.peek() != ':' {
+		return s.fail("expected ':' after object key")
+	}
+	s.pos++
+	s.skipSpace()
+	return nil
+}
+
+// memberNext reads what follows a member's value: more is true after a
+// ',' and false after the object's closing '}'.
+func (s *scanner) memberNext() (more bool, err error) {
+	s.skipSpace()
+	switch s.peek() {
+	case ',':
+		s.pos++
+		return true, nil
+	case '}':
+		s.pos++
+		return false, nil
+	}
+	return false, s.fail("expected ',' or '}' in object")
+}
+
 func (s *scanner) object(depth int) error {
 	s.pos++
 	s.skipSpace()
@@ -562,31 +603,17 @@ func (s *scanner) object(depth int) error {
 		return nil
 	}
 	for {
-		s.skipSpace()
-		if s.peek() != '"' {
-			return s.fail("expected object key")
-		}
-		if err := s.str(); err != nil {
+		if _, err := s.memberKey(); err != nil {
 			return err
 		}
-		s.skipSpace()
-		if s.peek() != ':' {
-			return s.fail("expected ':' after object key")
+		if err := s.memberColon(); err != nil {
+			return err
 		}
-		s.pos++
-		s.skipSpace()
 		if err := s.value(depth + 1); err != nil {
 			return err
 		}
-		s.skipSpace()
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.fail("expected ',' or '}' in object")
+		if more, err := s.memberNext(); !more {
+			return err
 		}
 	}
 }

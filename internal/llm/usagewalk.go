@@ -57,42 +57,18 @@ type usageWalk struct {
 // not a field of w, so that a caller's closure can stay on its stack.)
 func (w *usageWalk) answer(each func(name, v []byte)) error {
 	s := &w.s
-	s.skipSpace()
-	if s.pos >= len(s.data) {
-		return s.fail("empty body")
-	}
-	if s.data[s.pos] != '{' {
-		if err := s.value(0); err != nil {
-			return err
-		}
-		s.skipSpace()
-		if s.pos != len(s.data) {
-			return s.fail("unexpected data after top-level value")
-		}
-		return ErrNotObject
-	}
-	s.pos++
-	s.skipSpace()
-	if s.peek() == '}' {
-		s.pos++
-		return s.end()
+	if open, err := s.openDocument(); !open {
+		return err
 	}
 	for {
-		s.skipSpace()
-		if s.peek() != '"' {
-			return s.fail("expected object key")
-		}
-		ks := s.pos
-		if err := s.str(); err != nil {
+		ks, err := s.memberKey()
+		if err != nil {
 			return err
 		}
 		name := memberName(s.data[ks:s.pos])
-		s.skipSpace()
-		if s.peek() != ':' {
-			return s.fail("expected ':' after object key")
+		if err := s.memberColon(); err != nil {
+			return err
 		}
-		s.pos++
-		s.skipSpace()
 		vs := s.pos
 		if string(name) == "usage" {
 			if err := w.usage(); err != nil {
@@ -107,15 +83,12 @@ func (w *usageWalk) answer(each func(name, v []byte)) error {
 				each(name, s.data[vs:s.pos])
 			}
 		}
-		s.skipSpace()
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
+		more, err := s.memberNext()
+		if err != nil {
+			return err
+		}
+		if !more {
 			return s.end()
-		default:
-			return s.fail("expected ',' or '}' in object")
 		}
 	}
 }
@@ -150,23 +123,15 @@ func (w *usageWalk) usage() error {
 	}
 	slot.Empty = false
 	for {
-		s.skipSpace()
-		if s.peek() != '"' {
-			return s.fail("expected object key")
-		}
-		ks := s.pos
-		if err := s.str(); err != nil {
+		ks, err := s.memberKey()
+		if err != nil {
 			return err
 		}
 		key := memberName(s.data[ks:s.pos])
-		s.skipSpace()
-		if s.peek() != ':' {
-			return s.fail("expected ':' after object key")
+		if err := s.memberColon(); err != nil {
+			return err
 		}
-		s.pos++
-		s.skipSpace()
 		vs := s.pos
-		var err error
 		switch string(key) {
 		case "prompt_tokens_details":
 			err = w.detail(2, "cached_tokens", &u.CachedTokens, read, &ok)
@@ -191,17 +156,14 @@ func (w *usageWalk) usage() error {
 		if string(key) == "cost" {
 			slot.CostStart, slot.CostEnd = vs, s.pos
 		}
-		s.skipSpace()
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
+		more, err := s.memberNext()
+		if err != nil {
+			return err
+		}
+		if !more {
 			slot.End = s.pos
 			w.done(read, u, ok, slot)
 			return nil
-		default:
-			return s.fail("expected ',' or '}' in object")
 		}
 	}
 }
@@ -245,21 +207,14 @@ func (w *usageWalk) detail(depth int, name string, dst *int, read bool, ok *bool
 		return nil
 	}
 	for {
-		s.skipSpace()
-		if s.peek() != '"' {
-			return s.fail("expected object key")
-		}
-		ks := s.pos
-		if err := s.str(); err != nil {
+		ks, err := s.memberKey()
+		if err != nil {
 			return err
 		}
 		match := string(memberName(s.data[ks:s.pos])) == name
-		s.skipSpace()
-		if s.peek() != ':' {
-			return s.fail("expected ':' after object key")
+		if err := s.memberColon(); err != nil {
+			return err
 		}
-		s.pos++
-		s.skipSpace()
 		vs := s.pos
 		if err := s.value(depth + 1); err != nil {
 			return err
@@ -267,15 +222,8 @@ func (w *usageWalk) detail(depth int, name string, dst *int, read bool, ok *bool
 		if match && *ok {
 			*ok = intValue(s.data[vs:s.pos], dst)
 		}
-		s.skipSpace()
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.fail("expected ',' or '}' in object")
+		if more, err := s.memberNext(); !more {
+			return err
 		}
 	}
 }
