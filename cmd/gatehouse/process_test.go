@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,33 +17,44 @@ import (
 	"gatehouse/internal/mockllm"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// commandBuild is a build of the gatehouse command made once per test
+// run, however many tests ask for it.
+type commandBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// binary builds the command with the go build flags given, the first
+// time it is asked; what the build failed with fails every test that
+// asks.
+func (b *commandBuild) binary(t *testing.T, what string, flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "gatehouse-bin")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, "gatehouse")
+		args := append(append([]string{"build"}, flags...), "-o", b.path, ".")
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("%w: %s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("build %s: %v", what, b.err)
+	}
+	return b.path
+}
+
+var plainBuild commandBuild
 
 // gatehouseBinary builds the real command once per test run, so signal
 // handling is tested on the process users run.
 func gatehouseBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gatehouse-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "gatehouse")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build gatehouse: %v", buildErr)
-	}
-	return binPath
+	return plainBuild.binary(t, "gatehouse")
 }
 
 // process is a gatehouse child process.

@@ -7,9 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,32 +155,13 @@ func testHeldRequestStacks(t *testing.T, stream bool) {
 	}
 }
 
-var (
-	probeBuild    sync.Once
-	probeBinPath  string
-	probeBuildErr error
-)
+var probeBuild commandBuild
 
 // stackProbeBinary builds, once per test run, gatehouse with the stack
 // probe (stackprobe.go).
 func stackProbeBinary(t *testing.T) string {
 	t.Helper()
-	probeBuild.Do(func() {
-		dir, err := os.MkdirTemp("", "gatehouse-stackprobe")
-		if err != nil {
-			probeBuildErr = err
-			return
-		}
-		probeBinPath = filepath.Join(dir, "gatehouse")
-		out, err := exec.Command("go", "build", "-tags", "stackprobe", "-ldflags=-checklinkname=0", "-o", probeBinPath, ".").CombinedOutput()
-		if err != nil {
-			probeBuildErr = fmt.Errorf("%w: %s", err, out)
-		}
-	})
-	if probeBuildErr != nil {
-		t.Fatalf("build gatehouse with the stack probe: %v", probeBuildErr)
-	}
-	return probeBinPath
+	return probeBuild.binary(t, "gatehouse with the stack probe", "-tags", "stackprobe", "-ldflags=-checklinkname=0")
 }
 
 // stackMarginConfig is the full stack as the streams benchmark runs it:
