@@ -158,19 +158,44 @@ func TestEncodeMessageGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := EncodeMessage(body, "msg_test", "requested-model")
+			got, slot, err := EncodeMessage(body, "msg_test", "requested-model")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !json.Valid(got) {
 				t.Fatalf("not JSON: %s", got)
 			}
+			checkSlot(t, got, slot)
 			got = append(got, '\n')
 			want := golden(t, strings.TrimSuffix(in, ".openai.json")+".anthropic.json", got)
 			if d := cmp.Diff(string(want), string(got)); d != "" {
 				t.Errorf("message (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// checkSlot asserts that the slot EncodeMessage returned is the one the
+// gateway's walk of the message finds, so that setting the cost through it
+// gives the very bytes the walk would.
+func checkSlot(t *testing.T, body []byte, slot llm.UsageSlot) {
+	t.Helper()
+	_, _, walked, err := llm.CheckUsage(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if walked.End == 0 {
+		t.Fatalf("the walk finds no usage object in %s", body)
+	}
+	if d := cmp.Diff(walked, slot); d != "" {
+		t.Errorf("slot (-walked +returned):\n%s", d)
+	}
+	want, ok := llm.SetUsageCost(body, "0.000123")
+	if !ok {
+		t.Fatal("SetUsageCost found no usage object")
+	}
+	if got := llm.SetUsageCostAt(body, slot, "0.000123"); string(got) != string(want) {
+		t.Errorf("cost set through the slot:\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -187,7 +212,7 @@ func TestEncodeMessageStopReasons(t *testing.T) {
 	}
 	for _, c := range cases {
 		body := `{"model":"b","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"` + c.finish + `"` + c.extra + `}]}`
-		got, err := EncodeMessage([]byte(body), "msg_1", "m")
+		got, _, err := EncodeMessage([]byte(body), "msg_1", "m")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,14 +226,14 @@ func TestEncodeMessageStopReasons(t *testing.T) {
 func TestEncodeMessageBadArguments(t *testing.T) {
 	for _, args := range []string{`{"city":`, `[1,2]`, `Paris`} {
 		body := `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"get_weather","arguments":` + strings.ReplaceAll(llmQuote(args), "", "") + `}}]},"finish_reason":"tool_calls"}]}`
-		_, err := EncodeMessage([]byte(body), "msg_1", "m")
+		_, _, err := EncodeMessage([]byte(body), "msg_1", "m")
 		e, ok := err.(*llm.Error)
 		if !ok || e.Status != 502 || !strings.Contains(e.Message, `"get_weather"`) {
 			t.Errorf("args %s: got %v", args, err)
 		}
 	}
 	for _, body := range []string{`not json`, `{"choices":[]}`} {
-		if _, err := EncodeMessage([]byte(body), "msg_1", "m"); err == nil {
+		if _, _, err := EncodeMessage([]byte(body), "msg_1", "m"); err == nil {
 			t.Errorf("%s: no error", body)
 		}
 	}

@@ -26,18 +26,19 @@ type completionItem struct {
 
 // EncodeMessage re-expresses a backend's chat.completion body as an
 // Anthropic message. id is the message id to report (msg_…); model is
-// used when the body names none.
+// used when the body names none. The slot says where the usage object
+// went, so the gateway's cost goes in without walking the message again.
 //
 // Tool arguments that are not valid JSON are an upstream failure (502),
 // not a silent "{}": a coding agent would otherwise run the tool with no
 // arguments.
-func EncodeMessage(body []byte, id, model string) ([]byte, error) {
+func EncodeMessage(body []byte, id, model string) ([]byte, llm.UsageSlot, error) {
 	var c completion
 	if err := json.Unmarshal(body, &c); err != nil {
-		return nil, protocolError("the backend's response is not a valid chat completion: %v", err)
+		return nil, llm.UsageSlot{}, protocolError("the backend's response is not a valid chat completion: %v", err)
 	}
 	if len(c.Choices) == 0 {
-		return nil, protocolError("the backend's response has no choices")
+		return nil, llm.UsageSlot{}, protocolError("the backend's response has no choices")
 	}
 	ch := &c.Choices[0]
 	msg := &ch.Message
@@ -77,7 +78,7 @@ func EncodeMessage(body []byte, id, model string) ([]byte, error) {
 	for i, tc := range msg.ToolCalls {
 		input, err := toolInput(tc.Function.Arguments)
 		if err != nil {
-			return nil, protocolError("the backend's call of tool %q has arguments that are not a JSON object: %v", tc.Function.Name, err)
+			return nil, llm.UsageSlot{}, protocolError("the backend's call of tool %q has arguments that are not a JSON object: %v", tc.Function.Name, err)
 		}
 		sep()
 		b = append(b, `{"type":"tool_use","id":`...)
@@ -98,8 +99,10 @@ func EncodeMessage(body []byte, id, model string) ([]byte, error) {
 	if c.Usage != nil {
 		u = c.Usage.Usage()
 	}
+	slot := llm.UsageSlot{Start: len(b)} // an object with members and no cost
 	b = appendUsage(b, u, true)
-	return append(b, '}'), nil
+	slot.End = len(b)
+	return append(b, '}'), slot, nil
 }
 
 // toolInput turns OpenAI's argument text into an input object; models

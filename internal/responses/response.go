@@ -61,6 +61,9 @@ type builder struct {
 	failure    *llm.Error
 	usage      *llm.Usage
 	cost       string // usage.cost, "" when not priced
+	// slot is where the last appendResponse wrote the usage object,
+	// counted from the start of its dst; End 0 when it wrote null.
+	slot llm.UsageSlot
 }
 
 func (b *builder) add(k itemKind) *output {
@@ -283,8 +286,9 @@ func (b *builder) appendResponse(dst []byte) []byte {
 	dst = appendRaw(dst, e.truncation, `"disabled"`)
 	dst = append(dst, `,"usage":`...)
 	if b.usage != nil {
-		dst = appendUsage(dst, *b.usage, b.cost)
+		dst, b.slot = appendUsage(dst, *b.usage, b.cost)
 	} else {
+		b.slot = llm.UsageSlot{}
 		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"user":`...)
@@ -304,8 +308,10 @@ func appendRaw(dst, v []byte, def string) []byte {
 }
 
 // appendUsage writes the Responses API's usage object; cost, when set, is
-// the gateway's price of it in USD.
-func appendUsage(b []byte, u llm.Usage, cost string) []byte {
+// the gateway's price of it in USD. It returns where in b the object (and
+// its cost) went, so the cost can be set later without finding it again.
+func appendUsage(b []byte, u llm.Usage, cost string) ([]byte, llm.UsageSlot) {
+	slot := llm.UsageSlot{Start: len(b)}
 	total := u.TotalTokens
 	if total == 0 {
 		total = u.PromptTokens + u.CompletionTokens
@@ -322,9 +328,13 @@ func appendUsage(b []byte, u llm.Usage, cost string) []byte {
 	b = strconv.AppendInt(b, int64(total), 10)
 	if cost != "" {
 		b = append(b, `,"cost":`...)
+		slot.CostStart = len(b)
 		b = append(b, cost...)
+		slot.CostEnd = len(b)
 	}
-	return append(b, '}')
+	b = append(b, '}')
+	slot.End = len(b)
+	return b, slot
 }
 
 // completion is the part of a chat.completion the translation reads.
@@ -337,8 +347,12 @@ type completion struct {
 // Encoded is a translated answer: the response object the client gets and
 // the output items to keep when the response is stored.
 type Encoded struct {
-	ID     string // the response's id; "" to read it from Body
-	Body   []byte
+	ID   string // the response's id; "" to read it from Body
+	Body []byte
+	// Usage locates Body's usage object, for the gateway's cost to go in
+	// without walking the body the translation has just written; End 0
+	// when unknown (a native backend's body, relayed as it came).
+	Usage  llm.UsageSlot
 	Output []byte // the output array, reasoning proofs included
 	Status string
 }
@@ -393,12 +407,11 @@ func EncodeResponse(body []byte, r *Request, m Meta) (*Encoded, error) {
 	} else {
 		b.usage = &llm.Usage{}
 	}
-	return &Encoded{
-		ID:     m.ID,
-		Body:   b.appendResponse(make([]byte, 0, 1024+len(body))),
-		Output: b.appendOutput(nil, true),
-		Status: b.status,
-	}, nil
+	e := &Encoded{ID: m.ID, Body: b.appendResponse(make([]byte, 0, 1024+len(body)))}
+	e.Usage = b.slot // appendResponse started at the body's first byte
+	e.Output = b.appendOutput(nil, true)
+	e.Status = b.status
+	return e, nil
 }
 
 func protocolError(format string, args ...any) *llm.Error {

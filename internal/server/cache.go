@@ -168,13 +168,15 @@ func (x *exchange) serveEntry(e *cache.Entry, req *llm.ChatRequest, rp reply, re
 		return x.replayHit(e, req, rp, result)
 	}
 	body, err := e.Body()
+	var slot llm.UsageSlot
 	if err == nil && rp.completion != nil {
-		body, err = rp.completion(body)
+		body, slot, err = rp.completion(body)
 	}
 	if err != nil {
 		return false
 	}
 	x.hitEntry(e, result)
+	x.usageSlot = slot
 	x.writeJSON(body)
 	return true
 }

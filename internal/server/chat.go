@@ -52,8 +52,11 @@ type reply struct {
 	// change the answer (a Responses request's built-in tools), so its
 	// cache key would not either; the cache is neither read nor written.
 	uncached bool
-	// completion re-encodes a non-streamed body; nil sends it unchanged.
-	completion func(body []byte) ([]byte, error)
+	// completion re-encodes a non-streamed body, returning where it
+	// wrote the usage object (End 0 when it did not say), so writeJSON
+	// need not walk a body the gateway has just built; nil sends the body
+	// unchanged.
+	completion func(body []byte) ([]byte, llm.UsageSlot, error)
 	// encoder returns a fresh re-encoder for a stream (one per attempt: an
 	// attempt that fails before its first byte may have fed it); nil
 	// relays OpenAI chunks.
@@ -141,9 +144,9 @@ func (x *exchange) chatCompletion(call *provider.Call, resp *http.Response, d *p
 	if x.cache.write {
 		x.keepAnswer(&cache.Entry{Completion: append([]byte(nil), c.Body...), Usage: c.Usage})
 	}
-	body := c.Body
+	body, slot := c.Body, c.Slot
 	if rp.completion != nil {
-		if body, err = rp.completion(body); err != nil {
+		if body, slot, err = rp.completion(body); err != nil {
 			return route.Result{Err: llm.AsError(err)}
 		}
 	}
@@ -151,9 +154,7 @@ func (x *exchange) chatCompletion(call *provider.Call, resp *http.Response, d *p
 	if !c.HasUsage {
 		x.countCompletion(d.Model, llm.CompletionText(c.Body))
 	}
-	if rp.completion == nil {
-		x.usageSlot = c.Slot // still where the body has them
-	}
+	x.usageSlot = slot
 	x.writeJSON(body)
 	return route.Result{FirstByte: x.s.now().Sub(start)}
 }

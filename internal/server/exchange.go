@@ -74,7 +74,8 @@ type exchange struct {
 	capture        *bodyCapture      // what the client is sent, when the project keeps bodies
 	usageEstimated bool              // usage was counted by the gateway, not reported
 	// usageSlot locates the usage object of the body writeJSON sends,
-	// when the adapter found it (llm.Completion); the cost goes there
+	// when the adapter found it (llm.Completion) or the dialect's
+	// translation wrote it (reply.completion); the cost goes there
 	// without another walk of the body.
 	usageSlot llm.UsageSlot
 	// upstreamWait is the time spent waiting on upstream calls and

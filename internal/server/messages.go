@@ -54,7 +54,7 @@ func (x *exchange) serveMessages() {
 	}
 	id := "msg_" + x.id
 	x.serveChatRequest(req, reply{
-		completion: func(body []byte) ([]byte, error) { return messages.EncodeMessage(body, id, req.Model) },
+		completion: func(body []byte) ([]byte, llm.UsageSlot, error) { return messages.EncodeMessage(body, id, req.Model) },
 		encoder: func(usageCost func(llm.Usage) string) stream.Encoder {
 			st := messages.NewStream(id, req.Model)
 			st.UsageCost = usageCost

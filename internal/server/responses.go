@@ -92,13 +92,13 @@ func (x *exchange) serveResponses() {
 		native: func(ctx context.Context, a route.Attempt, ra provider.ResponsesAPI) route.Result {
 			return x.nativeAttempt(ctx, a, ra, r, prior, keep)
 		},
-		completion: func(body []byte) ([]byte, error) {
+		completion: func(body []byte) ([]byte, llm.UsageSlot, error) {
 			e, err := responses.EncodeResponse(body, r, meta)
 			if err != nil {
-				return nil, err
+				return nil, llm.UsageSlot{}, err
 			}
 			keep(e)
-			return e.Body, nil
+			return e.Body, e.Usage, nil
 		},
 		encoder: func(usageCost func(llm.Usage) string) stream.Encoder {
 			st := responses.NewStream(r, meta)
