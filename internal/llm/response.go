@@ -1,6 +1,9 @@
 package llm
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // The types below are OpenAI's response shapes with their JSON tags. They
 // serve both directions: translating adapters build them and encode them
@@ -169,8 +172,34 @@ func NewCompletion(c *ChatCompletion) (*Completion, error) {
 	out := &Completion{Body: body}
 	if c.Usage != nil {
 		out.Usage, out.HasUsage = c.Usage.Usage(), true
+		out.Slot = encodedUsage(body, c.SystemFingerprint)
 	}
 	return out, nil
+}
+
+// encodedUsage locates the usage object in body, a ChatCompletion with
+// usage just encoded, so that the gateway's cost goes in without walking
+// a body it built itself. The object is the last member but
+// system_fingerprint (the struct's field order), so it ends where that
+// member's known encoding begins, and it starts at the last "usage" key
+// before there: the object holds only numbers and keys of its own. A zero
+// slot (the cost then found by a walk) if the body is not so.
+func encodedUsage(body []byte, fingerprint string) UsageSlot {
+	tail := 1 // the closing brace
+	if fingerprint != "" {
+		fp, err := json.Marshal(fingerprint)
+		if err != nil {
+			return UsageSlot{}
+		}
+		tail += len(`,"system_fingerprint":`) + len(fp)
+	}
+	end := len(body) - tail
+	const key = `"usage":`
+	at := bytes.LastIndex(body[:max(end, 0)], []byte(key))
+	if at < 0 || body[end-1] != '}' || body[at+len(key)] != '{' {
+		return UsageSlot{}
+	}
+	return UsageSlot{Start: at + len(key), End: end} // WireUsage is never empty, and has no cost
 }
 
 // EncodeChunk encodes ch as a stream Chunk. A chunk with usage and no
