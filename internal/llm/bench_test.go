@@ -102,3 +102,39 @@ func BenchmarkAppendOpenAI(b *testing.B) {
 		buf = e.AppendOpenAI(buf[:0])
 	}
 }
+
+// BenchmarkBuiltCost is what a translating adapter's answer (encoded by
+// NewCompletion: a ~700-byte answer with usage) costs to carry the
+// gateway's cost: "walk" finds the usage object by walking the body
+// again (SetUsageCost), "slot" puts the cost where NewCompletion says it
+// wrote it. Both include the encoding itself.
+func BenchmarkBuiltCost(b *testing.B) {
+	text := string(bytes.Repeat([]byte("The failover moved the primary; rerun partitions 3 and 7. "), 10))
+	build := func(b *testing.B) *Completion {
+		c, err := NewCompletion(&ChatCompletion{ID: "chatcmpl-1", Created: 1700000000, Model: "claude-x",
+			Choices: []Choice{{Message: ResponseMessage{Content: &text}, FinishReason: "stop"}},
+			Usage:   Usage{PromptTokens: 120, CompletionTokens: 140, CachedTokens: 64}.Wire()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	b.Run("walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := SetUsageCost(build(b).Body, "0.001250"); !ok {
+				b.Fatal("no usage object")
+			}
+		}
+	})
+	b.Run("slot", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c := build(b)
+			if c.Slot.End == 0 {
+				b.Fatal("no slot")
+			}
+			SetUsageCostAt(c.Body, c.Slot, "0.001250")
+		}
+	})
+}
