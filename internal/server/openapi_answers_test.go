@@ -137,6 +137,22 @@ func bodyHas(parts ...string) func(t *testing.T, a *answer) {
 	}
 }
 
+// costInUsage: the cost header's figure is the top-level usage object's
+// "cost", where the gateway put it (for a body it built, through the slot
+// its builder returned).
+func costInUsage(t *testing.T, a *answer) {
+	var v struct {
+		Usage map[string]json.RawMessage `json:"usage"`
+	}
+	if err := json.Unmarshal(a.body, &v); err != nil {
+		t.Fatalf("%v: %s", err, a.body)
+	}
+	want := a.header.Get("X-Gatehouse-Cost-Usd")
+	if got := string(v.Usage["cost"]); want == "" || got != want {
+		t.Errorf("usage.cost %q, cost header %q: %s", got, want, a.body)
+	}
+}
+
 func headerIs(name, want string) func(t *testing.T, a *answer) {
 	return func(t *testing.T, a *answer) {
 		if got := a.header.Get(name); got != want {
@@ -166,9 +182,9 @@ func TestOpenAPIAnswers(t *testing.T) {
 	calls := []apiCall{
 		// Chat completions.
 		{name: "chat", method: "POST", path: chat, header: main, body: chatBody, status: 200,
-			check: all(bodyHas(`"object":"chat.completion"`, `"cost":`), headerIs("X-Gatehouse-Cache", "miss"), headerIs("X-Gatehouse-Provider", "up"))},
+			check: all(bodyHas(`"object":"chat.completion"`, `"cost":`), costInUsage, headerIs("X-Gatehouse-Cache", "miss"), headerIs("X-Gatehouse-Provider", "up"))},
 		{name: "chat from the cache", method: "POST", path: chat, header: main, body: chatBody, status: 200,
-			check: all(headerIs("X-Gatehouse-Cache", "hit"), headerIs("X-Gatehouse-Attempts", "0"))},
+			check: all(headerIs("X-Gatehouse-Cache", "hit"), headerIs("X-Gatehouse-Attempts", "0"), costInUsage)},
 		{name: "chat with x-api-key", method: "POST", path: chat, header: apiKey(keyMain, "Cache-Control", "no-cache"),
 			body: chatOf("chat", "hello there", false), status: 200, check: headerIs("X-Gatehouse-Cache", "bypass")},
 		{name: "chat stream", method: "POST", path: chat, header: main, body: chatStreamBody, status: 200, check: streamDone(true)},
@@ -265,7 +281,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 
 		// Messages.
 		{name: "messages", method: "POST", path: msgs, header: apiKey(keyMain), body: messagesBody, status: 200,
-			check: all(bodyHas(`"type":"message"`, `"cost":`), func(t *testing.T, a *answer) {
+			check: all(bodyHas(`"type":"message"`, `"cost":`), costInUsage, func(t *testing.T, a *answer) {
 				if a.header.Get("Request-Id") != a.header.Get("X-Gatehouse-Request-Id") {
 					t.Errorf("request-id %q differs from x-gatehouse-request-id %q", a.header.Get("Request-Id"), a.header.Get("X-Gatehouse-Request-Id"))
 				}
@@ -321,9 +337,9 @@ func TestOpenAPIAnswers(t *testing.T) {
 
 		// Responses.
 		{name: "responses", method: "POST", path: resp, header: main, body: responsesBody, status: 200,
-			check: all(bodyHas(`"object":"response"`, `"status":"completed"`, `"cost":`, `"instructions":"Be brief."`), headerIs("X-Gatehouse-Cache", "miss"))},
+			check: all(bodyHas(`"object":"response"`, `"status":"completed"`, `"cost":`, `"instructions":"Be brief."`), costInUsage, headerIs("X-Gatehouse-Cache", "miss"))},
 		{name: "responses from the cache", method: "POST", path: resp, header: main, body: responsesBody, status: 200,
-			check: headerIs("X-Gatehouse-Cache", "hit")},
+			check: all(headerIs("X-Gatehouse-Cache", "hit"), costInUsage)},
 		{name: "responses stream", method: "POST", path: resp, header: main, body: responsesOf("chat", "stream please", true), status: 200,
 			check: eventsEnd("response.output_item.done", "response.completed")},
 		{name: "responses stream with thinking", method: "POST", path: resp, header: main, body: responsesOf("thinker", "two and two?", true),
