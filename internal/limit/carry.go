@@ -53,7 +53,7 @@ func (f *Fallback) cooldown() time.Duration {
 // degrade starts an outage after err: a Cooldown of local admissions or
 // refusals, which a probe may end sooner.
 func (f *Fallback) degrade(err error) {
-	now, c := time.Now(), f.cooldown()
+	now, c := f.now(), f.cooldown()
 	f.probeAt.Store(now.Add(firstProbe(c)).UnixNano())
 	f.downUntil.Store(now.Add(c).UnixNano())
 	if f.OnDegraded != nil {

@@ -73,8 +73,11 @@ type Fallback struct {
 	// if no probe ends it sooner; under FailOpen also how far apart the
 	// probes of a dead Primary are.
 	Cooldown time.Duration
-	// OnDegraded, when set, is called with each Primary failure.
+	// OnDegraded, when set, is called when an outage begins.
 	OnDegraded func(error)
+	// Now is the clock that times the outage and its probes; time.Now
+	// when nil (tests move their own, to make a probe due).
+	Now func() time.Time
 
 	downUntil atomic.Int64 // Unix nanoseconds
 	probeAt   atomic.Int64 // Unix nanoseconds: no FailOpen probe before
@@ -84,7 +87,14 @@ type Fallback struct {
 }
 
 // Degraded reports whether the last Primary failure is within Cooldown.
-func (f *Fallback) Degraded() bool { return time.Now().UnixNano() < f.downUntil.Load() }
+func (f *Fallback) Degraded() bool { return f.now().UnixNano() < f.downUntil.Load() }
+
+func (f *Fallback) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
 
 // Admit implements Admitter.
 func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
@@ -138,7 +148,7 @@ func (f *Fallback) ask(ctx context.Context, a Admission) (Decision, error) {
 // asks a dead Primary.
 func (f *Fallback) probe(ctx context.Context, a Admission) (d Decision, asked bool, err error) {
 	open := f.opens()
-	soon := func() bool { return open && time.Now().UnixNano() < f.probeAt.Load() }
+	soon := func() bool { return open && f.now().UnixNano() < f.probeAt.Load() }
 	if soon() || !f.probing.CompareAndSwap(false, true) {
 		return Decision{}, false, nil
 	}
@@ -152,7 +162,7 @@ func (f *Fallback) probe(ctx context.Context, a Admission) (d Decision, asked bo
 		f.downUntil.Store(0)
 		f.release(ctx) // the settlements held meanwhile
 	case errors.Is(err, ErrUnavailable):
-		now, c := time.Now(), f.cooldown()
+		now, c := f.now(), f.cooldown()
 		if open {
 			f.probeAt.Store(now.Add(c).UnixNano())
 			c += firstProbe(c)
