@@ -40,10 +40,10 @@ type SpendAdder interface {
 // admitted without Primary's word. Under FailOpen the others are served
 // at once by the local limiter, and so is a probe Primary does not
 // answer; since that probe has waited for Primary's timeout, probes are
-// spaced: the first an eighth of Cooldown after the failure (a Redis
-// that blinked is back by then, and the local shares serve no longer),
-// the next a Cooldown after each one that failed, so a dead Primary
-// holds at most one request per Cooldown. Either way a dead Primary sees
+// spaced: the first an eighth of Cooldown after the failure (after a
+// blink of Redis, the local shares serve that long rather than a whole
+// Cooldown), the next a Cooldown after each one that failed, so a dead
+// Primary holds at most one request per Cooldown. Either way a dead Primary sees
 // at most one call at a time, and a probe that fails is not reported
 // again (OnDegraded is called once per outage while requests keep
 // coming).
@@ -56,7 +56,8 @@ type SpendAdder interface {
 // What the local limiter settles is carried into Primary's counters once
 // Primary answers again (when it is a SpendAdder), and settlements of
 // Primary's own reservations made while it was unreachable are held back
-// and handed to it then: by the first admission after the outage, by a
+// and handed to it then: by the first admission Primary answers (the
+// probe that ends the outage, or the first after it ran out), by a
 // background retry every Cooldown meanwhile, and by Close. From then on
 // Primary's counters hold every request's cost again, reservations
 // included, and its limits are exact. Rate windows are not carried: the
@@ -86,7 +87,9 @@ type Fallback struct {
 	owed owed // what Primary is owed from an outage (carry.go)
 }
 
-// Degraded reports whether the last Primary failure is within Cooldown.
+// Degraded reports whether an outage is under way: the last Primary
+// failure is within Cooldown (under FailOpen, a failed probe's outage
+// lasts until past the next probe).
 func (f *Fallback) Degraded() bool { return f.now().UnixNano() < f.downUntil.Load() }
 
 func (f *Fallback) now() time.Time {
