@@ -101,7 +101,8 @@ func (f *Fallback) now() time.Time {
 
 // Admit implements Admitter.
 func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
-	if !f.Degraded() {
+	now := f.now().UnixNano() // read once: the clock is a measurable share of a degraded admission
+	if now >= f.downUntil.Load() {
 		d, err := f.ask(ctx, a)
 		if err == nil {
 			f.release(ctx) // Primary answers: it can take the held settlements
@@ -115,7 +116,7 @@ func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
 			return Decision{}, err
 		}
 	} else {
-		d, asked, err := f.probe(ctx, a)
+		d, asked, err := f.probe(ctx, a, now)
 		switch {
 		case !asked && !f.opens():
 			return Decision{}, ErrUnavailable
@@ -141,22 +142,22 @@ func (f *Fallback) ask(ctx context.Context, a Admission) (Decision, error) {
 	return f.Primary.Admit(ctx, a)
 }
 
-// probe is a degraded admission that asks Primary, unless another probe
-// is under way or, under FailOpen, it is too soon (asked is then false):
-// an answer ends the outage at once. A probe that fails again keeps the
+// probe is a degraded admission, at now, that asks Primary unless
+// another probe is under way or, under FailOpen, it is too soon (asked
+// is then false): an answer ends the outage at once. A probe that fails again keeps the
 // outage going without calling OnDegraded: it was reported when it
 // began, and a dead Primary would otherwise log once per probe. Under
 // FailOpen the outage is kept past the next probe's time, so it is that
 // probe, not a rush of admissions at the end of the Cooldown, that next
 // asks a dead Primary.
-func (f *Fallback) probe(ctx context.Context, a Admission) (d Decision, asked bool, err error) {
+func (f *Fallback) probe(ctx context.Context, a Admission, now int64) (d Decision, asked bool, err error) {
 	open := f.opens()
-	soon := func() bool { return open && f.now().UnixNano() < f.probeAt.Load() }
+	soon := func() bool { return open && now < f.probeAt.Load() }
 	if soon() || !f.probing.CompareAndSwap(false, true) {
 		return Decision{}, false, nil
 	}
 	defer f.probing.Store(false)
-	if soon() { // a probe that failed just before this one took the lock
+	if soon() { // a probe that failed since now moved probeAt past it
 		return Decision{}, false, nil
 	}
 	d, err = f.ask(ctx, a)
@@ -165,12 +166,12 @@ func (f *Fallback) probe(ctx context.Context, a Admission) (d Decision, asked bo
 		f.downUntil.Store(0)
 		f.release(ctx) // the settlements held meanwhile
 	case errors.Is(err, ErrUnavailable):
-		now, c := f.now(), f.cooldown()
+		end, c := f.now(), f.cooldown()
 		if open {
-			f.probeAt.Store(now.Add(c).UnixNano())
+			f.probeAt.Store(end.Add(c).UnixNano())
 			c += firstProbe(c)
 		}
-		f.downUntil.Store(now.Add(c).UnixNano())
+		f.downUntil.Store(end.Add(c).UnixNano())
 	}
 	return d, true, err
 }

@@ -95,7 +95,10 @@ func carried(f *Fallback) map[BudgetKey]int64 {
 func TestFallbackCarriesLocalSpend(t *testing.T) {
 	ctx := context.Background()
 	p := &flakyPrimary{down: true}
-	f := &Fallback{Primary: p, Local: newEmbedded(t, Options{}), Policy: FailOpen, Replicas: 2, Cooldown: 20 * time.Millisecond}
+	// The clock is moved by hand and the Cooldown is an hour, so the
+	// background retry (on a real timer) stays out of the way.
+	clk := &testClock{now: time.Now()}
+	f := &Fallback{Primary: p, Local: newEmbedded(t, Options{}), Policy: FailOpen, Replicas: 2, Cooldown: time.Hour, Now: clk.Now}
 	budgets := []Budget{
 		{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Month},
 		{Scope: ScopeProject, ID: "p", Limit: USD(10), Period: Total},
@@ -134,7 +137,7 @@ func TestFallbackCarriesLocalSpend(t *testing.T) {
 
 	// Still down after the cooldown: the flush fails, the carry stays,
 	// the request is served locally.
-	time.Sleep(30 * time.Millisecond)
+	clk.Advance(2 * time.Hour)
 	if d, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil || !d.Reservation.local {
 		t.Fatalf("primary still down: %+v, %v; want a local admission", d, err)
 	}
@@ -144,7 +147,7 @@ func TestFallbackCarriesLocalSpend(t *testing.T) {
 
 	// Back: the next admission carries the spend over first.
 	p.setDown(false)
-	time.Sleep(30 * time.Millisecond)
+	clk.Advance(2 * time.Hour)
 	if d, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil || d.Reservation.local {
 		t.Fatalf("primary back: %+v, %v; want the primary's admission", d, err)
 	}
