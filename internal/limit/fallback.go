@@ -115,7 +115,7 @@ func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
 		if !f.opens() {
 			return Decision{}, err
 		}
-	} else {
+	} else if !f.opens() || now >= f.probeAt.Load() { // failing open, most admissions are not probes
 		d, asked, err := f.probe(ctx, a, now)
 		switch {
 		case !asked && !f.opens():
