@@ -54,10 +54,13 @@ type Limits struct {
 	// as unavailable; a reply that is merely late while Redis answers
 	// others is waited for up to eight times as long. Default 250ms.
 	RedisTimeout Duration `yaml:"redis_timeout"`
-	// Cooldown is how long the local limiter serves after a Redis failure
-	// before Redis is tried again; default 1s. Failing closed, one
-	// admission at a time asks Redis meanwhile, and its answer ends the
-	// cooldown.
+	// Cooldown is how long a replica stays degraded after a Redis failure
+	// unless Redis answers sooner; default 1s. One admission at a time
+	// asks Redis meanwhile, and its answer ends the cooldown: failing
+	// closed, any admission while no other does; failing open (where the
+	// others are served locally), the first an eighth of the cooldown
+	// after the failure and then one per cooldown, so a dead Redis holds
+	// at most one request per cooldown.
 	Cooldown Duration `yaml:"cooldown"`
 	// FlushEvery is how often settled spend is written to the database
 	// (embedded: SQLite; cluster: PostgreSQL); a crash loses at most this

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A typical request: key and project rates, key-model rate, key and
@@ -52,4 +53,24 @@ func BenchmarkEmbeddedAdmitParallel(b *testing.B) {
 			e.Settle(ctx, d.Reservation, Actual{Tokens: 800, Cost: USD(0.001)})
 		}
 	})
+}
+
+// BenchmarkFallbackOpenDegraded: an admission and its settle while the
+// primary is down and the Fallback fails open, between probes: what a
+// request costs during an outage (the local limiter, no wait on the
+// primary).
+func BenchmarkFallbackOpenDegraded(b *testing.B) {
+	ctx := context.Background()
+	p := &flakyPrimary{down: true}
+	f := &Fallback{Primary: p, Local: newEmbedded(b, Options{}), Policy: FailOpen, Replicas: 2, Cooldown: time.Hour}
+	b.Cleanup(func() { f.Close(ctx) })
+	a := benchAdmission("k")
+	if d, err := f.Admit(ctx, a); err != nil || !d.Allowed {
+		b.Fatalf("the failure: %+v, %v", d, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d, _ := f.Admit(ctx, a)
+		f.Settle(ctx, d.Reservation, Actual{Tokens: 800, Cost: USD(0.001)})
+	}
 }

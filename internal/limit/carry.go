@@ -50,9 +50,12 @@ func (f *Fallback) cooldown() time.Duration {
 	return f.Cooldown
 }
 
-// degrade starts a Cooldown of local admissions after err.
+// degrade starts an outage after err: a Cooldown of local admissions or
+// refusals, which a probe may end sooner.
 func (f *Fallback) degrade(err error) {
-	f.downUntil.Store(time.Now().Add(f.cooldown()).UnixNano())
+	now, c := f.now(), f.cooldown()
+	f.probeAt.Store(now.Add(firstProbe(c)).UnixNano())
+	f.downUntil.Store(now.Add(c).UnixNano())
 	if f.OnDegraded != nil {
 		f.OnDegraded(err)
 	}

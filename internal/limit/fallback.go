@@ -30,15 +30,23 @@ type SpendAdder interface {
 }
 
 // Fallback is an Admitter that uses Primary and, when Primary returns
-// ErrUnavailable, applies Policy. After a failure it is degraded for
-// Cooldown, so an outage does not add Primary's timeout to every
-// request. Under FailOpen the local limiter serves all that time. Under
-// FailClosed, where degraded means refusing, one admission at a time
-// still asks Primary (a probe) while the others are refused at once: the
-// first probe Primary answers ends the outage, so one lost reply under
-// load costs one refusal rather than a Cooldown of them, and a dead
-// Primary still sees at most one call at a time. Nothing is admitted
-// without Primary's word.
+// ErrUnavailable, applies Policy. After a failure it is degraded, so an
+// outage does not add Primary's timeout to every request, but not blind:
+// while degraded, one admission at a time still asks Primary (a probe),
+// and the first probe Primary answers ends the outage. Under FailClosed,
+// where degraded means refusing, every admission may probe while no
+// other does (the rest are refused at once): one lost reply under load
+// costs one refusal rather than a Cooldown of them, and nothing is
+// admitted without Primary's word. Under FailOpen the others are served
+// at once by the local limiter, and so is a probe Primary does not
+// answer; since that probe has waited for Primary's timeout, probes are
+// spaced: the first an eighth of Cooldown after the failure (after a
+// blink of Redis, the local shares serve that long rather than a whole
+// Cooldown), the next a Cooldown after each one that failed, so a dead
+// Primary holds at most one request per Cooldown. Either way a dead Primary sees
+// at most one call at a time, and a probe that fails is not reported
+// again (OnDegraded is called once per outage while requests keep
+// coming).
 //
 // While degraded, budgets too are enforced per replica share, counted by
 // the local limiter since the process started: a replica cannot see what
@@ -48,7 +56,8 @@ type SpendAdder interface {
 // What the local limiter settles is carried into Primary's counters once
 // Primary answers again (when it is a SpendAdder), and settlements of
 // Primary's own reservations made while it was unreachable are held back
-// and handed to it then: by the first admission after the outage, by a
+// and handed to it then: by the first admission Primary answers (the
+// probe that ends the outage, or the first after it ran out), by a
 // background retry every Cooldown meanwhile, and by Close. From then on
 // Primary's counters hold every request's cost again, reservations
 // included, and its limits are exact. Rate windows are not carried: the
@@ -61,71 +70,115 @@ type Fallback struct {
 	// Replicas is how many gateway replicas share the limits; each
 	// enforces 1/Replicas of every limit while degraded (at least 1).
 	Replicas int
-	// Cooldown is how long to stay degraded after a failure (1s when 0);
-	// under FailClosed a probe Primary answers ends it sooner.
+	// Cooldown is how long to stay degraded after a failure (1s when 0)
+	// if no probe ends it sooner; under FailOpen also how far apart the
+	// probes of a dead Primary are.
 	Cooldown time.Duration
-	// OnDegraded, when set, is called with each Primary failure.
+	// OnDegraded, when set, is called when an outage begins.
 	OnDegraded func(error)
+	// Now is the clock that times the outage and its probes; time.Now
+	// when nil (tests move their own, to make a probe due).
+	Now func() time.Time
 
 	downUntil atomic.Int64 // Unix nanoseconds
-	probing   atomic.Bool  // an admission asks Primary while degraded (FailClosed)
+	probeAt   atomic.Int64 // Unix nanoseconds: no FailOpen probe before
+	probing   atomic.Bool  // an admission asks Primary while degraded
 
 	owed owed // what Primary is owed from an outage (carry.go)
 }
 
-// Degraded reports whether the last Primary failure is within Cooldown.
-func (f *Fallback) Degraded() bool { return time.Now().UnixNano() < f.downUntil.Load() }
+// Degraded reports whether an outage is under way: the last Primary
+// failure is within Cooldown (under FailOpen, a failed probe's outage
+// lasts until past the next probe).
+func (f *Fallback) Degraded() bool { return f.now().UnixNano() < f.downUntil.Load() }
+
+func (f *Fallback) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
 
 // Admit implements Admitter.
 func (f *Fallback) Admit(ctx context.Context, a Admission) (Decision, error) {
-	if !f.Degraded() {
-		// Spend carried from an outage goes first, so this admission
-		// counts it; a carry failing for any other reason (this request's
-		// cancellation) is left for later.
-		_, err := f.flushCarry(ctx)
-		if err == nil || !errors.Is(err, ErrUnavailable) {
-			var d Decision
-			if d, err = f.Primary.Admit(ctx, a); err == nil {
-				f.release(ctx) // Primary answers: it can take the held settlements
-				return d, nil
-			}
-			if !errors.Is(err, ErrUnavailable) {
-				return d, err
-			}
+	now := f.now().UnixNano() // read once: the clock is a measurable share of a degraded admission
+	if now >= f.downUntil.Load() {
+		d, err := f.ask(ctx, a)
+		if err == nil {
+			f.release(ctx) // Primary answers: it can take the held settlements
+			return d, nil
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			return d, err
 		}
 		f.degrade(err)
-		if f.Policy != FailOpen || f.Local == nil {
+		if !f.opens() {
 			return Decision{}, err
 		}
-	} else if f.Policy != FailOpen || f.Local == nil {
-		return f.probe(ctx, a)
+	} else if !f.opens() || now >= f.probeAt.Load() { // failing open, most admissions are not probes
+		d, asked, err := f.probe(ctx, a, now)
+		switch {
+		case !asked && !f.opens():
+			return Decision{}, ErrUnavailable
+		case !f.opens(), asked && !errors.Is(err, ErrUnavailable):
+			return d, err // Primary's answer, or a refusal under FailClosed
+		}
 	}
 	d, err := f.Local.Admit(ctx, Share(a, f.Replicas))
 	d.Reservation.local = true
 	return d, err
 }
 
-// probe is a degraded admission under FailClosed: unless another probe
-// is under way, it asks Primary, and an answer ends the outage at once.
-// A probe that fails again restarts the Cooldown without calling
-// OnDegraded: the outage was reported when it began, and a dead Primary
-// would otherwise log once per request.
-func (f *Fallback) probe(ctx context.Context, a Admission) (Decision, error) {
-	if !f.probing.CompareAndSwap(false, true) {
-		return Decision{}, ErrUnavailable
+// opens reports whether a degraded admission goes to the local limiter.
+func (f *Fallback) opens() bool { return f.Policy == FailOpen && f.Local != nil }
+
+// ask admits through Primary. Spend carried from an outage goes first,
+// so this admission counts it; a carry failing for any other reason than
+// ErrUnavailable (this request's cancellation) is left for later.
+func (f *Fallback) ask(ctx context.Context, a Admission) (Decision, error) {
+	if _, err := f.flushCarry(ctx); err != nil && errors.Is(err, ErrUnavailable) {
+		return Decision{}, err
+	}
+	return f.Primary.Admit(ctx, a)
+}
+
+// probe is a degraded admission, at now, that asks Primary unless
+// another probe is under way or, under FailOpen, it is too soon (asked
+// is then false): an answer ends the outage at once. A probe that fails again keeps the
+// outage going without calling OnDegraded: it was reported when it
+// began, and a dead Primary would otherwise log once per probe. Under
+// FailOpen the outage is kept past the next probe's time, so it is that
+// probe, not a rush of admissions at the end of the Cooldown, that next
+// asks a dead Primary.
+func (f *Fallback) probe(ctx context.Context, a Admission, now int64) (d Decision, asked bool, err error) {
+	open := f.opens()
+	soon := func() bool { return open && now < f.probeAt.Load() }
+	if soon() || !f.probing.CompareAndSwap(false, true) {
+		return Decision{}, false, nil
 	}
 	defer f.probing.Store(false)
-	d, err := f.Primary.Admit(ctx, a)
+	if soon() { // a probe that failed since now moved probeAt past it
+		return Decision{}, false, nil
+	}
+	d, err = f.ask(ctx, a)
 	switch {
 	case err == nil:
 		f.downUntil.Store(0)
 		f.release(ctx) // the settlements held meanwhile
-		return d, nil
 	case errors.Is(err, ErrUnavailable):
-		f.downUntil.Store(time.Now().Add(f.cooldown()).UnixNano())
+		end, c := f.now(), f.cooldown()
+		if open {
+			f.probeAt.Store(end.Add(c).UnixNano())
+			c += firstProbe(c)
+		}
+		f.downUntil.Store(end.Add(c).UnixNano())
 	}
-	return d, err
+	return d, true, err
 }
+
+// firstProbe is how long after the failure that began an outage the
+// first FailOpen probe may ask Primary: an eighth of the Cooldown.
+func firstProbe(cooldown time.Duration) time.Duration { return cooldown / 8 }
 
 // Settle implements Admitter, settling where the reservation was made. A
 // local settlement's cost is also owed to Primary; a settlement of

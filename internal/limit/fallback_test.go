@@ -16,6 +16,7 @@ import (
 type flakyPrimary struct {
 	mu      sync.Mutex
 	down    bool
+	calls   int // calls of Admit and AddSpend, answered or not
 	admits  int
 	added   map[BudgetKey]int64
 	adds    int
@@ -31,6 +32,7 @@ func (p *flakyPrimary) setDown(down bool) {
 func (p *flakyPrimary) Admit(context.Context, Admission) (Decision, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.calls++
 	if p.down {
 		return Decision{}, fmt.Errorf("redis: dial: %w", ErrUnavailable)
 	}
@@ -59,6 +61,7 @@ func (p *flakyPrimary) AddSpend(ctx context.Context, k BudgetKey, delta int64) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	p.calls++
 	if p.down {
 		return fmt.Errorf("redis: dial: %w", ErrUnavailable)
 	}
@@ -92,7 +95,10 @@ func carried(f *Fallback) map[BudgetKey]int64 {
 func TestFallbackCarriesLocalSpend(t *testing.T) {
 	ctx := context.Background()
 	p := &flakyPrimary{down: true}
-	f := &Fallback{Primary: p, Local: newEmbedded(t, Options{}), Policy: FailOpen, Replicas: 2, Cooldown: 20 * time.Millisecond}
+	// The clock is moved by hand and the Cooldown is an hour, so the
+	// background retry (on a real timer) stays out of the way.
+	clk := &testClock{now: time.Now()}
+	f := &Fallback{Primary: p, Local: newEmbedded(t, Options{}), Policy: FailOpen, Replicas: 2, Cooldown: time.Hour, Now: clk.Now}
 	budgets := []Budget{
 		{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Month},
 		{Scope: ScopeProject, ID: "p", Limit: USD(10), Period: Total},
@@ -131,7 +137,7 @@ func TestFallbackCarriesLocalSpend(t *testing.T) {
 
 	// Still down after the cooldown: the flush fails, the carry stays,
 	// the request is served locally.
-	time.Sleep(30 * time.Millisecond)
+	clk.Advance(2 * time.Hour)
 	if d, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil || !d.Reservation.local {
 		t.Fatalf("primary still down: %+v, %v; want a local admission", d, err)
 	}
@@ -141,7 +147,7 @@ func TestFallbackCarriesLocalSpend(t *testing.T) {
 
 	// Back: the next admission carries the spend over first.
 	p.setDown(false)
-	time.Sleep(30 * time.Millisecond)
+	clk.Advance(2 * time.Hour)
 	if d, err := f.Admit(ctx, Admission{Tag: "p"}); err != nil || d.Reservation.local {
 		t.Fatalf("primary back: %+v, %v; want the primary's admission", d, err)
 	}
@@ -243,21 +249,43 @@ func TestFallbackHoldsPrimarySettles(t *testing.T) {
 }
 
 // gatedPrimary is a down Primary whose calls wait at a gate, so a test
-// can hold one call in flight and see what the others do meanwhile.
+// can hold one call in flight and see what the others do meanwhile. A
+// call that comes while another waits is counted as an overlap and fails
+// at once (waiting would hang the test rather than fail it).
 type gatedPrimary struct {
-	entered chan struct{} // one send per call, on arrival
-	gate    chan struct{} // closed to let the calls return
-	mu      sync.Mutex
-	calls   int
+	entered  chan struct{} // one send per call that waits, on arrival
+	gate     chan struct{} // closed to let the calls return
+	mu       sync.Mutex
+	calls    int
+	inflight int
+	overlaps int
 }
 
 func (p *gatedPrimary) Admit(context.Context, Admission) (Decision, error) {
 	p.mu.Lock()
 	p.calls++
+	if p.inflight > 0 {
+		p.overlaps++
+		p.mu.Unlock()
+		return Decision{}, fmt.Errorf("redis: silent: %w", ErrUnavailable)
+	}
+	p.inflight++
+	gate := p.gate
 	p.mu.Unlock()
 	p.entered <- struct{}{}
-	<-p.gate
+	<-gate
+	p.mu.Lock()
+	p.inflight--
+	p.mu.Unlock()
 	return Decision{}, fmt.Errorf("redis: silent: %w", ErrUnavailable)
+}
+
+// open lets the calls waiting now return, and sets a new one.
+func (p *gatedPrimary) open() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.gate)
+	p.gate = make(chan struct{})
 }
 
 func (p *gatedPrimary) Settle(context.Context, Reservation, Actual) error { return nil }
@@ -315,7 +343,159 @@ func TestFallbackClosedProbes(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.calls != 2 {
-		t.Errorf("primary called %d times, want 2 (the failure, then one probe while 50 others were refused)", g.calls)
+	if g.calls != 2 || g.overlaps != 0 {
+		t.Errorf("primary called %d times, %d of them during another call; want 2 (the failure, then one probe while 50 others were refused), none overlapping", g.calls, g.overlaps)
+	}
+}
+
+// testClock is a clock a test moves by hand.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestFallbackOpenProbes: failing open, the outage ends with the first
+// probe the primary answers, an eighth of the Cooldown after the failure
+// rather than a whole Cooldown; that probe first carries the spend
+// settled locally and then hands over the held settlements. While the
+// primary stays dead, a probe that fails falls back to the local limiter,
+// is not reported again, and the next probe comes a Cooldown later: until
+// then no admission waits on the primary.
+func TestFallbackOpenProbes(t *testing.T) {
+	ctx := context.Background()
+	clk := &testClock{now: time.Now()}
+	p := &flakyPrimary{}
+	var reports int
+	const cooldown = time.Minute
+	f := &Fallback{Primary: p, Local: newEmbedded(t, Options{}), Policy: FailOpen, Cooldown: cooldown, Now: clk.Now, OnDegraded: func(error) { reports++ }}
+	t.Cleanup(func() { f.Close(ctx) })
+	before, err := f.Admit(ctx, Admission{Tag: "p"})
+	if err != nil || before.Reservation.local {
+		t.Fatalf("primary up: %+v, %v", before, err)
+	}
+	p.setDown(true)
+	a := Admission{Tag: "p", Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(100), Period: Total}}, Cost: USD(0.1)}
+	local := func(what string) Decision {
+		t.Helper()
+		d, err := f.Admit(ctx, a)
+		if err != nil || !d.Allowed || !d.Reservation.local {
+			t.Fatalf("%s: %+v, %v; want a local admission", what, d, err)
+		}
+		return d
+	}
+	calls := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.calls
+	}
+	d := local("the failure")
+	if err := f.Settle(ctx, d.Reservation, Actual{Cost: USD(0.05)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Settle(ctx, before.Reservation, Actual{Cost: 7}); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		local("before the first probe is due")
+	}
+	if got := calls(); got != 2 {
+		t.Fatalf("primary asked %d times, want 2 (one admission up, the failure): no probe before an eighth of the Cooldown", got)
+	}
+
+	clk.Advance(cooldown / 8)
+	local("the first probe, primary dead")
+	for range 5 {
+		local("after a failed probe")
+	}
+	clk.Advance(cooldown - time.Nanosecond)
+	local("a Cooldown after the failed probe, less a nanosecond")
+	if got := calls(); got != 3 {
+		t.Fatalf("primary asked %d times, want 3: one probe (its carry failing) in the Cooldown after the first", got)
+	}
+	if !f.Degraded() || reports != 1 {
+		t.Fatalf("degraded %v, outage reported %d times; want still degraded, reported once", f.Degraded(), reports)
+	}
+
+	p.setDown(false)
+	clk.Advance(time.Nanosecond)
+	d, err = f.Admit(ctx, a)
+	if err != nil || !d.Allowed || d.Reservation.local {
+		t.Fatalf("the probe due with the primary back: %+v, %v; want the primary's admission", d, err)
+	}
+	if f.Degraded() {
+		t.Error("still degraded after the primary answered")
+	}
+	k := BudgetKey{Tag: "p", Scope: ScopeKey, ID: "k", Period: Total}
+	if got := p.addedSpend()[k]; got != int64(USD(0.05)) {
+		t.Errorf("carried into the primary %d, want the %d settled locally", got, USD(0.05))
+	}
+	if _, held := f.Owed(); held != 0 || p.settledCount() != 1 {
+		t.Errorf("%d settlements still held, %d handed over; want the one held handed over", held, p.settledCount())
+	}
+	for i := range 3 {
+		if d, err := f.Admit(ctx, a); err != nil || d.Reservation.local {
+			t.Fatalf("admission %d after the outage: %+v, %v; want the primary's", i, d, err)
+		}
+	}
+	if got := calls(); got != 8 {
+		t.Errorf("primary asked %d times, want 8 (the probe's carry and admission, and the 3 after it)", got)
+	}
+	if reports != 1 {
+		t.Errorf("outage reported %d times, want once", reports)
+	}
+}
+
+// TestFallbackOpenProbesOneAtATime: failing open, while a probe waits on
+// a dead primary the other admissions are served locally without asking
+// it, and a probe that fails is served locally too.
+func TestFallbackOpenProbesOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	clk := &testClock{now: time.Now()}
+	g := &gatedPrimary{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	f := &Fallback{Primary: g, Local: newEmbedded(t, Options{}), Policy: FailOpen, Cooldown: time.Hour, Now: clk.Now}
+	t.Cleanup(func() { f.Close(ctx) })
+	failed := make(chan Decision)
+	admit := func() {
+		d, err := f.Admit(ctx, Admission{})
+		if err != nil {
+			t.Error(err)
+		}
+		failed <- d
+	}
+	go admit()
+	<-g.entered
+	g.open()
+	if d := <-failed; !d.Allowed || !d.Reservation.local {
+		t.Fatalf("the failure: %+v, want a local admission", d)
+	}
+	clk.Advance(time.Hour / 8)
+	go admit()
+	<-g.entered // the probe waits on the primary
+	for i := range 50 {
+		d, err := f.Admit(ctx, Admission{})
+		if err != nil || !d.Allowed || !d.Reservation.local {
+			t.Fatalf("admission %d during the probe: %+v, %v; want a local admission", i, d, err)
+		}
+	}
+	g.open()
+	if d := <-failed; !d.Allowed || !d.Reservation.local {
+		t.Fatalf("the failed probe: %+v, want a local admission", d)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.calls != 2 || g.overlaps != 0 {
+		t.Errorf("primary called %d times, %d of them during another call; want 2 (the failure, one probe while 50 others were served locally), none overlapping", g.calls, g.overlaps)
 	}
 }

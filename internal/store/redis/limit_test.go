@@ -563,6 +563,87 @@ func TestFailClosedRecoversAtOnce(t *testing.T) {
 	}
 }
 
+// TestFailOpenRecoversAtOnce: failing open, admissions go to Redis again
+// as soon as Redis is back and the first probe is due (an eighth of the
+// cooldown, moved by hand here), not a cooldown (an hour) later. The
+// local share is one request a minute (RPM 100 over 100 replicas), so a
+// local admission is told from Redis's by whether it is allowed. While
+// Redis is away, the probes are the only calls that wait for it: one per
+// cooldown. A connection the client made while Redis was away can fail
+// its first call after, so the probe may fail once per client connection
+// (4) before one lands; the test moves the clock to the next probe after
+// each, a Cooldown on, where the outage is not over yet.
+func TestFailOpenRecoversAtOnce(t *testing.T) {
+	c, p := proxiedClient(t)
+	l := newLimiter(t, c, Options{Prefix: testPrefix(t, testClient(t)), Timeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	local, err := limit.NewEmbedded(ctx, limit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(ctx)
+	clk := newClock(t0)
+	var reports int
+	f := &limit.Fallback{Primary: l, Local: local, Policy: limit.FailOpen, Replicas: 100, Cooldown: time.Hour, Now: clk.Now,
+		OnDegraded: func(error) { reports++ }}
+	t.Cleanup(func() { f.Close(context.Background()) })
+	admit := func() bool {
+		t.Helper()
+		d, err := f.Admit(ctx, rpmAdmission(100))
+		if err != nil {
+			t.Fatalf("failing open: %v", err)
+		}
+		if d.Allowed {
+			f.Settle(ctx, d.Reservation, limit.Actual{})
+		}
+		return d.Allowed
+	}
+	if !admit() {
+		t.Fatal("through the proxy: refused")
+	}
+	p.cut()
+	allowed := 0
+	for range 10 {
+		if admit() {
+			allowed++
+		}
+	}
+	if allowed != 1 || !f.Degraded() {
+		t.Fatalf("Redis cut: %d of 10 admitted, degraded %v; want the local share of 1, degraded", allowed, f.Degraded())
+	}
+	clk.Advance(time.Hour / 8)
+	admit() // the probe, Redis still away
+	if !f.Degraded() {
+		t.Fatal("a probe Redis did not answer ended the outage")
+	}
+	p.restore()
+	if admit() {
+		t.Fatal("Redis back, before the next probe is due: admitted; want the local share, spent")
+	}
+	probes := 0
+	for admitted := false; !admitted; {
+		if probes++; probes > 5 {
+			t.Fatalf("Redis back: %d probes failed, want at most one per client connection (4)", probes-1)
+		}
+		clk.Advance(time.Hour) // the next probe is due, the outage not over
+		if !f.Degraded() {
+			t.Fatal("the outage ran out before its probe: want a probe to end it")
+		}
+		admitted = admit()
+	}
+	if f.Degraded() {
+		t.Error("still degraded after Redis answered")
+	}
+	for i := range 10 {
+		if !admit() {
+			t.Fatalf("admission %d after the outage: refused; want Redis's admission", i)
+		}
+	}
+	if reports != 1 {
+		t.Errorf("outage reported %d times, want once", reports)
+	}
+}
+
 func TestSeedRestoresLostCounters(t *testing.T) {
 	c := testClient(t)
 	clk := newClock(t0)
