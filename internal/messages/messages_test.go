@@ -165,37 +165,13 @@ func TestEncodeMessageGolden(t *testing.T) {
 			if !json.Valid(got) {
 				t.Fatalf("not JSON: %s", got)
 			}
-			checkSlot(t, got, slot)
+			llmtest.CheckSlot(t, got, slot)
 			got = append(got, '\n')
 			want := golden(t, strings.TrimSuffix(in, ".openai.json")+".anthropic.json", got)
 			if d := cmp.Diff(string(want), string(got)); d != "" {
 				t.Errorf("message (-want +got):\n%s", d)
 			}
 		})
-	}
-}
-
-// checkSlot asserts that the slot EncodeMessage returned is the one the
-// gateway's walk of the message finds, so that setting the cost through it
-// gives the very bytes the walk would.
-func checkSlot(t *testing.T, body []byte, slot llm.UsageSlot) {
-	t.Helper()
-	_, _, walked, err := llm.CheckUsage(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if walked.End == 0 {
-		t.Fatalf("the walk finds no usage object in %s", body)
-	}
-	if d := cmp.Diff(walked, slot); d != "" {
-		t.Errorf("slot (-walked +returned):\n%s", d)
-	}
-	want, ok := llm.SetUsageCost(body, "0.000123")
-	if !ok {
-		t.Fatal("SetUsageCost found no usage object")
-	}
-	if got := llm.SetUsageCostAt(body, slot, "0.000123"); string(got) != string(want) {
-		t.Errorf("cost set through the slot:\n%s\nwant\n%s", got, want)
 	}
 }
 

@@ -212,7 +212,7 @@ func TestResponseGolden(t *testing.T) {
 			if !json.Valid(e.Body) || !json.Valid(e.Output) {
 				t.Fatalf("invalid JSON: %s / %s", e.Body, e.Output)
 			}
-			checkSlot(t, e.Body, e.Usage)
+			llmtest.CheckSlot(t, e.Body, e.Usage)
 			want := golden(t, strings.TrimSuffix(in, ".openai.json")+".responses.json", append(e.Body, '\n'))
 			if d := cmp.Diff(string(want), string(e.Body)+"\n"); d != "" {
 				t.Errorf("response (-want +got):\n%s", d)
@@ -404,30 +404,6 @@ func FuzzParseRequest(f *testing.F) {
 	})
 }
 
-// checkSlot asserts that the slot a builder returned is the one the
-// gateway's walk of the body finds, so that setting the cost through it
-// gives the very bytes the walk would.
-func checkSlot(t *testing.T, body []byte, slot llm.UsageSlot) {
-	t.Helper()
-	_, _, walked, err := llm.CheckUsage(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if walked.End == 0 {
-		t.Fatalf("the walk finds no usage object in %s", body)
-	}
-	if d := cmp.Diff(walked, slot); d != "" {
-		t.Errorf("slot (-walked +returned):\n%s", d)
-	}
-	want, ok := llm.SetUsageCost(body, "0.000123")
-	if !ok {
-		t.Fatal("SetUsageCost found no usage object")
-	}
-	if got := llm.SetUsageCostAt(body, slot, "0.000123"); string(got) != string(want) {
-		t.Errorf("cost set through the slot:\n%s\nwant\n%s", got, want)
-	}
-}
-
 // TestUsageSlotWithCost: a usage object written with its cost (the
 // stream's final snapshot) is located with the cost's place too.
 func TestUsageSlotWithCost(t *testing.T) {
@@ -435,7 +411,7 @@ func TestUsageSlotWithCost(t *testing.T) {
 		b := &builder{req: mustParse(t, `{"model":"m","input":"x"}`), meta: testMeta, status: StatusCompleted,
 			usage: &llm.Usage{PromptTokens: 3, CompletionTokens: 4, CachedTokens: 1}, cost: cost}
 		body := b.appendResponse(nil)
-		checkSlot(t, body, b.slot)
+		llmtest.CheckSlot(t, body, b.slot)
 		if cost != "" && string(body[b.slot.CostStart:b.slot.CostEnd]) != cost {
 			t.Errorf("cost slot holds %q", body[b.slot.CostStart:b.slot.CostEnd])
 		}

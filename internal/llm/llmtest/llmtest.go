@@ -105,3 +105,27 @@ func Feed(t testing.TB, enc Encoder, chunks []llm.Chunk, first string, after fun
 	}
 	return all
 }
+
+// CheckSlot asserts that slot, which a body's builder returned, is the
+// usage slot the gateway's walk of body finds, so that setting the cost
+// through it gives the very bytes the walk would.
+func CheckSlot(t testing.TB, body []byte, slot llm.UsageSlot) {
+	t.Helper()
+	_, _, walked, err := llm.CheckUsage(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if walked.End == 0 {
+		t.Fatalf("the walk finds no usage object in %s", body)
+	}
+	if walked != slot {
+		t.Errorf("slot %+v, the walk finds %+v", slot, walked)
+	}
+	want, ok := llm.SetUsageCost(body, "0.000123")
+	if !ok {
+		t.Fatal("SetUsageCost found no usage object")
+	}
+	if got := llm.SetUsageCostAt(body, slot, "0.000123"); string(got) != string(want) {
+		t.Errorf("cost set through the slot:\n%s\nwant\n%s", got, want)
+	}
+}
