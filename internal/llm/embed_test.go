@@ -86,7 +86,7 @@ func TestEmbedUpstreamBody(t *testing.T) {
 	}{
 		{"replaced", `{"model":"alias","input":"x"}`, "text-embedding-3-large", `{"model":"text-embedding-3-large","input":"x"}`},
 		{"replaced last", `{"input":["a"], "model" : "alias" }`, "e", `{"input":["a"], "model" : "e" }`},
-		{"escapes", `{"model":"alias","input":"x"}`, "a\"\\\n\x7f\u2028", `{"model":"a\"\\\n` + "\x7f\u2028" + `","input":"x"}`},
+		{"escapes", `{"model":"alias","input":"x"}`, "a\"\\\n\x7f\u2028", `{"model":"a\"\\\n` + "\x7f" + `\u2028","input":"x"}`},
 		{"escaped original", `{"model":"\u0061lias","input":"x"}`, "b", `{"model":"b","input":"x"}`},
 		{"duplicate model", `{"model":"x","input":"x","model":"alias"}`, "b", `{"model":"x","input":"x","model":"b"}`},
 	}

@@ -143,7 +143,9 @@ func appendNullable(b []byte, s string) []byte {
 }
 
 // AppendQuote appends s as a JSON string. Unlike strconv.Quote it produces
-// JSON escapes, and it leaves valid UTF-8 unescaped.
+// JSON escapes, and it leaves valid UTF-8 unescaped but for U+2028 and
+// U+2029; its output is byte for byte what log/slog's JSON handler writes
+// for s.
 func AppendQuote(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -177,6 +179,16 @@ func AppendQuote(b []byte, s string) []byte {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
 			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			// Valid JSON either way, but JavaScript before ES2019 ends a
+			// line at them, and log/slog and encoding/json escape them:
+			// the request log line stays byte-identical to slog's.
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
 			start = i
 			continue
 		}

@@ -1,9 +1,11 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -211,7 +213,8 @@ func TestAppendQuote(t *testing.T) {
 		{"\x00\x01\x08\x0c\x1f", `"\u0000\u0001\u0008\u000c\u001f"`},
 		{"\x7f", "\"\x7f\""},
 		{"é中😀", `"é中😀"`},
-		{"<>&\u2028", "\"<>&\u2028\""},
+		{"<>&\u2028", `"<>&\u2028"`},
+		{"a\u2029b\u2027", "\"a\\u2029b\u2027\""},
 		{"a\xffb", `"a\ufffdb"`},
 		{"\xc3", `"\ufffd"`},
 		{"\xed\xa0\x80", `"\ufffd\ufffd\ufffd"`},
@@ -226,7 +229,7 @@ func TestAppendQuote(t *testing.T) {
 }
 
 func FuzzAppendQuote(f *testing.F) {
-	for _, s := range []string{"", "hello", "\"\\/\b\f\n\r\t", "\x00\x1f\x7f", "é😀\u2028<>&", "\xff\xfe", "\xed\xa0\x80", "a\xf0\x9f\x98b"} {
+	for _, s := range []string{"", "hello", "\"\\/\b\f\n\r\t", "\x00\x1f\x7f", "é😀\u2028<>&", "a\u2029b", "\xff\xfe", "\xed\xa0\x80", "a\xf0\x9f\x98b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -262,5 +265,23 @@ func FuzzAppendQuote(f *testing.F) {
 		if back, err := UnquoteString(q); err != nil || back != want {
 			t.Fatalf("UnquoteString(AppendQuote(%q)) = %q, %v; want %q", s, back, err, want)
 		}
+		// Byte for byte what log/slog writes: the request log line is
+		// built with AppendQuote and must read as slog's would.
+		if sq := slogQuote(s); string(q) != sq {
+			t.Fatalf("AppendQuote(%q) = %s, slog writes %s", s, q, sq)
+		}
 	})
+}
+
+// slogQuote is s as log/slog's JSON handler writes a string value.
+func slogQuote(s string) string {
+	var buf bytes.Buffer
+	only := func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key != "k" {
+			return slog.Attr{} // time, level and message dropped
+		}
+		return a
+	}
+	slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{ReplaceAttr: only})).Info("", "k", s)
+	return strings.TrimSuffix(strings.TrimPrefix(buf.String(), `{"k":`), "}\n")
 }
