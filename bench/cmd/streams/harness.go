@@ -281,6 +281,7 @@ type burst struct {
 	perStream     float64 // KiB: (peak − idle) / n
 	p50, p99, max time.Duration
 	connectP99    time.Duration
+	probes        probeResult
 }
 
 // measure runs one burst of n streams against t.
@@ -306,6 +307,10 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 	var opened atomic.Int64
 	var openRSS atomic.Uint64
 	var open, maxOpen atomic.Int64 // streams between their first event and their end
+	var ended atomic.Int64         // streams whose reading is over, complete or not
+	allOpen, over := make(chan struct{}), make(chan struct{})
+	probed := make(chan probeResult, 1)
+	go func() { probed <- h.probe(ctx, url, allOpen, over, &ended) }()
 	start := make(chan struct{})
 	// setting up bounds the connections being opened at once (-dials);
 	// nil when unbounded.
@@ -335,8 +340,10 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 					if m, err := readStatus(pid); err == nil {
 						openRSS.Store(m.rss)
 					}
+					close(allOpen)
 				}
 			}, written)
+			ended.Add(1)
 			if first {
 				open.Add(-1)
 			}
@@ -344,6 +351,8 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 	}
 	close(start)
 	wg.Wait()
+	close(over)
+	probes := <-probed
 	if err := ctx.Err(); err != nil {
 		return burst{}, err
 	}
@@ -351,7 +360,7 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 	if err != nil {
 		return burst{}, err
 	}
-	b := burst{errs: map[string]int{}, idle: idle.rss, peak: after.hwm, openRSS: openRSS.Load(), maxOpen: int(maxOpen.Load())}
+	b := burst{errs: map[string]int{}, idle: idle.rss, peak: after.hwm, openRSS: openRSS.Load(), maxOpen: int(maxOpen.Load()), probes: probes}
 	var ttfe, connect []time.Duration
 	for _, r := range results {
 		if r.err == "" && r.events != h.o.events {
@@ -406,6 +415,11 @@ type row struct {
 	peakMiB    float64
 	p50, p99   float64 // ms
 	connectP99 float64 // ms
+	// The probes: medians over rounds of each round's mean, and the fewest
+	// probes any run measured (the verdict needs minProbes in every run).
+	probeP50, probeP99 float64 // ms
+	probesMin          int
+	probesFailed       int // over every run
 }
 
 // runAll measures every count: rounds of ABBA over the targets.
@@ -414,12 +428,14 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 	for _, n := range h.o.counts {
 		type acc struct {
 			perStream, idle, peak, p50, p99, connect, completed, maxOpen []float64
-			incomplete                                                   int
+			probeP50, probeP99                                           []float64
+			incomplete, probesMin, probesFailed                          int
 			errs                                                         map[string]int
 		}
 		accs := make([]acc, len(h.o.targets))
 		for i := range accs {
 			accs[i].errs = map[string]int{}
+			accs[i].probesMin = -1
 		}
 		for r := range h.o.Rounds {
 			round := make([][]burst, len(h.o.targets))
@@ -431,6 +447,10 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 				}
 				fmt.Fprintf(os.Stderr, "  n=%-6d round %d/%d  %-28s %6d/%d complete  %6d open at once  %6.1f KiB/stream  idle %6.1f MiB  peak %7.1f MiB  TTFE p50 %7.2f ms  p99 %8.2f ms  connect p99 %8.2f ms\n",
 					n, r+1, h.o.Rounds, t.name, b.completed, n, b.maxOpen, b.perStream, mib(b.idle), mib(b.peak), msf(b.p50), msf(b.p99), msf(b.connectP99))
+				if h.o.probes > 0 {
+					fmt.Fprintf(os.Stderr, "      probes: %d measured, %d failed, TTFE p50 %7.2f ms  p99 %8.2f ms\n",
+						b.probes.measured, b.probes.failed, msf(b.probes.p50), msf(b.probes.p99))
+				}
 				for e, k := range b.errs {
 					fmt.Fprintf(os.Stderr, "      %d× %s\n", k, e)
 				}
@@ -438,7 +458,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 			}
 			for i, bs := range round {
 				a := &accs[i]
-				var ps, idle, peak, p50, p99, conn, comp, mo float64
+				var ps, idle, peak, p50, p99, conn, comp, mo, pp50, pp99 float64
 				for _, b := range bs {
 					k := float64(len(bs))
 					ps += b.perStream / k
@@ -449,6 +469,12 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 					conn += msf(b.connectP99) / k
 					comp += float64(b.completed) / k
 					mo += float64(b.maxOpen) / k
+					pp50 += msf(b.probes.p50) / k
+					pp99 += msf(b.probes.p99) / k
+					if a.probesMin < 0 || b.probes.measured < a.probesMin {
+						a.probesMin = b.probes.measured
+					}
+					a.probesFailed += b.probes.failed
 					a.incomplete += n - b.completed
 					for e, c := range b.errs {
 						a.errs[e] += c
@@ -462,6 +488,8 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 				a.connect = append(a.connect, conn)
 				a.completed = append(a.completed, comp)
 				a.maxOpen = append(a.maxOpen, mo)
+				a.probeP50 = append(a.probeP50, pp50)
+				a.probeP99 = append(a.probeP99, pp99)
 			}
 		}
 		c := cell{n: n}
@@ -471,6 +499,7 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 				name: t.name, runs: 2 * h.o.Rounds, completed: int(median(a.completed)), maxOpen: int(median(a.maxOpen)), incomplete: a.incomplete, errs: a.errs,
 				perStream: median(a.perStream), idleMiB: median(a.idle), peakMiB: median(a.peak),
 				p50: median(a.p50), p99: median(a.p99), connectP99: median(a.connect),
+				probeP50: median(a.probeP50), probeP99: median(a.probeP99), probesMin: max(a.probesMin, 0), probesFailed: a.probesFailed,
 			})
 		}
 		cells = append(cells, c)
@@ -480,3 +509,59 @@ func (h *harness) runAll(ctx context.Context) ([]cell, error) {
 
 func mib(b uint64) float64        { return float64(b) / (1 << 20) }
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// probeResult is what the probes of one run saw.
+type probeResult struct {
+	measured int           // probes that got their first event while every stream of the burst was open
+	failed   int           // probes that got no first event (an error status, a refused connection …)
+	p50, p99 time.Duration // of the measured probes' time to first event
+}
+
+// probe measures the time to first event of a new stream while the burst
+// holds its n streams open: once every stream of the burst has had its
+// first event (allOpen), it opens -probes streams one after another, each
+// on a connection of its own, and closes each as soon as its first event
+// arrives, so the target holds at most one stream more than the burst.
+// The burst's own TTFE is dominated by the burst (thousands of requests
+// arriving in the same millisecond queue for the CPU, whichever proxy it
+// is); a probe's is the proxy's latency for one stream while it relays n,
+// which is what the TTFE goal compares. Probing stops when the
+// first stream of the burst ends (ended > 0), so every measured probe ran
+// with all n open; a probe that was still running then is not counted.
+// over closes when the burst is done, for a burst that never had all n
+// open at once.
+func (h *harness) probe(ctx context.Context, url string, allOpen, over <-chan struct{}, ended *atomic.Int64) probeResult {
+	var res probeResult
+	if h.o.probes == 0 {
+		return res
+	}
+	select {
+	case <-allOpen:
+	case <-over:
+		return res
+	}
+	c := newClient(1)
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	defer c.CloseIdleConnections()
+	var ttfe []time.Duration
+	for range h.o.probes {
+		if ended.Load() > 0 || ctx.Err() != nil {
+			break
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		r := openStream(pctx, c, url, cancel, nil)
+		cancel()
+		if ended.Load() > 0 {
+			break
+		}
+		if r.ttfe > 0 {
+			ttfe = append(ttfe, r.ttfe)
+		} else {
+			res.failed++
+		}
+	}
+	slices.Sort(ttfe)
+	res.measured = len(ttfe)
+	res.p50, res.p99 = percentile(ttfe, 0.50), percentile(ttfe, 0.99)
+	return res
+}

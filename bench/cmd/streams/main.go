@@ -5,7 +5,8 @@
 // same mockllm, then for each count N opens N streaming chat completions
 // at once against each target and reports, per target, the streams that
 // completed, the resident memory each open stream cost the target process,
-// and the time to the first event.
+// and the time to the first event: the burst's, and that of probe streams
+// opened one at a time while all N are open.
 //
 // Every run starts the target afresh, so its idle memory is a process
 // that has served one request and no burst yet, and its peak (VmHWM, reset
@@ -53,6 +54,7 @@ type options struct {
 	gap        time.Duration
 	nofile     uint64
 	dials      int
+	probes     int
 	quick      bool
 	command    []string
 }
@@ -108,7 +110,8 @@ func parseFlags(args []string) (options, error) {
 	counts := fs.String("n", "1000,10000", "concurrent streams per run, comma-separated")
 	targets := fs.String("targets", "plainproxy,full", "targets: plainproxy, full, before, each optionally +KEY=VALUE… for its environment (full+GOGC=50)")
 	fs.IntVar(&o.events, "events", 50, "data events per stream before [DONE] (role, content…, finish, usage)")
-	fs.DurationVar(&o.gap, "gap", 20*time.Millisecond, "time between content events")
+	fs.DurationVar(&o.gap, "gap", 20*time.Millisecond, "time between content events; the streams' length, and so the window the probes have, is about (events − 3) × gap")
+	fs.IntVar(&o.probes, "probes", 200, "streams opened one at a time while all N are open, each closed at its first event, for the TTFE goal (0: none)")
 	fs.Uint64Var(&o.nofile, "nofile", 0, "RLIMIT_NOFILE for the harness and every process it starts (default: 3 per stream of the largest count plus 4096)")
 	fs.IntVar(&o.dials, "dials", 0, "at most this many streams opening a connection and writing their request at once (0: all N at once)")
 	fs.BoolVar(&o.quick, "quick", false, "a short run: -n 1000 -rounds 1 unless set")
@@ -151,6 +154,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.dials < 0 {
 		return o, errors.New("-dials must not be negative")
+	}
+	if o.probes < 0 {
+		return o, errors.New("-probes must not be negative")
 	}
 	if o.Rounds < 1 {
 		return o, errors.New("-rounds must be at least 1")

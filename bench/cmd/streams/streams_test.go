@@ -149,9 +149,9 @@ func TestParseTargets(t *testing.T) {
 }
 
 func TestVerdicts(t *testing.T) {
-	base := row{name: kindPlain, perStream: 60, p99: 10}
-	good := row{name: kindFull, perStream: 59, p99: 10.9, runs: 6}
-	bad := row{name: kindFull, perStream: 61, p99: 11.1, incomplete: 1, runs: 6}
+	base := row{name: kindPlain, perStream: 60, p99: 500, probeP99: 10, probesMin: minProbes}
+	good := row{name: kindFull, perStream: 59, p99: 900, probeP99: 10.9, probesMin: 150, runs: 6}
+	bad := row{name: kindFull, perStream: 61, p99: 400, probeP99: 11.1, probesMin: minProbes, probesFailed: 1, runs: 6}
 	for _, l := range verdicts(1000, base, good) {
 		if !strings.HasSuffix(l, " met") {
 			t.Errorf("good row: %s", l)
@@ -161,5 +161,14 @@ func TestVerdicts(t *testing.T) {
 		if !strings.HasSuffix(l, "MISSED") {
 			t.Errorf("bad row: %s", l)
 		}
+	}
+	// Too few probes in some run: the TTFE goal is not judged either way.
+	few := good
+	few.probesMin = minProbes - 1
+	if l := verdicts(1000, base, few)[2]; !strings.Contains(l, "NOT MEASURED") {
+		t.Errorf("a run with %d probes: %s", few.probesMin, l)
+	}
+	if l := verdicts(1000, row{name: kindPlain, probesMin: 3}, good)[2]; !strings.Contains(l, "NOT MEASURED") {
+		t.Errorf("plainproxy with 3 probes: %s", l)
 	}
 }
