@@ -155,7 +155,7 @@ func (h *harness) startTarget(ctx context.Context, t targetSpec) (*proc.Proc, st
 	url := "http://" + addr + "/v1/chat/completions"
 	c := newClient(1)
 	defer c.CloseIdleConnections()
-	if r := openStream(ctx, c, url, nil, nil); r.err != "" || r.events != h.o.events {
+	if r := openStream(ctx, c, url, streamBody, nil, nil); r.err != "" || r.events != h.o.events {
 		return nil, "", fmt.Errorf("probe %s: %d events of %d, %s\n--- last lines of %s ---\n%s", t.name, r.events, h.o.events, r.err, p.Log, p.Tail(20))
 	}
 	return p, url, nil
@@ -200,6 +200,16 @@ func newClient(n int) *http.Client {
 var streamBody = []byte(`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},` +
 	`"messages":[{"role":"user","content":"Summarise the trade-offs of running an LLM gateway in front of several providers."}]}`)
 
+// probeBody is streamBody answered with one content chunk (the mock's
+// directive, which every proxy forwards in the prompt): a probe stream
+// ends one gap after its first event.
+var probeBody = []byte(`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},` +
+	`"messages":[{"role":"user","content":"Summarise the trade-offs of running an LLM gateway in front of several providers. @mock(chunks=1)"}]}`)
+
+// probeEvents is what a probe stream carries: the role chunk, its one
+// content chunk, the finish and usage chunks.
+const probeEvents = 4
+
 // openStream sends one streaming request and reads it to the end; opened,
 // when not nil, is called once the first event has arrived, and written,
 // when not nil, once the request is on the wire (or has failed before).
@@ -210,7 +220,7 @@ var streamBody = []byte(`{"model":"gpt-4o-mini","stream":true,"stream_options":{
 // retransmitted after 1, 3, 7… s) and on the harness's own goroutines
 // getting a CPU, which is neither proxy's doing. That wait is kept apart
 // as the connect time.
-func openStream(ctx context.Context, c *http.Client, url string, opened, written func()) streamResult {
+func openStream(ctx context.Context, c *http.Client, url string, body []byte, opened, written func()) streamResult {
 	var r streamResult
 	var once sync.Once
 	wrote := func() {
@@ -225,7 +235,7 @@ func openStream(ctx context.Context, c *http.Client, url string, opened, written
 		sent = time.Now()
 		wrote()
 	}}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(streamBody))
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		r.err = err.Error()
 		return r
@@ -328,7 +338,7 @@ func (h *harness) measure(ctx context.Context, t targetSpec, n int) (burst, erro
 				written = func() { <-settingUp }
 			}
 			first := false
-			results[i] = openStream(ctx, c, url, func() {
+			results[i] = openStream(ctx, c, url, streamBody, func() {
 				first = true
 				for o := open.Add(1); ; {
 					m := maxOpen.Load()
@@ -513,15 +523,18 @@ func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond
 // probeResult is what the probes of one run saw.
 type probeResult struct {
 	measured int           // probes that got their first event while every stream of the burst was open
-	failed   int           // probes that got no first event (an error status, a refused connection …)
+	failed   int           // probes that did not complete (an error status, a refused connection, a cut stream …)
 	p50, p99 time.Duration // of the measured probes' time to first event
 }
 
 // probe measures the time to first event of a new stream while the burst
 // holds its n streams open: once every stream of the burst has had its
 // first event (allOpen), it opens -probes streams one after another, each
-// on a connection of its own, and closes each as soon as its first event
-// arrives, so the target holds at most one stream more than the burst.
+// on a connection of its own and each a single content chunk long (read
+// to its end, not cut: gatehouse keeps reading a stream whose client has
+// gone, for its usage, so cut probes would pile up in it and in its
+// memory figure), so the target holds at most one stream more than the
+// burst.
 // The burst's own TTFE is dominated by the burst (thousands of requests
 // arriving in the same millisecond queue for the CPU, whichever proxy it
 // is); a probe's is the proxy's latency for one stream while it relays n,
@@ -548,13 +561,11 @@ func (h *harness) probe(ctx context.Context, url string, allOpen, over <-chan st
 		if ended.Load() > 0 || ctx.Err() != nil {
 			break
 		}
-		pctx, cancel := context.WithCancel(ctx)
-		r := openStream(pctx, c, url, cancel, nil)
-		cancel()
+		r := openStream(ctx, c, url, probeBody, nil, nil)
 		if ended.Load() > 0 {
 			break
 		}
-		if r.ttfe > 0 {
+		if r.err == "" && r.ttfe > 0 && r.events == probeEvents {
 			ttfe = append(ttfe, r.ttfe)
 		} else {
 			res.failed++

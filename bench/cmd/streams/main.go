@@ -111,7 +111,7 @@ func parseFlags(args []string) (options, error) {
 	targets := fs.String("targets", "plainproxy,full", "targets: plainproxy, full, before, each optionally +KEY=VALUE… for its environment (full+GOGC=50)")
 	fs.IntVar(&o.events, "events", 50, "data events per stream before [DONE] (role, content…, finish, usage)")
 	fs.DurationVar(&o.gap, "gap", 20*time.Millisecond, "time between content events; the streams' length, and so the window the probes have, is about (events − 3) × gap")
-	fs.IntVar(&o.probes, "probes", 200, "streams opened one at a time while all N are open, each closed at its first event, for the TTFE goal (0: none)")
+	fs.IntVar(&o.probes, "probes", 200, "streams of one content chunk opened one at a time while all N are open, for the TTFE goal (0: none)")
 	fs.Uint64Var(&o.nofile, "nofile", 0, "RLIMIT_NOFILE for the harness and every process it starts (default: 3 per stream of the largest count plus 4096)")
 	fs.IntVar(&o.dials, "dials", 0, "at most this many streams opening a connection and writing their request at once (0: all N at once)")
 	fs.BoolVar(&o.quick, "quick", false, "a short run: -n 1000 -rounds 1 unless set")

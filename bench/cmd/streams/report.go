@@ -20,7 +20,7 @@ func writeReport(w io.Writer, o options, nofile uint64, cells []cell) {
 		"KiB/stream is (peak VmHWM during the burst − idle VmRSS before it) / N. "+
 		"TTFE runs from the request written to the first event; connect (the dial and the write, %s) is apart. "+
 		"The burst's TTFE is mostly the burst's own queueing; the probes' is the goal's: once all N streams have their first event, "+
-		"up to %d more are opened one at a time, each closed at its first event, until the first stream of the burst ends "+
+		"up to %d more, each of one content chunk, are opened one at a time until the first stream of the burst ends "+
 		"(probes is the fewest any run measured; the verdict needs %d in every run of both targets). "+
 		"Open at once is the most streams that had their first event and not yet their end at one moment: "+
 		"when it is well under N, the streams did not all overlap and KiB/stream understates the cost of N open streams. "+
@@ -46,7 +46,7 @@ func writeReport(w io.Writer, o options, nofile uint64, cells []cell) {
 		writeTable(w, header, rows)
 		for _, r := range c.rows {
 			if r.probesFailed > 0 {
-				fmt.Fprintf(w, "\n%s: %d probes got no first event over %d runs.\n", r.name, r.probesFailed, r.runs)
+				fmt.Fprintf(w, "\n%s: %d probes did not complete over %d runs.\n", r.name, r.probesFailed, r.runs)
 			}
 			if r.incomplete == 0 {
 				continue
