@@ -427,11 +427,15 @@ func appendReset(b []byte, d time.Duration) []byte {
 	return append(strconv.AppendInt(b, sec, 10), 's')
 }
 
+// hdrTrailer is net/http's own name for the header that declares trailers,
+// stored directly like the other constant names.
+const hdrTrailer = "Trailer"
+
 // declareCostTrailer announces the cost as a trailer of a stream: the
 // usage is known only at its end, after the headers are gone.
 func (x *exchange) declareCostTrailer() {
 	if x.adm.on {
-		x.w.Header().Set("Trailer", hdrCost)
+		x.w.Header()[hdrTrailer] = []string{hdrCost}
 	}
 }
 
@@ -514,7 +518,7 @@ func (x *exchange) settle() {
 	a.settled = true
 	cost := x.costHeader()
 	if x.stream && x.written {
-		x.w.Header().Set(hdrCost, cost)
+		x.w.Header()[hdrCost] = []string{cost}
 	}
 	res := a.dec.Reservation
 	if !res.Valid() {

@@ -187,7 +187,7 @@ func TestAnsweredBy(t *testing.T) {
 // shared content-type slice survives an Add.
 func TestDirectHeaderNames(t *testing.T) {
 	names := []string{hdrRequestID, hdrContentType, hdrProvider, hdrModel, hdrAttempts, hdrCache,
-		hdrOverhead, hdrCost, hdrBudgetLeft, hdrCustomer, hdrCacheTTL}
+		hdrOverhead, hdrCost, hdrBudgetLeft, hdrCustomer, hdrCacheTTL, hdrTrailer}
 	names = append(names, quotaHeaderKeys[:]...)
 	for _, n := range names {
 		if c := http.CanonicalHeaderKey(n); c != n {

@@ -329,13 +329,25 @@ func classify(opt Options, err error) *llm.Error {
 	return llm.AsError(err)
 }
 
+// start sends a stream's status and headers. The names are stored as
+// they are, already canonical (TestStartHeaderNames), and the three
+// values share one allocation; each slice is full, so an Add elsewhere
+// appends to a copy.
 func start(w http.ResponseWriter) {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
+	vals := []string{"text/event-stream; charset=utf-8", "no-cache", "no"}
+	h[hdrContentType] = vals[0:1:1]
+	h[hdrCacheControl] = vals[1:2:2]
+	h[hdrAccelBuffering] = vals[2:3:3] // tell nginx-style proxies not to buffer
 	w.WriteHeader(http.StatusOK)
 }
+
+// The stream's header names, in canonical form.
+const (
+	hdrContentType    = "Content-Type"
+	hdrCacheControl   = "Cache-Control"
+	hdrAccelBuffering = "X-Accel-Buffering"
+)
 
 // writeError sends the failure as the stream's last event, in the shape
 // the dialect uses for errors inside a stream, so SDKs raise it.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -289,5 +290,30 @@ func TestRelayPutsTheCostInTheUsage(t *testing.T) {
 		if rec.Body.String() != want {
 			t.Errorf("%s: body\n%q\nwant\n%q", tc.name, rec.Body.String(), want)
 		}
+	}
+}
+
+// TestStartHeaderNames checks that the names start stores directly are
+// the canonical forms net/http writes and looks up, and that an Add to
+// one of its values leaves the others alone.
+func TestStartHeaderNames(t *testing.T) {
+	for _, n := range []string{hdrContentType, hdrCacheControl, hdrAccelBuffering} {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Errorf("%q is stored directly but its canonical form is %q", n, c)
+		}
+	}
+	w := httptest.NewRecorder()
+	start(w)
+	w.Header().Add("cache-control", "no-store")
+	want := http.Header{
+		"Content-Type":      {"text/event-stream; charset=utf-8"},
+		"Cache-Control":     {"no-cache", "no-store"},
+		"X-Accel-Buffering": {"no"},
+	}
+	if !reflect.DeepEqual(w.Header(), want) {
+		t.Fatalf("headers after start and an Add: %v, want %v", w.Header(), want)
+	}
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
 	}
 }
