@@ -63,6 +63,10 @@ func TestListenerSettings(t *testing.T) {
 		{"header limit", "server:\n  max_header_bytes: 64KiB\n", "", ""},
 		{"header limit too small", "server:\n  max_header_bytes: 1000\n", "server.max_header_bytes", "at least 4KiB"},
 		{"body timeout negative", "server:\n  body_read_timeout: -1s\n", "server.body_read_timeout", "must not be negative"},
+		{"engine net/http", "server:\n  http1_engine: net/http\n", "", ""},
+		{"engine gatehouse", "server:\n  http1_engine: gatehouse\n", "", ""},
+		{"engine unknown", "server:\n  http1_engine: fasthttp\n", "server.http1_engine", `unknown HTTP/1.x engine "fasthttp"`},
+		{"engine wrong case", "server:\n  http1_engine: Gatehouse\n", "server.http1_engine", "want one of"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +75,7 @@ func TestListenerSettings(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cfg.Server.MaxHeaderBytes < smallestHeaderLimit || cfg.Server.BodyReadTimeout <= 0 {
+				if cfg.Server.MaxHeaderBytes < smallestHeaderLimit || cfg.Server.BodyReadTimeout <= 0 || cfg.Server.HTTP1Engine == "" {
 					t.Errorf("defaults not applied: %+v", cfg.Server)
 				}
 				return

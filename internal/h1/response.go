@@ -1,0 +1,533 @@
+package h1
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// response is the http.ResponseWriter of one request. The body is held
+// (up to bodyBufferSize) until the handler returns, flushes, or writes
+// more: then the header goes out, with a Content-Length when the whole
+// body is known, else chunked.
+type response struct {
+	c       *conn
+	req     *http.Request
+	reqBody *body // nil when the request had none
+	cancel  context.CancelFunc
+
+	header http.Header
+	// sent is the header as WriteHeader saw it, when the handler changed
+	// the map after WriteHeader and before the header went out (nil:
+	// header itself is what goes out).
+	sent http.Header
+
+	status        int
+	wroteHeader   bool  // WriteHeader ran (the status is fixed)
+	committed     bool  // the header is on its way to the client
+	handlerDone   bool  // the handler returned
+	contentLength int64 // from the handler's header or the whole body; -1: unknown
+	written       int64 // body bytes the handler wrote
+	chunking      bool
+	trailers      []string // declared in a Trailer header, canonical
+	body          []byte   // held body bytes (the connection's buffer)
+
+	wants10KeepAlive  bool
+	wantsClose        bool
+	closeAfterReply   bool
+	closeWrite        bool // half-close and wait before closing (unread body left)
+	expectationFailed bool
+	fullDuplex        bool
+	deadlineSet       bool // the handler set a write deadline: cleared after
+}
+
+func (w *response) Header() http.Header {
+	if w.header == nil {
+		w.header = make(http.Header)
+	}
+	if w.wroteHeader && !w.committed && w.sent == nil {
+		// The handler may change the map now, and what WriteHeader saw
+		// is what must go out: keep a copy (net/http does this on every
+		// WriteHeader after a Header call; here only when it matters).
+		w.sent = w.header.Clone()
+	}
+	return w.header
+}
+
+// out is the header that goes out.
+func (w *response) out() http.Header {
+	if w.sent != nil {
+		return w.sent
+	}
+	return w.header
+}
+
+func (w *response) WriteHeader(code int) {
+	if w.wroteHeader {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("h1: invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.writeInterim(code)
+		return
+	}
+	if w.reqBody != nil {
+		w.reqBody.continueDue = false // answered without reading: no 100 Continue
+	}
+	w.wroteHeader = true
+	w.status = code
+	if cl := w.header.Get("Content-Length"); cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
+			w.contentLength = v
+		} else {
+			w.c.srv.logf("h1: invalid Content-Length of %q", cl)
+			w.header.Del("Content-Length")
+		}
+	}
+}
+
+// writeInterim sends a 1xx response at once (103 Early Hints and the
+// like), with the header fields set so far.
+func (w *response) writeInterim(code int) {
+	bw := w.c.bufw
+	writeStatusLine(bw, w.req.ProtoAtLeast(1, 1), code)
+	for k, vv := range w.header {
+		if k == "Content-Length" || k == "Transfer-Encoding" || strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		writeField(bw, k, vv)
+	}
+	_, _ = bw.WriteString("\r\n")
+	_ = bw.Flush()
+}
+
+// writeContinue sends 100 Continue: the handler began reading a body its
+// client holds back until told to send it.
+func (w *response) writeContinue() {
+	if w.wroteHeader {
+		return
+	}
+	_, _ = w.c.bufw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	_ = w.c.bufw.Flush()
+}
+
+func (w *response) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !bodyAllowed(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(len(p))
+	if w.contentLength != -1 && w.written > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	if len(w.body)+len(p) <= cap(w.body) {
+		w.body = append(w.body, p...)
+		return len(p), nil
+	}
+	if err := w.send(false); err != nil {
+		return 0, err
+	}
+	if len(p) < cap(w.body) {
+		w.body = append(w.body, p...)
+		return len(p), nil
+	}
+	w.writeBody(p)
+	if w.c.werr != nil {
+		return 0, w.c.werr
+	}
+	return len(p), nil
+}
+
+func (w *response) WriteString(s string) (int, error) {
+	// Through Write: the held buffer copies the bytes either way.
+	return w.Write([]byte(s))
+}
+
+// send writes the header if it has not gone out, then the held body.
+func (w *response) send(final bool) error {
+	if !w.committed {
+		w.commit(final)
+	}
+	if len(w.body) > 0 {
+		w.writeBody(w.body)
+		w.body = w.body[:0]
+	}
+	return w.c.werr
+}
+
+// writeBody writes p as the body's next bytes (a chunk when chunking).
+func (w *response) writeBody(p []byte) {
+	if w.req.Method == "HEAD" {
+		return
+	}
+	bw := w.c.bufw
+	if w.chunking {
+		var n [16]byte
+		_, _ = bw.Write(strconv.AppendInt(n[:0], int64(len(p)), 16))
+		_, _ = bw.WriteString("\r\n")
+		_, _ = bw.Write(p)
+		_, _ = bw.WriteString("\r\n")
+		return
+	}
+	_, _ = bw.Write(p)
+}
+
+func (w *response) Flush() { _ = w.FlushError() }
+
+// FlushError sends the header and what the body has so far (for
+// http.ResponseController).
+func (w *response) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if err := w.send(false); err != nil {
+		return err
+	}
+	return w.c.bufw.Flush()
+}
+
+// SetReadDeadline and SetWriteDeadline are for http.ResponseController.
+func (w *response) SetReadDeadline(t time.Time) error { return w.c.nc.SetReadDeadline(t) }
+
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.deadlineSet = true
+	return w.c.nc.SetWriteDeadline(t)
+}
+
+// EnableFullDuplex lets the handler read the request body after it began
+// the response (for http.ResponseController): the unread rest is then
+// not drained when the header goes out.
+func (w *response) EnableFullDuplex() error {
+	w.fullDuplex = true
+	return nil
+}
+
+// finish ends the response once the handler has returned.
+func (w *response) finish() {
+	w.handlerDone = true
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = w.send(true)
+	if w.chunking {
+		bw := w.c.bufw
+		_, _ = bw.WriteString("0\r\n")
+		w.writeTrailers()
+		_, _ = bw.WriteString("\r\n")
+	}
+	_ = w.c.bufw.Flush()
+	w.c.r.abortPendingRead()
+	if w.deadlineSet {
+		_ = w.c.nc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// reuse reports whether the connection can carry another request.
+func (w *response) reuse() bool {
+	if w.closeAfterReply || w.c.werr != nil {
+		return false
+	}
+	if w.req.Method != "HEAD" && w.contentLength != -1 && bodyAllowed(w.status) && w.contentLength != w.written {
+		return false // short of what it announced: the client's framing is off
+	}
+	if b := w.reqBody; b != nil && !b.sawEOF {
+		return false
+	}
+	return true
+}
+
+// commit decides the framing and the connection's fate, and writes the
+// status line and header fields; final: the handler has returned and the
+// held body is all of it.
+func (w *response) commit(final bool) {
+	w.committed = true
+	h := w.out()
+	isHEAD := w.req.Method == "HEAD"
+	keepAlives := !w.c.srv.shutdown.Load()
+
+	// Excluded from the header block: set bit by bit as net/http's
+	// writeHeader deletes them.
+	var excl exclusions
+	trailers := false
+	for _, v := range h["Trailer"] {
+		trailers = true
+		w.declareTrailers(v)
+	}
+	te := h.Get("Transfer-Encoding")
+	hasTE := te != ""
+
+	var clen int64 = -1 // a Content-Length added here
+	if final && !trailers && !hasTE && bodyAllowed(w.status) && h.Get("Content-Length") == "" && (!isHEAD || len(w.body) > 0) {
+		w.contentLength = int64(len(w.body))
+		clen = w.contentLength
+	}
+	if w.wants10KeepAlive && keepAlives && h.Get("Content-Length") != "" && h.Get("Connection") == "keep-alive" {
+		w.closeAfterReply = false
+	}
+	hasCL := w.contentLength != -1
+	var connection string // a Connection field added here
+	if w.wants10KeepAlive && (isHEAD || hasCL || !bodyAllowed(w.status)) {
+		if _, set := h["Connection"]; !set {
+			connection = "keep-alive"
+		}
+	} else if !w.req.ProtoAtLeast(1, 1) || w.wantsClose {
+		w.closeAfterReply = true
+	}
+	if h.Get("Connection") == "close" || !keepAlives {
+		w.closeAfterReply = true
+	}
+	if b := w.reqBody; b != nil && b.continueDue {
+		// The client still holds its body back: it cannot be drained.
+		w.closeAfterReply = true
+	}
+	w.drain()
+
+	var contentType string
+	if bodyAllowed(w.status) {
+		_, haveType := h["Content-Type"]
+		if !haveType && !hasTE && len(w.body) > 0 && h.Get("Content-Encoding") == "" {
+			contentType = http.DetectContentType(w.body)
+		}
+	} else {
+		excl |= exContentLength | exTransferEncoding
+		if w.status == http.StatusNotModified {
+			excl |= exContentType
+		}
+	}
+	_, haveDate := h["Date"]
+	if hasCL && hasTE && te != "identity" {
+		w.c.srv.logf("h1: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
+		excl |= exContentLength
+		hasCL = false
+	}
+	var transferEncoding string
+	switch {
+	case isHEAD || !bodyAllowed(w.status):
+		excl |= exTransferEncoding
+	case hasCL:
+		excl |= exTransferEncoding
+	case w.req.ProtoAtLeast(1, 1):
+		if hasTE && te == "identity" {
+			w.closeAfterReply = true
+			excl |= exTransferEncoding
+		} else {
+			w.chunking = true
+			transferEncoding = "chunked"
+			if hasTE && te == "chunked" {
+				excl |= exTransferEncoding
+			}
+		}
+	default:
+		// HTTP/1.0 with no length: the body ends when the connection does.
+		w.closeAfterReply = true
+		excl |= exTransferEncoding
+	}
+	if w.chunking {
+		excl |= exContentLength
+	}
+	if w.closeAfterReply && !hasToken(h.Get("Connection"), "close") {
+		excl |= exConnection
+		if w.req.ProtoAtLeast(1, 1) {
+			connection = "close"
+		}
+	}
+
+	bw := w.c.bufw
+	writeStatusLine(bw, w.req.ProtoAtLeast(1, 1), w.status)
+	for k, vv := range h {
+		if excl != 0 && excl.has(k) || trailers && strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		writeField(bw, k, vv)
+	}
+	if clen >= 0 {
+		var n [20]byte
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.Write(strconv.AppendInt(n[:0], clen, 10))
+		_, _ = bw.WriteString("\r\n")
+	}
+	if contentType != "" {
+		_, _ = bw.WriteString("Content-Type: " + contentType + "\r\n")
+	}
+	if connection != "" {
+		_, _ = bw.WriteString("Connection: " + connection + "\r\n")
+	}
+	if transferEncoding != "" {
+		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if !haveDate {
+		_, _ = bw.WriteString("Date: ")
+		_, _ = bw.Write(date())
+		_, _ = bw.WriteString("\r\n")
+	}
+	_, _ = bw.WriteString("\r\n")
+}
+
+// drain reads and throws away what the handler left of the request body
+// (up to postHandlerDrain), so the connection can carry the next request;
+// a longer rest, or a body the handler closed early, closes it instead.
+func (w *response) drain() {
+	b := w.reqBody
+	if b == nil || w.req.ContentLength == 0 || w.closeAfterReply || w.fullDuplex || b.sawEOF {
+		return
+	}
+	switch {
+	case b.err != nil:
+		w.closeAfterReply = true
+		return
+	case b.closed:
+		w.closeAfterReply, w.closeWrite = true, true
+		return
+	case b.remain >= postHandlerDrain:
+		w.closeAfterReply, w.closeWrite = true, true
+		return
+	}
+	_, err := io.CopyN(io.Discard, b, postHandlerDrain+1)
+	switch err {
+	case nil:
+		w.closeAfterReply, w.closeWrite = true, true
+	case io.EOF:
+	default:
+		w.closeAfterReply = true
+	}
+}
+
+// declareTrailers notes the trailer names a Trailer header value
+// announces.
+func (w *response) declareTrailers(v string) {
+	for f := range strings.SplitSeq(v, ",") {
+		f = textproto.CanonicalMIMEHeaderKey(strings.Trim(f, " \t"))
+		switch f {
+		case "", "Transfer-Encoding", "Trailer", "Content-Length":
+			continue
+		}
+		w.trailers = append(w.trailers, f)
+	}
+}
+
+// writeTrailers writes the trailer fields: the declared names' values as
+// the handler left them, and the http.TrailerPrefix fields.
+func (w *response) writeTrailers() {
+	bw := w.c.bufw
+	for _, k := range w.trailers {
+		if vv, ok := w.header[k]; ok {
+			writeField(bw, k, vv)
+		}
+	}
+	for k, vv := range w.header {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && name != "" {
+			writeField(bw, name, vv)
+		}
+	}
+}
+
+// exclusions are the framing fields of the handler's header that do not
+// go out as they are (net/http's writeHeader deletes the same).
+type exclusions uint8
+
+const (
+	exContentLength exclusions = 1 << iota
+	exTransferEncoding
+	exContentType
+	exConnection
+)
+
+func (e exclusions) has(k string) bool {
+	switch k {
+	case "Content-Length":
+		return e&exContentLength != 0
+	case "Transfer-Encoding":
+		return e&exTransferEncoding != 0
+	case "Content-Type":
+		return e&exContentType != 0
+	case "Connection":
+		return e&exConnection != 0
+	}
+	return false
+}
+
+func bodyAllowed(status int) bool {
+	return (status < 100 || status > 199) && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+type stringWriter interface {
+	io.Writer
+	io.StringWriter
+}
+
+func writeStatusLine(bw stringWriter, is11 bool, code int) {
+	if is11 {
+		_, _ = bw.WriteString("HTTP/1.1 ")
+	} else {
+		_, _ = bw.WriteString("HTTP/1.0 ")
+	}
+	var n [8]byte
+	_, _ = bw.Write(strconv.AppendInt(n[:0], int64(code), 10))
+	if text := http.StatusText(code); text != "" {
+		_, _ = bw.WriteString(" " + text + "\r\n")
+	} else {
+		_, _ = bw.WriteString(" status code " + strconv.Itoa(code) + "\r\n")
+	}
+}
+
+// writeField writes one header field line per value. A name that is not
+// a plain token is left out (a name is the handler's, but a CR or colon in
+// one would split the header block); a value's control bytes but HTAB
+// become spaces, so no value can end its line early.
+func writeField(bw stringWriter, k string, vv []string) {
+	if !plainName(k) {
+		return
+	}
+	for _, v := range vv {
+		_, _ = bw.WriteString(k)
+		_, _ = bw.WriteString(": ")
+		if clean(v) {
+			_, _ = bw.WriteString(v)
+		} else {
+			_, _ = bw.Write(sanitise(v))
+		}
+		_, _ = bw.WriteString("\r\n")
+	}
+}
+
+func plainName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c <= ' ' || c == ':' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func clean(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func sanitise(v string) []byte {
+	b := []byte(v)
+	for i, c := range b {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			b[i] = ' '
+		}
+	}
+	return b
+}
