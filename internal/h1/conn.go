@@ -169,7 +169,9 @@ func (c *conn) serveRequest(w *response) {
 // readRequest reads the next request with net/http's parser and makes
 // the checks net/http's server makes on top of it.
 func (c *conn) readRequest() (*response, error) {
-	c.r.setReadLimit(int64(c.srv.maxHeaderBytes()) + 4096)
+	// What the connection's buffer holds already was read under the
+	// bound too.
+	c.r.setReadLimit(int64(c.srv.maxHeaderBytes()) + 4096 - int64(c.bufr.Buffered()))
 	if c.lastMethod == "POST" {
 		// RFC 9112 §2.2: a stray CRLF after a POST body is tolerated.
 		peek, _ := c.bufr.Peek(4)
@@ -228,7 +230,7 @@ func (c *conn) readRequest() (*response, error) {
 		b := &body{ReadCloser: req.Body, w: w, remain: req.ContentLength}
 		if expectsContinue(req) {
 			if req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
-				b.continueDue = true
+				b.expect, b.continueDue = true, true
 			}
 		} else if req.Header.Get("Expect") != "" {
 			w.expectationFailed = true

@@ -154,6 +154,7 @@ type body struct {
 	io.ReadCloser // from http.ReadRequest
 	w             *response
 	remain        int64 // of a Content-Length body; -1: unknown
+	expect        bool  // the client sent Expect: 100-continue
 	continueDue   bool  // 100 Continue not sent yet, and wanted
 	sawEOF        bool
 	closed        bool

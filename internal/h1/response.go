@@ -21,10 +21,6 @@ type response struct {
 	cancel  context.CancelFunc
 
 	header http.Header
-	// sent is the header as WriteHeader saw it, when the handler changed
-	// the map after WriteHeader and before the header went out (nil:
-	// header itself is what goes out).
-	sent http.Header
 
 	status        int
 	wroteHeader   bool  // WriteHeader ran (the status is fixed)
@@ -34,7 +30,14 @@ type response struct {
 	written       int64 // body bytes the handler wrote
 	chunking      bool
 	trailers      []string // declared in a Trailer header, canonical
-	body          []byte   // held body bytes (the connection's buffer)
+	hasTrailers   bool     // the handler's header has a Trailer field
+
+	// What writeHead found in the handler's header, for commit.
+	te                                         string // Transfer-Encoding
+	connField                                  string // Connection
+	handlerCL                                  bool   // a Content-Length
+	haveType, haveDate, haveEncoding, haveConn bool
+	body                                       []byte // held body bytes (the connection's buffer)
 
 	wants10KeepAlive  bool
 	wantsClose        bool
@@ -48,20 +51,6 @@ type response struct {
 func (w *response) Header() http.Header {
 	if w.header == nil {
 		w.header = make(http.Header)
-	}
-	if w.wroteHeader && !w.committed && w.sent == nil {
-		// The handler may change the map now, and what WriteHeader saw
-		// is what must go out: keep a copy (net/http does this on every
-		// WriteHeader after a Header call; here only when it matters).
-		w.sent = w.header.Clone()
-	}
-	return w.header
-}
-
-// out is the header that goes out.
-func (w *response) out() http.Header {
-	if w.sent != nil {
-		return w.sent
 	}
 	return w.header
 }
@@ -82,14 +71,16 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.wroteHeader = true
 	w.status = code
-	if cl := w.header.Get("Content-Length"); cl != "" {
+	h := w.header
+	if cl := h.Get("Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.contentLength = v
 		} else {
 			w.c.srv.logf("h1: invalid Content-Length of %q", cl)
-			w.header.Del("Content-Length")
+			h.Del("Content-Length")
 		}
 	}
+	w.writeHead()
 }
 
 // writeInterim sends a 1xx response at once (103 Early Hints and the
@@ -247,110 +238,125 @@ func (w *response) reuse() bool {
 	return true
 }
 
+// writeHead writes the status line and the handler's header fields as
+// WriteHeader finds them: what the handler changes after it does not go
+// out (as with net/http, which copies the map to the same end). The
+// fields that frame the body are written by commit, once the body's
+// length is known or the handler flushes; so are those of the handler's
+// fields that frame it, when they depend on that.
+func (w *response) writeHead() {
+	h := w.header
+	isHEAD := w.req.Method == "HEAD"
+	for _, v := range h["Trailer"] {
+		w.hasTrailers = true
+		w.declareTrailers(v)
+	}
+	w.te = h.Get("Transfer-Encoding")
+	w.handlerCL = h.Get("Content-Length") != ""
+	w.connField = h.Get("Connection")
+	_, w.haveType = h["Content-Type"]
+	_, w.haveDate = h["Date"]
+	w.haveEncoding = h.Get("Content-Encoding") != ""
+	_, w.haveConn = h["Connection"]
+
+	// The handler's fields left out of the block: as net/http's
+	// writeHeader deletes them. Content-Length: not for a status with no
+	// body, and not next to a Transfer-Encoding (other than identity);
+	// Transfer-Encoding: never as the handler set it (commit writes
+	// chunked when it chunks); Content-Type: not on 304; Connection:
+	// written by commit unless it says close, since commit may close.
+	hasTE := w.te != ""
+	excl := exTransferEncoding
+	if !bodyAllowed(w.status) {
+		excl |= exContentLength
+		if w.status == http.StatusNotModified {
+			excl |= exContentType
+		}
+	}
+	if w.contentLength != -1 && hasTE && w.te != "identity" {
+		w.c.srv.logf("h1: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", w.te, w.contentLength)
+		excl |= exContentLength
+		w.contentLength = -1
+	}
+	if w.haveConn && !hasToken(w.connField, "close") {
+		excl |= exConnection
+	}
+	_ = isHEAD
+
+	bw := w.c.bufw
+	writeStatusLine(bw, w.req.ProtoAtLeast(1, 1), w.status)
+	for k, vv := range h {
+		if excl.has(k) || w.hasTrailers && strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		writeField(bw, k, vv)
+	}
+}
+
 // commit decides the framing and the connection's fate, and writes the
-// status line and header fields; final: the handler has returned and the
+// header fields that say them; final: the handler has returned and the
 // held body is all of it.
 func (w *response) commit(final bool) {
 	w.committed = true
-	h := w.out()
 	isHEAD := w.req.Method == "HEAD"
 	keepAlives := !w.c.srv.shutdown.Load()
-
-	// Excluded from the header block: set bit by bit as net/http's
-	// writeHeader deletes them.
-	var excl exclusions
-	trailers := false
-	for _, v := range h["Trailer"] {
-		trailers = true
-		w.declareTrailers(v)
-	}
-	te := h.Get("Transfer-Encoding")
-	hasTE := te != ""
+	hasTE := w.te != ""
 
 	var clen int64 = -1 // a Content-Length added here
-	if final && !trailers && !hasTE && bodyAllowed(w.status) && h.Get("Content-Length") == "" && (!isHEAD || len(w.body) > 0) {
+	if final && !w.hasTrailers && !hasTE && bodyAllowed(w.status) && !w.handlerCL && (!isHEAD || len(w.body) > 0) {
 		w.contentLength = int64(len(w.body))
 		clen = w.contentLength
 	}
-	if w.wants10KeepAlive && keepAlives && h.Get("Content-Length") != "" && h.Get("Connection") == "keep-alive" {
+	if w.wants10KeepAlive && keepAlives && w.handlerCL && w.connField == "keep-alive" {
 		w.closeAfterReply = false
 	}
 	hasCL := w.contentLength != -1
 	var connection string // a Connection field added here
 	if w.wants10KeepAlive && (isHEAD || hasCL || !bodyAllowed(w.status)) {
-		if _, set := h["Connection"]; !set {
+		if !w.haveConn {
 			connection = "keep-alive"
 		}
 	} else if !w.req.ProtoAtLeast(1, 1) || w.wantsClose {
 		w.closeAfterReply = true
 	}
-	if h.Get("Connection") == "close" || !keepAlives {
+	if w.connField == "close" || !keepAlives {
 		w.closeAfterReply = true
 	}
-	if b := w.reqBody; b != nil && b.continueDue {
-		// The client still holds its body back: it cannot be drained.
+	if b := w.reqBody; b != nil && b.expect && !b.sawEOF {
+		// The client may still hold its body back: it cannot be drained.
 		w.closeAfterReply = true
 	}
 	w.drain()
 
 	var contentType string
-	if bodyAllowed(w.status) {
-		_, haveType := h["Content-Type"]
-		if !haveType && !hasTE && len(w.body) > 0 && h.Get("Content-Encoding") == "" {
-			contentType = http.DetectContentType(w.body)
-		}
-	} else {
-		excl |= exContentLength | exTransferEncoding
-		if w.status == http.StatusNotModified {
-			excl |= exContentType
-		}
-	}
-	_, haveDate := h["Date"]
-	if hasCL && hasTE && te != "identity" {
-		w.c.srv.logf("h1: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
-		excl |= exContentLength
-		hasCL = false
+	if bodyAllowed(w.status) && !w.haveType && !hasTE && len(w.body) > 0 && !w.haveEncoding {
+		contentType = http.DetectContentType(w.body)
 	}
 	var transferEncoding string
 	switch {
-	case isHEAD || !bodyAllowed(w.status):
-		excl |= exTransferEncoding
-	case hasCL:
-		excl |= exTransferEncoding
+	case isHEAD || !bodyAllowed(w.status) || hasCL:
 	case w.req.ProtoAtLeast(1, 1):
-		if hasTE && te == "identity" {
+		if hasTE && w.te == "identity" {
 			w.closeAfterReply = true
-			excl |= exTransferEncoding
 		} else {
 			w.chunking = true
 			transferEncoding = "chunked"
-			if hasTE && te == "chunked" {
-				excl |= exTransferEncoding
-			}
 		}
 	default:
 		// HTTP/1.0 with no length: the body ends when the connection does.
 		w.closeAfterReply = true
-		excl |= exTransferEncoding
 	}
-	if w.chunking {
-		excl |= exContentLength
-	}
-	if w.closeAfterReply && !hasToken(h.Get("Connection"), "close") {
-		excl |= exConnection
+	if w.closeAfterReply && !hasToken(w.connField, "close") {
+		connection = ""
 		if w.req.ProtoAtLeast(1, 1) {
 			connection = "close"
 		}
+	} else if w.haveConn && !hasToken(w.connField, "close") {
+		// Held back by writeHead, and still true.
+		writeField(w.c.bufw, "Connection", w.header["Connection"])
 	}
 
 	bw := w.c.bufw
-	writeStatusLine(bw, w.req.ProtoAtLeast(1, 1), w.status)
-	for k, vv := range h {
-		if excl != 0 && excl.has(k) || trailers && strings.HasPrefix(k, http.TrailerPrefix) {
-			continue
-		}
-		writeField(bw, k, vv)
-	}
 	if clen >= 0 {
 		var n [20]byte
 		_, _ = bw.WriteString("Content-Length: ")
@@ -366,7 +372,7 @@ func (w *response) commit(final bool) {
 	if transferEncoding != "" {
 		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
-	if !haveDate {
+	if !w.haveDate {
 		_, _ = bw.WriteString("Date: ")
 		_, _ = bw.Write(date())
 		_, _ = bw.WriteString("\r\n")
