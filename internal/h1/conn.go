@@ -379,6 +379,15 @@ const http2Preface = "PRI * HTTP/2.0"
 func (c *conn) handOver() bool {
 	switch tc := c.nc.(type) {
 	case *tls.Conn:
+		// The handshake, unless the listener did it (framing.ListenTLS
+		// does), under the header deadline already set.
+		if err := tc.HandshakeContext(c.ctx); err != nil {
+			var re tls.RecordHeaderError
+			if errors.As(err, &re) && re.Conn != nil {
+				_, _ = io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+			}
+			return false
+		}
 		st := tc.ConnectionState()
 		if st.NegotiatedProtocol == "h2" {
 			return c.toHTTP2(nil)
