@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -143,7 +144,7 @@ func (c *conn) serve() {
 		} else {
 			_ = c.nc.SetReadDeadline(time.Time{})
 		}
-		if _, err := c.bufr.Peek(4); err != nil && c.bufr.Buffered() == 0 {
+		if _, err := c.bufr.Peek(4); err != nil {
 			return
 		}
 		if d := c.srv.ReadHeaderTimeout; d > 0 {
@@ -181,6 +182,9 @@ func (c *conn) readRequest() (*response, error) {
 		}
 		_, _ = c.bufr.Discard(n)
 	}
+	// The header section as buffered now, for the rare request whose Host
+	// field ReadRequest leaves in doubt (hostField); Peek copies nothing.
+	head, _ := c.bufr.Peek(c.bufr.Buffered())
 	req, err := http.ReadRequest(c.bufr)
 	if err != nil {
 		if c.r.hitReadLimit() {
@@ -194,14 +198,22 @@ func (c *conn) readRequest() (*response, error) {
 	c.lastMethod = req.Method
 	c.r.setReadLimit(-1)
 
-	// ReadRequest has moved the Host field to req.Host (from the target,
-	// in absolute form): net/http's server checks the field itself, here
-	// what ReadRequest kept of it is checked the same way.
+	// ReadRequest has taken the Host field out of the map (into
+	// req.Host, unless the target is in absolute form): net/http's
+	// server checks the field itself. req.Host is the field's value but
+	// when it is empty (no field, or an empty one) or the target is
+	// absolute; then the field is looked up in the bytes it came in.
 	h2Upgrade := req.Method == "PRI" && len(req.Header) == 0 && req.URL.Path == "*" && req.Proto == "HTTP/2.0"
-	if req.ProtoAtLeast(1, 1) && req.Host == "" && !h2Upgrade && req.Method != "CONNECT" {
+	host, haveHost := req.Host, req.Host != ""
+	if req.Host == "" || req.URL.Host != "" {
+		if present, value, known := hostField(head); known {
+			host, haveHost = value, present
+		}
+	}
+	if req.ProtoAtLeast(1, 1) && !haveHost && !h2Upgrade && req.Method != "CONNECT" {
 		return nil, statusError{http.StatusBadRequest, "missing required Host header"}
 	}
-	if !httpguts.ValidHostHeader(req.Host) {
+	if haveHost && !httpguts.ValidHostHeader(host) {
 		return nil, statusError{http.StatusBadRequest, "malformed Host header"}
 	}
 	for k, vv := range req.Header {
@@ -249,6 +261,32 @@ func (c *conn) readRequest() (*response, error) {
 		return nil, errAnswered
 	}
 	return w, nil
+}
+
+// hostField finds the Host field in the header section at the start of
+// head: whether it is there and its value; known is false when head does
+// not hold the whole section (it was read in more than one go).
+func hostField(head []byte) (present bool, value string, known bool) {
+	first := true
+	for len(head) > 0 {
+		i := bytes.IndexByte(head, '\n')
+		if i < 0 {
+			return false, "", false
+		}
+		line := bytes.TrimSuffix(head[:i], []byte("\r"))
+		head = head[i+1:]
+		if first {
+			first = false
+			continue
+		}
+		if len(line) == 0 {
+			return present, value, true
+		}
+		if len(line) >= 5 && line[4] == ':' && strings.EqualFold(string(line[:4]), "host") {
+			present, value = true, strings.Trim(string(line[5:]), " \t")
+		}
+	}
+	return false, "", false
 }
 
 // supported is whether the request's version is one this server speaks:
@@ -301,15 +339,14 @@ func (c *conn) refuse(err error) {
 // commonNetReadError is whether err is the client going away or timing
 // out rather than a malformed request: nothing is answered then.
 func commonNetReadError(err error) bool {
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
+	if err == io.EOF {
 		return true
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		return true
 	}
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "read"
+	oe, ok := err.(*net.OpError)
+	return ok && oe.Op == "read"
 }
 
 // closeWriteAndWait half-closes the connection after a response that left

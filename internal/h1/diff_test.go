@@ -122,8 +122,15 @@ func exchange(t testing.TB, addr string, raw []byte) []byte {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	go func() { _, _ = c.Write(raw) }()
+	return exchangeRest(t, c, raw)
+}
+
+// exchangeRest reads what the server answers on c until it closes.
+func exchangeRest(t testing.TB, c net.Conn, raw []byte) []byte {
+	t.Helper()
+	addr := c.RemoteAddr().String()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	out, err := io.ReadAll(c)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

@@ -389,6 +389,10 @@ func (w *response) drain() {
 		return
 	}
 	switch {
+	case b.err == io.ErrUnexpectedEOF && w.req.ContentLength > 0:
+		// The client ended its side mid-body: nothing left to drain, and
+		// the next read ends the connection (net/http says nothing more).
+		return
 	case b.err != nil:
 		w.closeAfterReply = true
 		return
