@@ -440,11 +440,10 @@ func (c *conn) handOver() bool {
 		return true
 	}
 	for n := 1; ; n++ {
-		b, err := c.bufr.Peek(n)
-		if err != nil {
+		if _, err := c.bufr.Peek(n); err != nil {
 			return true // the request loop sees the error
 		}
-		b, _ = c.bufr.Peek(c.bufr.Buffered())
+		b, _ := c.bufr.Peek(c.bufr.Buffered())
 		if len(b) >= len(http2Preface) {
 			if string(b[:len(http2Preface)]) == http2Preface {
 				return c.toHTTP2(b)
