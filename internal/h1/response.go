@@ -108,41 +108,48 @@ func (w *response) writeContinue() {
 	_ = w.c.bufw.Flush()
 }
 
-func (w *response) Write(p []byte) (int, error) {
+func (w *response) Write(p []byte) (int, error) { return w.write(len(p), p, "") }
+
+// WriteString saves a handler's io.WriteString the copy to a []byte.
+func (w *response) WriteString(s string) (int, error) { return w.write(len(s), nil, s) }
+
+// write takes the body's next bytes, p or s: held while they fit with
+// what is held, else sent (the header first).
+func (w *response) write(n int, p []byte, s string) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if len(p) == 0 {
+	if n == 0 {
 		return 0, nil
 	}
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
-	w.written += int64(len(p))
+	w.written += int64(n)
 	if w.contentLength != -1 && w.written > w.contentLength {
 		return 0, http.ErrContentLength
 	}
-	if len(w.body)+len(p) <= cap(w.body) {
+	if len(w.body)+n > cap(w.body) {
+		if err := w.send(false); err != nil {
+			return 0, err
+		}
+		if n >= cap(w.body) {
+			if p == nil {
+				p = []byte(s)
+			}
+			w.writeBody(p)
+			if w.c.werr != nil {
+				return 0, w.c.werr
+			}
+			return n, nil
+		}
+	}
+	if p != nil {
 		w.body = append(w.body, p...)
-		return len(p), nil
+	} else {
+		w.body = append(w.body, s...)
 	}
-	if err := w.send(false); err != nil {
-		return 0, err
-	}
-	if len(p) < cap(w.body) {
-		w.body = append(w.body, p...)
-		return len(p), nil
-	}
-	w.writeBody(p)
-	if w.c.werr != nil {
-		return 0, w.c.werr
-	}
-	return len(p), nil
-}
-
-func (w *response) WriteString(s string) (int, error) {
-	// Through Write: the held buffer copies the bytes either way.
-	return w.Write([]byte(s))
+	return n, nil
 }
 
 // send writes the header if it has not gone out, then the held body.
@@ -246,7 +253,6 @@ func (w *response) reuse() bool {
 // fields that frame it, when they depend on that.
 func (w *response) writeHead() {
 	h := w.header
-	isHEAD := w.req.Method == "HEAD"
 	for _, v := range h["Trailer"] {
 		w.hasTrailers = true
 		w.declareTrailers(v)
@@ -281,7 +287,6 @@ func (w *response) writeHead() {
 	if w.haveConn && !hasToken(w.connField, "close") {
 		excl |= exConnection
 	}
-	_ = isHEAD
 
 	bw := w.c.bufw
 	writeStatusLine(bw, w.req.ProtoAtLeast(1, 1), w.status)

@@ -45,7 +45,7 @@ type Server struct {
 	// from the connection's start or the request's first byte; 0: none.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a kept-alive
-	// connection; 0: ReadHeaderTimeout.
+	// connection; 0: none.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and header fields (with
 	// net/http's 4 KiB of slack); 0: http.DefaultMaxHeaderBytes.
@@ -231,9 +231,4 @@ func (s *Server) maxHeaderBytes() int {
 	return http.DefaultMaxHeaderBytes
 }
 
-func (s *Server) idleTimeout() time.Duration {
-	if s.IdleTimeout != 0 {
-		return s.IdleTimeout
-	}
-	return s.ReadHeaderTimeout
-}
+func (s *Server) idleTimeout() time.Duration { return s.IdleTimeout }
