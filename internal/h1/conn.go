@@ -47,9 +47,10 @@ var (
 // conn is one connection and the requests it carries, served one after
 // another.
 type conn struct {
-	srv   *Server
-	nc    net.Conn
-	state atomic.Int32
+	srv     *Server
+	nc      net.Conn
+	state   atomic.Int32
+	started time.Time // accepted
 
 	remoteAddr string
 	tlsState   *tls.ConnectionState

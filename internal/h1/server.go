@@ -140,7 +140,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	if s.conns == nil {
 		s.conns = make(map[*conn]struct{})
 	}
-	c := &conn{srv: s, nc: nc}
+	c := &conn{srv: s, nc: nc, started: time.Now()}
 	c.state.Store(stateNew)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
@@ -203,13 +203,20 @@ func (s *Server) closeListeners() error {
 	return err
 }
 
+// newConnGrace is how long a connection that has sent nothing yet is
+// spared by Shutdown: its first request may be on its way (net/http's
+// figure).
+const newConnGrace = 5 * time.Second
+
 // closeIdle closes the connections waiting for a request and reports
 // whether none is left.
 func (s *Server) closeIdle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
 	for c := range s.conns {
-		if c.state.CompareAndSwap(stateIdle, stateClosed) || c.state.CompareAndSwap(stateNew, stateClosed) {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) ||
+			now.Sub(c.started) > newConnGrace && c.state.CompareAndSwap(stateNew, stateClosed) {
 			_ = c.nc.Close()
 		}
 	}
