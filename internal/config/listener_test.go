@@ -87,3 +87,21 @@ func TestListenerSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTP1EngineDefault: with no server.http1_engine, net/http's server
+// serves HTTP/1.x; the value given is kept as given.
+func TestHTTP1EngineDefault(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"server: {}\n":                           EngineNetHTTP,
+		"server: {http1_engine: gatehouse}\n":    EngineGatehouse,
+		"server: {http1_engine: \"net/http\"}\n": EngineNetHTTP,
+	} {
+		cfg, err := Parse([]byte(yaml), "t.yaml", testTypes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Server.HTTP1Engine != want {
+			t.Errorf("%q: server.http1_engine %q, want %q", yaml, cfg.Server.HTTP1Engine, want)
+		}
+	}
+}
