@@ -165,7 +165,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// goroutine, and closing it is a race only this loop can win.
 	wait := time.Millisecond
 	for {
-		if s.closeIdle() {
+		if s.closeIdle(time.Now()) {
 			return nil
 		}
 		t := time.NewTimer(wait)
@@ -208,12 +208,11 @@ func (s *Server) closeListeners() error {
 // figure).
 const newConnGrace = 5 * time.Second
 
-// closeIdle closes the connections waiting for a request and reports
-// whether none is left.
-func (s *Server) closeIdle() bool {
+// closeIdle closes the connections waiting for a request (at now) and
+// reports whether none is left.
+func (s *Server) closeIdle(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
 	for c := range s.conns {
 		if c.state.CompareAndSwap(stateIdle, stateClosed) ||
 			now.Sub(c.started) > newConnGrace && c.state.CompareAndSwap(stateNew, stateClosed) {

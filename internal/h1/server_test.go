@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"go/build"
 	"io"
 	"log"
 	"math/big"
@@ -383,4 +384,43 @@ func selfSigned(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k, Leaf: leaf}
+}
+
+// TestShutdownSparesNewConnections: a connection that has sent nothing
+// yet is left to bring its first request for newConnGrace; an idle one
+// is closed at once.
+func TestShutdownSparesNewConnections(t *testing.T) {
+	s := &Server{}
+	fresh, freshPeer := net.Pipe()
+	idle, idlePeer := net.Pipe()
+	defer freshPeer.Close()
+	defer idlePeer.Close()
+	cf, ci := s.newConn(fresh), s.newConn(idle)
+	ci.state.Store(stateIdle)
+	if s.closeIdle(cf.started.Add(time.Second)) {
+		t.Fatal("no connection left, yet one is new")
+	}
+	if cf.state.Load() != stateNew || ci.state.Load() != stateClosed {
+		t.Fatalf("states %d and %d, want the new one spared and the idle one closed", cf.state.Load(), ci.state.Load())
+	}
+	if _, err := idlePeer.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("idle connection: %v, want closed", err)
+	}
+	s.closeIdle(cf.started.Add(newConnGrace + time.Second))
+	if cf.state.Load() != stateClosed {
+		t.Error("a connection silent past the grace was not closed")
+	}
+}
+
+// TestImports: the engine knows nothing of gatehouse.
+func TestImports(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkg.Imports {
+		if strings.Contains(p, ".") && p != "golang.org/x/net/http/httpguts" || strings.HasPrefix(p, "gatehouse/") {
+			t.Errorf("imports %s: only the standard library and httpguts", p)
+		}
+	}
 }
