@@ -25,7 +25,6 @@ type response struct {
 	status        int
 	wroteHeader   bool  // WriteHeader ran (the status is fixed)
 	committed     bool  // the header is on its way to the client
-	handlerDone   bool  // the handler returned
 	contentLength int64 // from the handler's header or the whole body; -1: unknown
 	written       int64 // body bytes the handler wrote
 	chunking      bool
@@ -37,7 +36,8 @@ type response struct {
 	connField                                  string // Connection
 	handlerCL                                  bool   // a Content-Length
 	haveType, haveDate, haveEncoding, haveConn bool
-	body                                       []byte // held body bytes (the connection's buffer)
+
+	body []byte // held body bytes (the connection's buffer)
 
 	wants10KeepAlive  bool
 	wantsClose        bool
@@ -213,7 +213,6 @@ func (w *response) EnableFullDuplex() error {
 
 // finish ends the response once the handler has returned.
 func (w *response) finish() {
-	w.handlerDone = true
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
