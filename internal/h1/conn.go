@@ -115,7 +115,7 @@ func (c *conn) serve() {
 			return // closed by Shutdown
 		}
 		w, err := c.readRequest()
-		if c.srv.shutdown.Load() && err == nil && c.state.Load() == stateActive {
+		if c.srv.shutdown.Load() {
 			// As net/http: a request read while shutting down is not
 			// served; the client retries it elsewhere.
 			return
