@@ -98,7 +98,8 @@ lint:
 # from GATEHOUSE_TEST_HTTP1_ENGINE): plain and bad requests, streams and
 # hang-ups, limits and their headers and trailers, the SDKs, TLS, the
 # HTTP/2 hand-over, the listener's refusals and a graceful shutdown.
-# About 40 s under -race on a quiet machine.
+# 42-75 s under -race here (with TestLimitsExactRPMEmbedded, since dropped),
+# by the machine's load.
 ENGINE_E2E := TestBadInputGetsOpenAIErrors|TestClientDisconnectCancelsUpstream|TestTimeouts|TestStreamIsRelayedEventByEvent|TestSDKStreamOnEveryProvider|TestSDKChatCompletion|TestSDKEmbeddings|TestSDKModelsList|TestSDKErrors|TestLimitsCostHeaderAndStreamTrailer|TestLimitsAnthropicRefusalShape|TestLimitsHeadersOnRefusalsOnly|TestTLSListener|TestHTTP2CleartextAndTLS|TestH2COff|TestSmugglingIsRefusedAndTheConnectionClosed|TestOversizedHeadersAndBodies|TestSlowClientsAreCutOffWhileOthersAreServed|TestPipelinedRequestsAreAnsweredInOrder|TestUnknownRoutesAndMethodsAnswerInTheirDialect|TestProcessGracefulShutdownFinishesStreams
 
 # unit runs against real PostgreSQL and Redis servers (scripts/test-services),
