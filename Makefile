@@ -93,6 +93,15 @@ lint:
 	cd bench && $(GO) run $(STATICCHECK) ./...
 	cd $(CHARTTEST) && $(GO) run $(STATICCHECK) ./...
 
+# ENGINE_E2E are the end-to-end tests run a second time on the gateway's
+# own HTTP/1.x engine (server.http1_engine: gatehouse; the harness sets it
+# from GATEHOUSE_TEST_HTTP1_ENGINE): plain and bad requests, streams and
+# hang-ups, limits and their headers and trailers, the SDKs, TLS, the
+# HTTP/2 hand-over, the listener's refusals and a graceful shutdown.
+# 42-75 s under -race here (with TestLimitsExactRPMEmbedded, since dropped),
+# by the machine's load.
+ENGINE_E2E := TestBadInputGetsOpenAIErrors|TestClientDisconnectCancelsUpstream|TestTimeouts|TestStreamIsRelayedEventByEvent|TestSDKStreamOnEveryProvider|TestSDKChatCompletion|TestSDKEmbeddings|TestSDKModelsList|TestSDKErrors|TestLimitsCostHeaderAndStreamTrailer|TestLimitsAnthropicRefusalShape|TestLimitsHeadersOnRefusalsOnly|TestTLSListener|TestHTTP2CleartextAndTLS|TestH2COff|TestSmugglingIsRefusedAndTheConnectionClosed|TestOversizedHeadersAndBodies|TestSlowClientsAreCutOffWhileOthersAreServed|TestPipelinedRequestsAreAnsweredInOrder|TestUnknownRoutesAndMethodsAnswerInTheirDialect|TestProcessGracefulShutdownFinishesStreams
+
 # unit runs against real PostgreSQL and Redis servers (scripts/test-services),
 # started first and stopped on the way out, whether the tests pass or not. A
 # failed start fails here, with the servers' own error: the script's output is
@@ -103,6 +112,7 @@ unit: prereqs
 	eval "$$services"; \
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
+	GATEHOUSE_TEST_HTTP1_ENGINE=gatehouse $(GO) test -race -count=1 $(GOTESTFLAGS) -run '^($(ENGINE_E2E))$$' ./cmd/gatehouse/; \
 	(cd bench && $(GO) test -count=1 ./...); \
 	cd $(CHARTTEST) && $(GO) test -count=1 ./...
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -140,10 +141,16 @@ func launchGatewayOn(t testing.TB, path string, bare bool, wrap func(net.Listene
 // writers paced by p.
 func launchPacedGateway(t testing.TB, path string, bare bool, wrap func(net.Listener) net.Listener, p pacing) (gw *testGateway, stop func()) {
 	t.Helper()
+	if e := os.Getenv("GATEHOUSE_TEST_HTTP1_ENGINE"); e != "" {
+		useEngine(t, path, e)
+	}
 	types := providerTypes()
 	cfg, err := config.Load(path, types)
 	if err != nil {
 		t.Fatalf("config: %v", err)
+	}
+	if e := os.Getenv("GATEHOUSE_TEST_HTTP1_ENGINE"); e != "" && cfg.Server.HTTP1Engine != e {
+		t.Fatalf("GATEHOUSE_TEST_HTTP1_ENGINE=%s, but the config says server.http1_engine: %s", e, cfg.Server.HTTP1Engine)
 	}
 	logs := &syncBuffer{}
 	level := slog.LevelDebug
@@ -224,6 +231,48 @@ func (g *testGateway) logLine(t *testing.T, requestID string) string {
 		return false
 	})
 	return line
+}
+
+// useEngine sets server.http1_engine to engine in the config file at
+// path, unless the file sets it: GATEHOUSE_TEST_HTTP1_ENGINE=gatehouse
+// runs the end-to-end tests on the gateway's own HTTP/1.x engine
+// (make test runs a set of them so).
+func useEngine(t testing.TB, path, engine string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(b)
+	if strings.Contains(y, "http1_engine:") {
+		return
+	}
+	lines := strings.Split(y, "\n")
+	found := false
+	for i, l := range lines {
+		rest, ok := strings.CutPrefix(l, "server:")
+		if !ok {
+			continue
+		}
+		found = true
+		if flow, ok := strings.CutPrefix(strings.TrimSpace(rest), "{"); ok {
+			lines[i] = "server: {http1_engine: " + engine + ", " + flow
+			break
+		}
+		indent := "  "
+		if i+1 < len(lines) {
+			indent = lines[i+1][:len(lines[i+1])-len(strings.TrimLeft(lines[i+1], " "))]
+		}
+		lines = slices.Insert(lines, i+1, indent+"http1_engine: "+engine)
+		break
+	}
+	y = strings.Join(lines, "\n")
+	if !found {
+		y += "\nserver: {http1_engine: " + engine + "}\n"
+	}
+	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // withTestStorage keeps a test gateway's SQLite file and usage spill

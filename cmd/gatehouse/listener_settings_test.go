@@ -34,6 +34,7 @@ func TestListenerSettingsChanged(t *testing.T) {
 		"shutdown_grace":      func(c *config.Config) { c.Server.ShutdownGrace = config.Duration(2 * time.Second) },
 		"max_header_bytes":    func(c *config.Config) { c.Server.MaxHeaderBytes = 64 << 10 },
 		"h2c":                 func(c *config.Config) { c.Server.H2C = &off },
+		"http1_engine":        func(c *config.Config) { c.Server.HTTP1Engine = config.EngineGatehouse },
 		"tls files":           func(c *config.Config) { c.Server.TLS = &config.TLS{CertFile: "other.pem", KeyFile: "k.pem"} },
 		"tls off":             func(c *config.Config) { c.Server.TLS = nil },
 	} {

@@ -73,6 +73,10 @@ const (
 	benchSpendEvery = benchRate * 250 / 1000
 )
 
+// engineGatehouse is the config that serves HTTP/1.x with the gateway's
+// own engine (internal/h1).
+const engineGatehouse = "server: {http1_engine: gatehouse}\n"
+
 // BenchmarkRequestPath is one chat completion through the whole gateway
 // (real HTTP in and out, on loopback, mockllm upstream), with a key that
 // has no limits ("nolimits"), with one that has rpm, tpm and a budget
@@ -86,7 +90,9 @@ const (
 // the test services), the limited key in cluster mode without and with
 // leases ("cluster-limits", "cluster-lease"; these report the Redis
 // commands a request costs, redis-cmds/op), through
-// gatehouse serve --bare ("bare": no auth, log or limits), through
+// gatehouse serve --bare ("bare": no auth, log or limits), "bare" and
+// "limits" through the gateway's own HTTP/1.x engine ("bare-h1",
+// "limits-h1"), through
 // net/http/httputil's ReverseProxy alone ("plainproxy", as
 // bench/cmd/plainproxy serves it) and with no proxy at all ("direct"). The
 // differences are what admission control costs a request, how much of it
@@ -137,6 +143,10 @@ func BenchmarkRequestPath(b *testing.B) {
 		// The exact cache: every timed request a hit; and every one a
 		// miss (a TTL of 0 keeps nothing), the upstream path plus the
 		// lookup.
+		// bare and limits served by the gateway's own HTTP/1.x engine
+		// (server.http1_engine: gatehouse) instead of net/http's server.
+		{"bare-h1", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", engineGatehouse, false, true, [2]string{}, ""},
+		{"limits-h1", "gh-bench-limited", limited, engineGatehouse, true, false, [2]string{}, ""},
 		{"cache-hit", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cache: {exact: {enabled: true}}\n",
 			false, false, [2]string{}, "hit"},
 		{"cache-miss", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cache: {exact: {enabled: true}}\n",

@@ -80,6 +80,9 @@ func startProcessWith(t *testing.T, bin, yaml string, env []string) (*process, s
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if e := os.Getenv("GATEHOUSE_TEST_HTTP1_ENGINE"); e != "" {
+		useEngine(t, path, e)
+	}
 	cmd := exec.Command(bin, "serve", "--config", path)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)

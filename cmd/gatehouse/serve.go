@@ -19,6 +19,7 @@ import (
 	"gatehouse/internal/certfile"
 	"gatehouse/internal/config"
 	"gatehouse/internal/framing"
+	"gatehouse/internal/h1"
 	"gatehouse/internal/metrics"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/server"
@@ -58,13 +59,15 @@ type listenerSettings struct {
 	shutdownGrace                      config.Duration
 	maxHeaderBytes                     int64
 	h2c                                bool
+	http1Engine                        string
 	tls                                config.TLS // zero: plain HTTP
 }
 
 func listenerOf(cfg *config.Config) listenerSettings {
 	s := cfg.Server
 	l := listenerSettings{listen: cfg.Listen, readHeaderTimeout: s.ReadHeaderTimeout, bodyReadTimeout: s.BodyReadTimeout,
-		shutdownGrace: s.ShutdownGrace, maxHeaderBytes: s.MaxHeaderBytes, h2c: s.H2C == nil || *s.H2C}
+		shutdownGrace: s.ShutdownGrace, maxHeaderBytes: s.MaxHeaderBytes, h2c: s.H2C == nil || *s.H2C,
+		http1Engine: s.HTTP1Engine}
 	if s.TLS != nil {
 		l.tls = *s.TLS
 	}
@@ -231,7 +234,19 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	go g.watch(watchCtx, cfg, hup)
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	// With server.http1_engine: gatehouse, the gateway's own server takes
+	// every connection and hands the HTTP/2 ones to net/http's.
+	var engine *h1.Server
+	if cfg.Server.HTTP1Engine == config.EngineGatehouse {
+		handoff := h1.NewHandoff(ln.Addr())
+		engine = &h1.Server{Handler: hs.Handler, ReadHeaderTimeout: hs.ReadHeaderTimeout, IdleTimeout: hs.IdleTimeout,
+			MaxHeaderBytes: hs.MaxHeaderBytes, ConnContext: framing.ConnContext, ErrorLog: hs.ErrorLog,
+			HTTP2: handoff.Put, H2C: hs.Protocols.UnencryptedHTTP2()}
+		go func() { _ = hs.Serve(handoff) }()
+		go func() { serveErr <- engine.Serve(ln) }()
+	} else {
+		go func() { serveErr <- hs.Serve(ln) }()
+	}
 	mode := "gateway"
 	if g.bare {
 		mode = "bare proxy"
@@ -256,9 +271,22 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	g.srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
+	shutdown := make(chan error, 1)
+	if engine != nil {
+		go func() { shutdown <- engine.Shutdown(sctx) }()
+	} else {
+		shutdown <- nil
+	}
+	err := hs.Shutdown(sctx)
+	if e := <-shutdown; err == nil {
+		err = e
+	}
+	if err != nil {
 		g.log.Warn("grace period over: closing remaining connections", "error", err.Error())
 		_ = hs.Close()
+		if engine != nil {
+			_ = engine.Close()
+		}
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

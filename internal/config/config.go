@@ -108,7 +108,18 @@ type Server struct {
 	// TLS serves HTTPS (HTTP/2 and HTTP/1.1) instead of plain HTTP; see
 	// listener.go.
 	TLS *TLS `yaml:"tls"`
+	// HTTP1Engine is what serves HTTP/1.x connections: "net/http" (the
+	// standard library's server, the default) or "gatehouse" (the
+	// gateway's own, internal/h1: it writes a response's header fields
+	// for less work). HTTP/2 is net/http's either way.
+	HTTP1Engine string `yaml:"http1_engine"`
 }
+
+// The values of server.http1_engine.
+const (
+	EngineNetHTTP   = "net/http"
+	EngineGatehouse = "gatehouse"
+)
 
 // Timeouts bound one upstream call. A zero field inherits: model → top
 // level → built-in default (see Model.EffectiveTimeouts).

@@ -19,7 +19,7 @@ func defaultsOnly() *Config {
 	return &Config{
 		Listen:   DefaultListen,
 		Storage:  Storage{SQLite: DefaultSQLite},
-		Server:   Server{MaxBodyBytes: DefaultMaxBodyBytes, ShutdownGrace: DefaultShutdownGrace, ReadHeaderTimeout: DefaultReadHeaderTimeout, H2C: ptr(true), MaxHeaderBytes: DefaultMaxHeaderBytes, BodyReadTimeout: DefaultBodyReadTimeout},
+		Server:   Server{MaxBodyBytes: DefaultMaxBodyBytes, ShutdownGrace: DefaultShutdownGrace, ReadHeaderTimeout: DefaultReadHeaderTimeout, H2C: ptr(true), MaxHeaderBytes: DefaultMaxHeaderBytes, BodyReadTimeout: DefaultBodyReadTimeout, HTTP1Engine: EngineNetHTTP},
 		Timeouts: Timeouts{Connect: DefaultConnectTimeout, FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout, Total: DefaultTotalTimeout},
 		Log:      Log{Level: DefaultLogLevel, Requests: ptr(true)},
 		Cache:    Cache{Exact: ExactCache{TTL: DefaultExactCacheTTL, MaxBytes: DefaultExactCacheBytes}, Semantic: SemanticCache{Threshold: DefaultSemanticThreshold, Timeout: DefaultSemanticTimeout, MaxEntries: DefaultSemanticEntries}},
@@ -105,7 +105,7 @@ func TestLoadEveryField(t *testing.T) {
 			Redis:    "rediss://:redis-pw-secret@redis.internal:6380/1",
 			Postgres: "postgres://gh:pg-pw-secret@pg.internal:5432/gh?sslmode=require",
 		},
-		Server:   Server{MaxBodyBytes: 512 << 10, ShutdownGrace: secs(60), ReadHeaderTimeout: secs(5), H2C: ptr(false), MaxHeaderBytes: DefaultMaxHeaderBytes, BodyReadTimeout: DefaultBodyReadTimeout},
+		Server:   Server{MaxBodyBytes: 512 << 10, ShutdownGrace: secs(60), ReadHeaderTimeout: secs(5), H2C: ptr(false), MaxHeaderBytes: DefaultMaxHeaderBytes, BodyReadTimeout: DefaultBodyReadTimeout, HTTP1Engine: EngineGatehouse},
 		Timeouts: Timeouts{Connect: secs(3), FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout, Total: secs(1800)},
 		Log:      Log{Level: "debug", Requests: ptr(false)},
 		Providers: []Provider{

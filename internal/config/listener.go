@@ -23,6 +23,7 @@ func (c *checker) listener(s Server) {
 		c.errorf("server.max_header_bytes", "must be at least 4KiB")
 	}
 	c.nonNegative("server.body_read_timeout", float64(s.BodyReadTimeout))
+	c.enum("server.http1_engine", s.HTTP1Engine, []string{EngineNetHTTP, EngineGatehouse}, "HTTP/1.x engine")
 	if t := s.TLS; t != nil {
 		switch {
 		case t.CertFile == "" && t.KeyFile == "":
@@ -56,5 +57,8 @@ func listenerDefaults(s *Server) {
 	}
 	if s.BodyReadTimeout == 0 {
 		s.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if s.HTTP1Engine == "" {
+		s.HTTP1Engine = EngineNetHTTP
 	}
 }

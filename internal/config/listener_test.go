@@ -63,6 +63,10 @@ func TestListenerSettings(t *testing.T) {
 		{"header limit", "server:\n  max_header_bytes: 64KiB\n", "", ""},
 		{"header limit too small", "server:\n  max_header_bytes: 1000\n", "server.max_header_bytes", "at least 4KiB"},
 		{"body timeout negative", "server:\n  body_read_timeout: -1s\n", "server.body_read_timeout", "must not be negative"},
+		{"engine net/http", "server:\n  http1_engine: net/http\n", "", ""},
+		{"engine gatehouse", "server:\n  http1_engine: gatehouse\n", "", ""},
+		{"engine unknown", "server:\n  http1_engine: fasthttp\n", "server.http1_engine", `unknown HTTP/1.x engine "fasthttp"`},
+		{"engine wrong case", "server:\n  http1_engine: Gatehouse\n", "server.http1_engine", "want one of"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +75,7 @@ func TestListenerSettings(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cfg.Server.MaxHeaderBytes < smallestHeaderLimit || cfg.Server.BodyReadTimeout <= 0 {
+				if cfg.Server.MaxHeaderBytes < smallestHeaderLimit || cfg.Server.BodyReadTimeout <= 0 || cfg.Server.HTTP1Engine == "" {
 					t.Errorf("defaults not applied: %+v", cfg.Server)
 				}
 				return
@@ -81,5 +85,23 @@ func TestListenerSettings(t *testing.T) {
 				t.Errorf("got %v, want %s: …%s…", fe, tt.field, tt.inMsg)
 			}
 		})
+	}
+}
+
+// TestHTTP1EngineDefault: with no server.http1_engine, net/http's server
+// serves HTTP/1.x; the value given is kept as given.
+func TestHTTP1EngineDefault(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"server: {}\n":                           EngineNetHTTP,
+		"server: {http1_engine: gatehouse}\n":    EngineGatehouse,
+		"server: {http1_engine: \"net/http\"}\n": EngineNetHTTP,
+	} {
+		cfg, err := Parse([]byte(yaml), "t.yaml", testTypes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Server.HTTP1Engine != want {
+			t.Errorf("%q: server.http1_engine %q, want %q", yaml, cfg.Server.HTTP1Engine, want)
+		}
 	}
 }
