@@ -106,12 +106,15 @@ ENGINE_E2E := TestBadInputGetsOpenAIErrors|TestClientDisconnectCancelsUpstream|T
 # started first and stopped on the way out, whether the tests pass or not. A
 # failed start fails here, with the servers' own error: the script's output is
 # captured before it is evaluated (eval "$$(…)" would ignore its status).
+# cmd/gatehouse's tests take 7-8 minutes under -race on an idle 2-core
+# machine, close to go test's default 10-minute limit for one package:
+# -timeout 20m keeps a busy machine from turning that into a failure.
 unit: prereqs
 	@set -e; services=$$(GO='$(GO)' $(CURDIR)/scripts/test-services start) || \
 		{ echo "make: the test services did not start: scripts/test-services said why above" >&2; exit 1; }; \
 	eval "$$services"; \
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
-	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...; \
+	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...; \
 	GATEHOUSE_TEST_HTTP1_ENGINE=gatehouse $(GO) test -race -count=1 $(GOTESTFLAGS) -run '^($(ENGINE_E2E))$$' ./cmd/gatehouse/; \
 	(cd bench && $(GO) test -count=1 ./...); \
 	cd $(CHARTTEST) && $(GO) test -count=1 ./...

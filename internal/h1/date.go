@@ -2,7 +2,6 @@ package h1
 
 import (
 	"net/http"
-	"sync/atomic"
 	"time"
 )
 
@@ -12,18 +11,16 @@ type dateLine struct {
 	b   []byte
 }
 
-var cachedDate atomic.Pointer[dateLine]
-
 // date is the Date field's value for now, formatted once a second and
-// shared by every response of that second (the field has a resolution of
-// one second anyway).
-func date() []byte {
+// shared by every response of that second on the server (the field has a
+// resolution of one second anyway).
+func (s *Server) dateValue() []byte {
 	now := time.Now()
 	sec := now.Unix()
-	if d := cachedDate.Load(); d != nil && d.sec == sec {
+	if d := s.date.Load(); d != nil && d.sec == sec {
 		return d.b
 	}
 	d := &dateLine{sec: sec, b: now.UTC().AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)}
-	cachedDate.Store(d)
+	s.date.Store(d)
 	return d.b
 }

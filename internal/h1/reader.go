@@ -30,10 +30,6 @@ type connReader struct {
 	cancel context.CancelFunc // the running request's, for a client that goes away
 }
 
-// aLongTimeAgo is a deadline in the past: setting it ends a pending read
-// at once.
-var aLongTimeAgo = time.Unix(1, 0)
-
 func (r *connReader) setReadLimit(n int64) { r.remain = n }
 
 func (r *connReader) hitReadLimit() bool { return r.remain == 0 }
@@ -139,7 +135,7 @@ func (r *connReader) abortPendingRead() {
 		return
 	}
 	r.aborted = true
-	_ = r.c.nc.SetReadDeadline(aLongTimeAgo)
+	_ = r.c.nc.SetReadDeadline(time.Unix(1, 0)) // a deadline in the past ends the pending read at once
 	for r.inRead {
 		r.cond.Wait()
 	}

@@ -378,7 +378,7 @@ func (w *response) commit(final bool) {
 	}
 	if !w.haveDate {
 		_, _ = bw.WriteString("Date: ")
-		_, _ = bw.Write(date())
+		_, _ = bw.Write(w.c.srv.dateValue())
 		_, _ = bw.WriteString("\r\n")
 	}
 	_, _ = bw.WriteString("\r\n")

@@ -69,16 +69,14 @@ type Server struct {
 	conns     map[*conn]struct{}
 	shutdown  atomic.Bool
 	connWG    sync.WaitGroup
+	date      atomic.Pointer[dateLine] // the Date field's value for the current second
 }
-
-// ErrServerClosed is what Serve returns after Shutdown or Close.
-var ErrServerClosed = http.ErrServerClosed
 
 // Serve accepts connections on ln and serves each in a goroutine of its
 // own until ln fails or the server is shut down.
 func (s *Server) Serve(ln net.Listener) error {
 	if !s.track(&ln, true) {
-		return ErrServerClosed
+		return http.ErrServerClosed
 	}
 	defer s.track(&ln, false)
 	var backoff time.Duration
@@ -86,7 +84,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		c, err := ln.Accept()
 		if err != nil {
 			if s.shutdown.Load() {
-				return ErrServerClosed
+				return http.ErrServerClosed
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
