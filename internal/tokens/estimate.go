@@ -78,6 +78,9 @@ const (
 	// punctPerToken is the ASCII punctuation one token covers in a run
 	// ("});", "\":\"" are single tokens).
 	punctPerToken = 2
+	// digitsPerToken is the digits of a group (o200k splits numbers
+	// into groups of up to three).
+	digitsPerToken = 3
 	// punctPrefix is what a punctuation mark costs when it starts a word
 	// piece ("(ctx", ".Lock", "\"name"): often merged, often not.
 	punctPrefix = 500
@@ -154,64 +157,6 @@ func (e *est) feed(c uint8, w int) {
 	}
 }
 
-// spaceWord starts the commonest piece of prose, a space and an ASCII
-// letter (" the", " The"), as feeding the two would: the open piece
-// closes, the space joins the word as its prefix and costs nothing. It
-// returns 1, the letter taken; the caller takes the lower-case run after.
-func (e *est) spaceWord(letter byte) int {
-	e.close()
-	e.cls = clsLower
-	e.run = 1
-	e.lower = letter >= 'a'
-	return 1
-}
-
-func asciiLetter(c byte) bool { return c-'a' < 26 || c-'A' < 26 }
-
-// lowerRun takes the lower-case ASCII letters that start s into the open
-// word, as feeding them one by one would, and returns how many it took.
-// While the open word is plain ASCII and what follows is more " word"
-// pieces of lower-case letters (most of English prose), it closes each
-// word and opens the next in the same tight loop, with the arithmetic of
-// close inlined: that loop is most of what the estimate costs a request.
-func lowerRun[T string | []byte](e *est, s T) int {
-	n := 0
-	for n < len(s) && s[n]-'a' < 26 {
-		n++
-	}
-	if n > 0 {
-		e.run += n
-		e.lower = true
-	}
-	if e.wide != 0 {
-		return n
-	}
-	if n+1 >= len(s) || s[n] != ' ' || s[n+1]-'a' >= 26 {
-		return n
-	}
-	done, run := e.n, e.run
-	for n+1 < len(s) && s[n] == ' ' && s[n+1]-'a' < 26 {
-		done += wordTokens(run)
-		start := n + 1
-		n = start + 1
-		for n < len(s) && s[n]-'a' < 26 {
-			n++
-		}
-		run = n - start
-	}
-	e.n, e.run, e.lower = done, run, true
-	return n
-}
-
-// wordTokens is what close adds for a word of run ASCII letters.
-func wordTokens(run int) int {
-	t := milli
-	if run > wordFree {
-		t += (run - wordFree + wordPerToken - 1) / wordPerToken * milli
-	}
-	return t
-}
-
 func (e *est) addLetter(c uint8, w int) {
 	if w > 0 {
 		e.wide += w
@@ -263,7 +208,7 @@ func (e *est) close() {
 		}
 		e.n += max(t, milli)
 	case clsDigit:
-		e.n += (e.run+2)/3*milli + e.wide
+		e.n += (e.run+digitsPerToken-1)/digitsPerToken*milli + e.wide
 	case clsSpace:
 		if e.nl {
 			e.n += milli
@@ -331,28 +276,22 @@ func letterCase(r rune) uint8 {
 	return clsLower
 }
 
-// asciiStep feeds the ASCII character s[i], with the runs the fast
-// paths take after it, and returns the index after them.
-func asciiStep[T string | []byte](e *est, s T, i int) int {
-	c := s[i]
-	if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
-		i += 1 + e.spaceWord(s[i+1])
-		return i + lowerRun(e, s[i:])
-	}
-	e.feed(asciiClass[c], 0)
-	i++
-	if e.cls == clsLower {
-		i += lowerRun(e, s[i:])
-	}
-	return i
-}
-
-// text feeds s.
+// text feeds s: its ASCII stretches through the automaton (scan.go),
+// other characters through feed.
 func (e *est) text(s string) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			i = asciiStep(e, s, i)
+			if row, v, ok := e.enter(); ok {
+				j, row, h := scanASCII(s, i, row)
+				e.leave(row, v+h*halfToken)
+				if j > i {
+					i = j
+					continue
+				}
+			}
+			e.feed(asciiClass[c], 0)
+			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -363,7 +302,9 @@ func (e *est) text(s string) {
 }
 
 // jsonString feeds the text of a raw JSON string (quotes included),
-// decoding escapes as it goes. raw has been validated by the scanner.
+// decoding escapes as it goes: ASCII and the escapes of one ASCII
+// character through the automaton, the rest through feed. raw has been
+// validated by the scanner.
 func (e *est) jsonString(raw []byte) {
 	if len(raw) < 2 {
 		return
@@ -371,6 +312,16 @@ func (e *est) jsonString(raw []byte) {
 	s := raw[1 : len(raw)-1]
 	for i := 0; i < len(s); {
 		c := s[i]
+		if c < utf8.RuneSelf {
+			if row, v, ok := e.enter(); ok {
+				j, row, h := jsonASCII(s, i, row)
+				e.leave(row, v+h*halfToken)
+				if j > i {
+					i = j
+					continue
+				}
+			}
+		}
 		if c == '\\' && i+1 < len(s) {
 			i += 2
 			switch s[i-1] {
@@ -405,7 +356,8 @@ func (e *est) jsonString(raw []byte) {
 			continue
 		}
 		if c < utf8.RuneSelf {
-			i = asciiStep(e, s, i)
+			e.feed(asciiClass[c], 0)
+			i++
 			continue
 		}
 		r, size := utf8.DecodeRune(s[i:])
