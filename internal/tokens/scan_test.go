@@ -1,0 +1,138 @@
+package tokens
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"gatehouse/internal/llm"
+)
+
+// escapeAll writes s as a JSON string with every character escaped as
+// \uXXXX (surrogate pairs outside the BMP) and / as \/: the escapes
+// jsonString decodes itself, on every character.
+func escapeAll(s string) []byte {
+	b := []byte{'"'}
+	for _, r := range s {
+		switch {
+		case r == '/':
+			b = append(b, `\/`...)
+		case r >= 0x10000:
+			r -= 0x10000
+			b = fmt.Appendf(b, `\u%04x\u%04X`, 0xD800+(r>>10), 0xDC00+(r&0x3FF))
+		default:
+			b = fmt.Appendf(b, `\u%04x`, r)
+		}
+	}
+	return append(b, '"')
+}
+
+// encodings are the ways a text reaches the estimate: as itself, and as
+// JSON strings the way gatehouse, encoding/json (which escapes <, >, &
+// and invalid UTF-8) and a client escaping everything write it.
+func encodings(t *testing.T, s string) [][]byte {
+	t.Helper()
+	std, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [][]byte{llm.AppendQuote(nil, s), std, escapeAll(s)}
+}
+
+// checkSame fails unless the estimator equals the reference on s, read
+// directly and through each JSON encoding of it.
+func checkSame(t *testing.T, s string) {
+	t.Helper()
+	if got, want := EstimateText(s), refEstimateText(s); got != want {
+		t.Fatalf("EstimateText(%q) = %d, reference %d", s, got, want)
+	}
+	for _, raw := range encodings(t, s) {
+		if got, want := stringTokens(raw), refStringTokens(raw); got != want {
+			t.Fatalf("stringTokens(%s) = %d, reference %d", raw, got, want)
+		}
+	}
+}
+
+// TestEstimateEqualsReference: the estimate with its automaton is, on
+// every sample of the corpus and on random mixes of the pieces text is
+// made of, exactly the estimate as it was (reference_test.go), so that
+// no reservation moves with the speed-up.
+func TestEstimateEqualsReference(t *testing.T) {
+	for _, s := range corpus() {
+		checkSame(t, s)
+		for _, n := range []int{1, 7, 8, 9, 63, 300} { // every cut of the eight-byte blocks
+			for i := 0; i+n <= len(s); i += 97 {
+				checkSame(t, strings.ToValidUTF8(s[i:i+n], ""))
+			}
+		}
+	}
+	pieces := []string{" ", "  ", "   ", "\n", "\r\n", "\t", " \n ", "a", "the", "word", "Word", "WORD", "supercalifragilistic",
+		"internationalization", "x", ".", ",", "(", ")", "\"", "\\", "/", "<", "&", "1", "12", "12345", "1234567890", "é", "naïve",
+		"Ünïcödé", "日本", "Привет", "A", "camelCase", "XMLHttp", "-", "__", "...", "\u2028", "\u0085", "😀", "\x00", "\x7f"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 30000 {
+		var b strings.Builder
+		for range rng.IntN(24) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		checkSame(t, b.String())
+	}
+}
+
+// TestEstimateChatEqualsReference: whole requests, with tools, images and
+// tool calls, estimate as before.
+func TestEstimateChatEqualsReference(t *testing.T) {
+	text := func(s string) []llm.Part { return []llm.Part{{Type: llm.PartText, Text: s}} }
+	var ps []*llm.ChatParams
+	for _, s := range corpus() {
+		ps = append(ps, &llm.ChatParams{Model: "m", Messages: []llm.Message{{Role: "system", Content: text("Be brief.")}, {Role: "user", Content: text(s)}}})
+	}
+	ps = append(ps, &llm.ChatParams{Model: "m", Messages: []llm.Message{
+		{Role: "user", Content: []llm.Part{{Type: llm.PartText, Text: "What is this?"}, {Type: llm.PartImageURL, ImageURL: "data:image/png;base64,AAAA"}}},
+		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "c1", Name: "get_weather", Arguments: `{"city":"Zürich","note":"a \"quoted\"\nline"}`}}},
+		{Role: "tool", ToolCallID: "c1", Content: text(`{"temp":21,"sky":"clear"}`)},
+	}, Tools: []llm.Tool{{Name: "get_weather", Description: "Current weather for a city, by name.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","description":"e.g. \"Paris\" — or 東京"}},"required":["city"]}`)}}})
+	for _, p := range ps {
+		r := chatBody(t, p)
+		if got, want := EstimateChat(r.Messages, r.Tools), refEstimateChat(r.Messages, r.Tools); got != want {
+			t.Fatalf("EstimateChat(%s, %s) = %d, reference %d", r.Messages, r.Tools, got, want)
+		}
+		if got, want := rawTokens(r.Tools), refRawTokens(r.Tools); got != want {
+			t.Fatalf("rawTokens(%s) = %d, reference %d", r.Tools, got, want)
+		}
+	}
+}
+
+// FuzzEstimateEqualsReference: on any text, and on any bytes taken as
+// the body of a JSON string (escapes cut short, invalid UTF-8 and all),
+// the estimate equals the reference.
+func FuzzEstimateEqualsReference(f *testing.F) {
+	for _, s := range []string{"", "the quick brown fox", "  camelCase\n\tfoo_bar(x) 12345", "naïve 日本 😀 \u2028 end",
+		prose[:200], code[:200], `a\"b\\c\/d\u00e9\ud83d\ude00\u12`, "tail\\", "\xff\\\xc3x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := EstimateText(s), refEstimateText(s); got != want {
+			t.Fatalf("EstimateText(%q) = %d, reference %d", s, got, want)
+		}
+		raw := []byte(`"` + s + `"`)
+		if got, want := stringTokens(raw), refStringTokens(raw); got != want {
+			t.Fatalf("stringTokens(%q) = %d, reference %d", raw, got, want)
+		}
+		if got, want := rawTokens([]byte(s)), refRawTokens([]byte(s)); got != want {
+			t.Fatalf("rawTokens(%q) = %d, reference %d", s, got, want)
+		}
+		if !utf8.ValidString(s) {
+			return
+		}
+		for _, raw := range encodings(t, s) {
+			if got, want := stringTokens(raw), refStringTokens(raw); got != want {
+				t.Fatalf("stringTokens(%s) = %d, reference %d", raw, got, want)
+			}
+		}
+	})
+}
