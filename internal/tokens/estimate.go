@@ -283,12 +283,10 @@ func (e *est) text(s string) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if row, v, ok := e.enter(); ok {
-				j, row, h := scanASCII(s, i, row)
+				j, row, h := textASCII(s, i, row)
 				e.leave(row, v+h*halfToken)
-				if j > i {
-					i = j
-					continue
-				}
+				i = j
+				continue
 			}
 			e.feed(asciiClass[c], 0)
 			i++
@@ -301,25 +299,45 @@ func (e *est) text(s string) {
 	}
 }
 
-// jsonString feeds the text of a raw JSON string (quotes included),
-// decoding escapes as it goes: ASCII and the escapes of one ASCII
-// character through the automaton, the rest through feed. raw has been
-// validated by the scanner.
+// jsonString feeds the text of a raw JSON string (quotes included).
+// raw has been validated by the scanner.
 func (e *est) jsonString(raw []byte) {
 	if len(raw) < 2 {
 		return
 	}
-	s := raw[1 : len(raw)-1]
+	e.jsonBody(raw[1:len(raw)-1], false)
+}
+
+// jsonStringAt feeds the JSON string that opens at b[i] and returns the
+// index after it: the estimate finds the string's end as it reads it, so
+// the walk of a request need not look for it first. b has been validated
+// by the scanner; a string cut short ends at len(b).
+func (e *est) jsonStringAt(b []byte, i int) int {
+	j := i + 1 + e.jsonBody(b[i+1:], true)
+	if j < len(b) {
+		j++ // the closing quote
+	}
+	return j
+}
+
+// jsonBody feeds the body of a JSON string, decoding escapes as it goes:
+// ASCII and the escapes of one ASCII character through the automaton,
+// the rest through feed. It stops at the end of s or, when closing is
+// set, at the closing quote (one not escaped), and returns where.
+func (e *est) jsonBody(s []byte, closing bool) int {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if row, v, ok := e.enter(); ok {
-				j, row, h := jsonASCII(s, i, row)
+				j, row, h := jsonASCII(s, i, row, closing)
 				e.leave(row, v+h*halfToken)
 				if j > i {
 					i = j
 					continue
 				}
+			}
+			if c == '"' && closing {
+				return i
 			}
 		}
 		if c == '\\' && i+1 < len(s) {
@@ -365,6 +383,7 @@ func (e *est) jsonString(raw []byte) {
 		cls, w := runeClass(r)
 		e.feed(cls, w)
 	}
+	return len(s)
 }
 
 func hex4(b []byte) rune {

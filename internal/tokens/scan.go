@@ -52,7 +52,8 @@ const (
 
 // nextRow and halves are the automaton: for state s and byte c, at
 // s<<8|c, the next state's row (s'<<8) and the half-tokens the byte adds
-// (plus stepBias); a backslash or a non-ASCII byte leads to stopRow. Two
+// (plus stepBias); a backslash, a quote or a non-ASCII byte leads to
+// stopRow (an escape to decode, a JSON string's end). Two
 // tables rather than one of pairs: a step then is two loads and no
 // unpacking. The size is a power of two so that an index is masked, not
 // bounds-checked.
@@ -88,7 +89,7 @@ func init() {
 		for c := utf8.RuneSelf; c < 1<<stateShift; c++ {
 			nextRow[s<<stateShift|c] = stopRow
 		}
-		nextRow[s<<stateShift|'\\'] = stopRow
+		nextRow[s<<stateShift|'\\'], nextRow[s<<stateShift|'"'] = stopRow, stopRow
 	}
 	for c := range 1 << stateShift {
 		nextRow[stopRow|c] = stopRow
@@ -188,8 +189,8 @@ func step(row uint, c byte) (uint, uint) {
 }
 
 // scanASCII runs the automaton over s from i, from row, up to the end or
-// to the first byte it does not read: a non-ASCII one, or a backslash
-// (in a JSON string an escape to decode, in text a mark feed takes). It
+// to the first byte it does not read: a non-ASCII one, a backslash or a
+// quote. It
 // returns where it stopped, the row reached and the half-tokens added.
 // Such a byte leads to stopRow and stays there, so eight bytes at a time
 // are stepped through with no test, and only the eight that reach it are
@@ -241,31 +242,64 @@ var escapeByte = func() (t [256]byte) {
 	t['n'], t['r'] = '\n', '\n'
 	t['t'], t['b'], t['f'] = ' ', ' ', ' '
 	t['u'] = 0
-	t['\\'] = '/' // a backslash would stop the automaton; a slash is punctuation too
+	// A backslash or a quote would stop the automaton; a slash is
+	// punctuation too.
+	t['\\'], t['"'] = '/', '/'
 	return t
 }()
 
-// jsonASCII runs the automaton over the body of a JSON string from i,
-// decoding the escapes that stand for one ASCII character, up to the end
-// or to what only feed can take (a non-ASCII character, \u, a final
-// backslash); it returns where it stopped, the row reached and the
-// half-tokens added.
-func jsonASCII(s []byte, i int, row uint) (int, uint, int) {
+// punctStand is the byte stepped for a backslash or a quote that is
+// text, not JSON syntax: those two stop the automaton, and a slash is
+// punctuation as they are.
+const punctStand = '/'
+
+// textASCII runs the automaton over text from i up to the end or to a
+// non-ASCII character; it returns where it stopped, the row reached and
+// the half-tokens added.
+func textASCII(s string, i int, row uint) (int, uint, int) {
 	h := 0
 	for {
 		var add int
 		i, row, add = scanASCII(s, i, row)
 		h += add
-		if i+1 >= len(s) || s[i] != '\\' {
+		if i >= len(s) || s[i] >= utf8.RuneSelf {
 			return i, row, h
 		}
-		c := escapeByte[s[i+1]]
-		if c == 0 {
+		var a uint
+		row, a = step(row, punctStand)
+		h += int(a) - stepBias
+		i++
+	}
+}
+
+// jsonASCII runs the automaton over the body of a JSON string from i,
+// decoding the escapes that stand for one ASCII character, up to the end
+// or to what only feed can take (a non-ASCII character, \u, a final
+// backslash), or to a quote when closing is set (the string's end; else
+// a quote is punctuation). It returns where it stopped, the row reached
+// and the half-tokens added.
+func jsonASCII(s []byte, i int, row uint, closing bool) (int, uint, int) {
+	h := 0
+	for {
+		var add int
+		i, row, add = scanASCII(s, i, row)
+		h += add
+		if i >= len(s) {
+			return i, row, h
+		}
+		c := s[i]
+		switch {
+		case c == '"' && !closing:
+			c = punctStand
+			i++
+		case c == '\\' && i+1 < len(s) && escapeByte[s[i+1]] != 0:
+			c = escapeByte[s[i+1]]
+			i += 2
+		default:
 			return i, row, h
 		}
 		var a uint
 		row, a = step(row, c)
 		h += int(a) - stepBias
-		i += 2
 	}
 }
