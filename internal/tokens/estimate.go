@@ -447,22 +447,12 @@ func rawTokens(raw []byte) int {
 // a body the scanner validated; on anything else it still terminates.
 func EstimateChat(messages, tools []byte) int {
 	n := ReplyPriming
-	ms := llm.Walk(messages, '[')
-	for _, m, ok := ms.Next(); ok; _, m, ok = ms.Next() {
-		n += MessageOverhead
-		fs := llm.Walk(m, '{')
-		for k, v, ok := fs.Next(); ok; k, v, ok = fs.Next() {
-			switch string(k) {
-			case `"role"`, `"name"`, `"reasoning_content"`, `"refusal"`:
-				n += stringTokens(v)
-			case `"content"`:
-				n += contentTokens(v)
-			case `"tool_calls"`:
-				calls := llm.Walk(v, '[')
-				for _, tc, ok := calls.Next(); ok; _, tc, ok = calls.Next() {
-					n += MessageOverhead + fieldTokens(member(tc, `"function"`), `"name"`, `"arguments"`)
-				}
-			}
+	b := messages
+	if i := skipSpace(b, 0); i < len(b) && b[i] == '[' {
+		for i = nextItem(b, i+1); i < len(b) && b[i] != ']' && b[i] != '}'; i = nextItem(b, i) {
+			var t int
+			t, i = messageTokens(b, i)
+			n += MessageOverhead + t
 		}
 	}
 	ts := llm.Walk(tools, '[')
@@ -471,6 +461,68 @@ func EstimateChat(messages, tools []byte) int {
 		n += ToolOverhead + fieldTokens(fn, `"name"`, `"description"`) + rawTokens(member(fn, `"parameters"`))
 	}
 	return n
+}
+
+// messageTokens estimates the message that opens at b[i] and returns the
+// index after it. It walks the members itself, rather than with
+// llm.Walker, which finds each value's end before handing it over: a
+// string content is read once, by the estimate, which finds its end, and
+// the message's own end is where its members end, not found by a scan
+// of its own. b has been validated; on anything else it still moves on.
+func messageTokens(b []byte, i int) (n, end int) {
+	if b[i] != '{' {
+		return 0, max(llm.ValueEnd(b, i), i+1)
+	}
+	for i = nextItem(b, i+1); i < len(b); i = nextItem(b, i) {
+		if b[i] == '}' || b[i] == ']' {
+			return n, i + 1
+		}
+		k := max(llm.ValueEnd(b, i), i+1)
+		key := b[i:k]
+		if i = skipSpace(b, k); i < len(b) && b[i] == ':' {
+			i = skipSpace(b, i+1)
+		}
+		if i >= len(b) {
+			break
+		}
+		if string(key) == `"content"` && b[i] == '"' {
+			var e est
+			i = e.jsonStringAt(b, i)
+			n += e.tokens()
+			continue
+		}
+		v := b[i:max(llm.ValueEnd(b, i), i+1)]
+		i += len(v)
+		switch string(key) {
+		case `"role"`, `"name"`, `"reasoning_content"`, `"refusal"`:
+			n += stringTokens(v)
+		case `"content"`:
+			n += contentTokens(v)
+		case `"tool_calls"`:
+			calls := llm.Walk(v, '[')
+			for _, tc, ok := calls.Next(); ok; _, tc, ok = calls.Next() {
+				n += MessageOverhead + fieldTokens(member(tc, `"function"`), `"name"`, `"arguments"`)
+			}
+		}
+	}
+	return n, len(b)
+}
+
+// nextItem skips the whitespace and the comma before an array's element
+// or an object's member.
+func nextItem(b []byte, i int) int {
+	i = skipSpace(b, i)
+	if i < len(b) && b[i] == ',' {
+		i = skipSpace(b, i+1)
+	}
+	return i
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // fieldTokens estimates the string members a and b of object obj.

@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -133,6 +134,79 @@ func FuzzEstimateEqualsReference(f *testing.F) {
 			if got, want := stringTokens(raw), refStringTokens(raw); got != want {
 				t.Fatalf("stringTokens(%s) = %d, reference %d", raw, got, want)
 			}
+		}
+	})
+}
+
+// randomMessages is a messages array of random shape: members in any
+// order, contents as strings and as parts, tool calls, members the
+// estimate skips (holding "content" keys of their own), and whitespace
+// between every token when indented.
+func randomMessages(rng *rand.Rand, texts []string) []byte {
+	text := func() string { return texts[rng.IntN(len(texts))] }
+	var ms []any
+	for range 1 + rng.IntN(4) {
+		m := map[string]any{"role": []string{"system", "user", "assistant", "tool"}[rng.IntN(4)]}
+		switch rng.IntN(4) {
+		case 0:
+			m["content"] = text()
+		case 1:
+			m["content"] = []any{map[string]any{"type": "text", "text": text()}, map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:,x"}}}
+		case 2:
+			m["content"] = nil
+			m["tool_calls"] = []any{map[string]any{"id": "c1", "type": "function", "function": map[string]any{"name": "f", "arguments": `{"q":"` + text() + `"}`}}}
+		case 3:
+			m["content"] = text()
+			m["name"] = "ann"
+			m["metadata"] = map[string]any{"content": text(), "n": []any{1, 2.5, true, nil}}
+		}
+		ms = append(ms, m)
+	}
+	b, err := json.Marshal(ms)
+	if err != nil {
+		panic(err)
+	}
+	if rng.IntN(2) == 0 {
+		var ind bytes.Buffer
+		if err := json.Indent(&ind, b, " ", "\t"); err != nil {
+			panic(err)
+		}
+		b = ind.Bytes()
+	}
+	return b
+}
+
+// TestEstimateChatWalkEqualsReference: EstimateChat walks a message's
+// members itself; on messages of every shape it estimates as the
+// reference, which walked them with llm.Walker.
+func TestEstimateChatWalkEqualsReference(t *testing.T) {
+	var texts []string
+	for _, s := range corpus() {
+		texts = append(texts, s, s[:len(s)/3])
+	}
+	texts = append(texts, "", "x", `a "quoted" \ word`, "naïve 😀\n")
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		b := randomMessages(rng, texts)
+		if got, want := EstimateChat(b, nil), refEstimateChat(b, nil); got != want {
+			t.Fatalf("EstimateChat(%s) = %d, reference %d", b, got, want)
+		}
+	}
+}
+
+// FuzzEstimateChatEqualsReference: on any valid JSON as the messages
+// array, the estimate equals the reference; on anything else it ends.
+func FuzzEstimateChatEqualsReference(f *testing.F) {
+	f.Add([]byte(`[{"role":"user","content":"hi \u00e9\ud83d\ude00 \"x\""}]`))
+	f.Add([]byte(`[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}, 3, "s", [{"content":"x"}]]`))
+	f.Add([]byte(` [ { "content" : "a\\" , "role" : "x" , "content" : { "content" : "b" } } ] `))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := EstimateChat(b, nil)
+		if !json.Valid(b) {
+			return
+		}
+		if want := refEstimateChat(b, nil); got != want {
+			t.Fatalf("EstimateChat(%s) = %d, reference %d", b, got, want)
 		}
 	})
 }
