@@ -283,7 +283,7 @@ func (e *est) text(s string) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if row, v, ok := e.enter(); ok {
-				j, row, h := textASCII(s, i, row)
+				j, row, h := textASCII(s, i, row, false)
 				e.leave(row, v+h*halfToken)
 				i = j
 				continue
@@ -423,18 +423,26 @@ func stringTokens(raw []byte) int {
 // numbers, plus a token per two structural characters.
 func rawTokens(raw []byte) int {
 	var e est
-	for i := 0; i < len(raw); i++ {
+	for i := 0; i < len(raw); {
 		c := raw[i]
-		if c == '"' {
-			j := llm.StringEnd(raw, i) - 1 // the closing quote, or the last byte of a string cut short
+		switch {
+		case c == '"':
+			j := llm.StringEnd(raw, i)
 			e.feed(clsPunct, 0)
-			e.jsonString(raw[i : j+1])
+			e.jsonString(raw[i:j])
 			e.feed(clsPunct, 0)
 			i = j
-			continue
-		}
-		if c < utf8.RuneSelf {
+		case c >= utf8.RuneSelf:
+			i++
+		default:
+			if row, v, ok := e.enter(); ok {
+				j, row, h := textASCII(raw, i, row, true)
+				e.leave(row, v+h*halfToken)
+				i = j
+				continue
+			}
 			e.feed(asciiClass[c], 0)
+			i++
 		}
 	}
 	return e.tokens()

@@ -254,15 +254,16 @@ var escapeByte = func() (t [256]byte) {
 const punctStand = '/'
 
 // textASCII runs the automaton over text from i up to the end or to a
-// non-ASCII character; it returns where it stopped, the row reached and
+// non-ASCII character, or to a quote when quotes is set (rawTokens reads
+// a JSON string as one); it returns where it stopped, the row reached and
 // the half-tokens added.
-func textASCII(s string, i int, row uint) (int, uint, int) {
+func textASCII[T string | []byte](s T, i int, row uint, quotes bool) (int, uint, int) {
 	h := 0
 	for {
 		var add int
 		i, row, add = scanASCII(s, i, row)
 		h += add
-		if i >= len(s) || s[i] >= utf8.RuneSelf {
+		if i >= len(s) || s[i] >= utf8.RuneSelf || (quotes && s[i] == '"') {
 			return i, row, h
 		}
 		var a uint
