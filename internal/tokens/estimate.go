@@ -455,65 +455,147 @@ func rawTokens(raw []byte) int {
 // a body the scanner validated; on anything else it still terminates.
 func EstimateChat(messages, tools []byte) int {
 	n := ReplyPriming
-	b := messages
-	if i := skipSpace(b, 0); i < len(b) && b[i] == '[' {
-		for i = nextItem(b, i+1); i < len(b) && b[i] != ']' && b[i] != '}'; i = nextItem(b, i) {
-			var t int
-			t, i = messageTokens(b, i)
-			n += MessageOverhead + t
-		}
+	for i := openArray(messages); i < len(messages) && messages[i] != ']' && messages[i] != '}'; i = nextItem(messages, i) {
+		var t int
+		t, i = messageTokens(messages, i)
+		n += MessageOverhead + t
 	}
-	ts := llm.Walk(tools, '[')
-	for _, t, ok := ts.Next(); ok; _, t, ok = ts.Next() {
-		fn := member(t, `"function"`)
-		n += ToolOverhead + fieldTokens(fn, `"name"`, `"description"`) + rawTokens(member(fn, `"parameters"`))
+	for i := openArray(tools); i < len(tools) && tools[i] != ']' && tools[i] != '}'; i = nextItem(tools, i) {
+		var t int
+		t, i = callTokens(tools, i, `"name"`, `"description"`, true)
+		n += ToolOverhead + t
 	}
 	return n
 }
 
-// messageTokens estimates the message that opens at b[i] and returns the
-// index after it. It walks the members itself, rather than with
-// llm.Walker, which finds each value's end before handing it over: a
-// string content is read once, by the estimate, which finds its end, and
-// the message's own end is where its members end, not found by a scan
-// of its own. b has been validated; on anything else it still moves on.
-func messageTokens(b []byte, i int) (n, end int) {
-	if b[i] != '{' {
-		return 0, max(llm.ValueEnd(b, i), i+1)
+// The walk of a request is EstimateChat's own, rather than llm.Walker's,
+// which finds each value's end before handing it over: here a string is
+// read once, by the estimate, which finds its end as it goes, and an
+// object's end is where its members end, not found by a scan of its own
+// (with llm.Walker a tool's schema was read five times). The arrays come
+// from a body the scanner validated; on anything else the walk still
+// moves on at every step and ends.
+
+// openArray returns the index of the first element of the array b holds,
+// or len(b) when b is not an array.
+func openArray(b []byte) int {
+	if i := skipSpace(b, 0); i < len(b) && b[i] == '[' {
+		return nextItem(b, i+1)
 	}
-	for i = nextItem(b, i+1); i < len(b); i = nextItem(b, i) {
-		if b[i] == '}' || b[i] == ']' {
-			return n, i + 1
+	return len(b)
+}
+
+// object walks the members of an object: next returns a member's key and
+// where its value starts, and the caller reads the value and sets i to
+// its end (value does both for a value read whole). After the last
+// member, i is the index after the object.
+type object struct {
+	b []byte
+	i int
+}
+
+// openObject starts walking the object that opens at b[i], or returns
+// false (and the end of whatever value is there) if none does.
+func openObject(b []byte, i int) (object, int, bool) {
+	if b[i] != '{' {
+		return object{}, max(llm.ValueEnd(b, i), i+1), false
+	}
+	return object{b: b, i: i + 1}, 0, true
+}
+
+func (o *object) next() (key []byte, at int, ok bool) {
+	b := o.b
+	i := nextItem(b, o.i)
+	if i >= len(b) || b[i] == '}' || b[i] == ']' {
+		o.i = min(i+1, len(b))
+		return nil, 0, false
+	}
+	k := max(llm.ValueEnd(b, i), i+1)
+	key = b[i:k]
+	if i = skipSpace(b, k); i < len(b) && b[i] == ':' {
+		i = skipSpace(b, i+1)
+	}
+	if i >= len(b) {
+		o.i = len(b)
+		return nil, 0, false
+	}
+	return key, i, true
+}
+
+// value returns the value that starts at b[at] and moves past it.
+func (o *object) value(at int) []byte {
+	v := o.b[at:max(llm.ValueEnd(o.b, at), at+1)]
+	o.i = at + len(v)
+	return v
+}
+
+// stringAt estimates the string value that starts at b[at] and moves
+// past it.
+func (o *object) stringAt(at int) int {
+	var e est
+	o.i = e.jsonStringAt(o.b, at)
+	return e.tokens()
+}
+
+// messageTokens estimates the message that opens at b[i] and returns the
+// index after it.
+func messageTokens(b []byte, i int) (n, end int) {
+	o, end, ok := openObject(b, i)
+	if !ok {
+		return 0, end
+	}
+	for key, at, ok := o.next(); ok; key, at, ok = o.next() {
+		switch k := string(key); {
+		case b[at] == '"' && (k == `"content"` || k == `"role"` || k == `"name"` || k == `"reasoning_content"` || k == `"refusal"`):
+			n += o.stringAt(at)
+		case k == `"content"`:
+			n += contentTokens(o.value(at))
+		case k == `"tool_calls"`:
+			v := o.value(at)
+			for j := openArray(v); j < len(v) && v[j] != ']' && v[j] != '}'; j = nextItem(v, j) {
+				var t int
+				t, j = callTokens(v, j, `"name"`, `"arguments"`, false)
+				n += MessageOverhead + t
+			}
+		default:
+			o.value(at)
 		}
-		k := max(llm.ValueEnd(b, i), i+1)
-		key := b[i:k]
-		if i = skipSpace(b, k); i < len(b) && b[i] == ':' {
-			i = skipSpace(b, i+1)
-		}
-		if i >= len(b) {
-			break
-		}
-		if string(key) == `"content"` && b[i] == '"' {
-			var e est
-			i = e.jsonStringAt(b, i)
-			n += e.tokens()
+	}
+	return n, o.i
+}
+
+// callTokens estimates a tool call or a tool, the object that opens at
+// b[i], by its first "function" member: the string members a and c of
+// that, and when params is set its first "parameters" as raw JSON. It
+// returns the index after the object.
+func callTokens(b []byte, i int, a, c string, params bool) (n, end int) {
+	o, end, ok := openObject(b, i)
+	if !ok {
+		return 0, end
+	}
+	seen := false
+	for key, at, ok := o.next(); ok; key, at, ok = o.next() {
+		if seen || string(key) != `"function"` || b[at] != '{' {
+			seen = seen || string(key) == `"function"`
+			o.value(at)
 			continue
 		}
-		v := b[i:max(llm.ValueEnd(b, i), i+1)]
-		i += len(v)
-		switch string(key) {
-		case `"role"`, `"name"`, `"reasoning_content"`, `"refusal"`:
-			n += stringTokens(v)
-		case `"content"`:
-			n += contentTokens(v)
-		case `"tool_calls"`:
-			calls := llm.Walk(v, '[')
-			for _, tc, ok := calls.Next(); ok; _, tc, ok = calls.Next() {
-				n += MessageOverhead + fieldTokens(member(tc, `"function"`), `"name"`, `"arguments"`)
+		seen = true
+		fn := object{b: b, i: at + 1}
+		for k, fat, ok := fn.next(); ok; k, fat, ok = fn.next() {
+			switch {
+			case (string(k) == a || string(k) == c) && b[fat] == '"':
+				n += fn.stringAt(fat)
+			case params && string(k) == `"parameters"`:
+				params = false // the first one only
+				n += rawTokens(fn.value(fat))
+			default:
+				fn.value(fat)
 			}
 		}
+		o.i = fn.i
 	}
-	return n, len(b)
+	return n, o.i
 }
 
 // nextItem skips the whitespace and the comma before an array's element
@@ -531,18 +613,6 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// fieldTokens estimates the string members a and b of object obj.
-func fieldTokens(obj []byte, a, b string) int {
-	n := 0
-	fs := llm.Walk(obj, '{')
-	for k, v, ok := fs.Next(); ok; k, v, ok = fs.Next() {
-		if string(k) == a || string(k) == b {
-			n += stringTokens(v)
-		}
-	}
-	return n
 }
 
 // member returns the raw value of key (quoted) in obj, or nil.

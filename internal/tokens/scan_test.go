@@ -176,6 +176,35 @@ func randomMessages(rng *rand.Rand, texts []string) []byte {
 	return b
 }
 
+// randomTools is a tools array: functions with and without a schema,
+// members in any order, repeated "function" and "parameters" members
+// (the first counts), and members the estimate skips.
+func randomTools(rng *rand.Rand, texts []string) []byte {
+	if rng.IntN(4) == 0 {
+		return nil
+	}
+	q := func(s string) string { return string(llm.AppendQuote(nil, s)) }
+	members := []string{`"type":"function"`, `"strict":true`, `"x":{"description":"skipped","parameters":{}}`}
+	var tools []string
+	for range 1 + rng.IntN(3) {
+		fn := []string{`"name":` + q("get_"+strings.Repeat("x", rng.IntN(12))), `"description":` + q(texts[rng.IntN(len(texts))])}
+		for range rng.IntN(3) {
+			fn = append(fn, `"parameters":{"type":"object","properties":{"q":{"type":"string","description":`+q(texts[rng.IntN(len(texts))])+`}},"required":["q"]}`)
+		}
+		if rng.IntN(3) == 0 {
+			fn = append(fn, `"description":7`)
+		}
+		rng.Shuffle(len(fn), func(i, j int) { fn[i], fn[j] = fn[j], fn[i] })
+		tool := append([]string{`"function":{` + strings.Join(fn, ", ") + `}`}, members[:rng.IntN(len(members)+1)]...)
+		if rng.IntN(3) == 0 {
+			tool = append(tool, `"function":{"name":"second"}`)
+		}
+		rng.Shuffle(len(tool), func(i, j int) { tool[i], tool[j] = tool[j], tool[i] })
+		tools = append(tools, "{"+strings.Join(tool, ",")+"}")
+	}
+	return []byte("[\n" + strings.Join(tools, " ,\n") + "]")
+}
+
 // TestEstimateChatWalkEqualsReference: EstimateChat walks a message's
 // members itself; on messages of every shape it estimates as the
 // reference, which walked them with llm.Walker.
@@ -187,26 +216,70 @@ func TestEstimateChatWalkEqualsReference(t *testing.T) {
 	texts = append(texts, "", "x", `a "quoted" \ word`, "naïve 😀\n")
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 2000 {
-		b := randomMessages(rng, texts)
-		if got, want := EstimateChat(b, nil), refEstimateChat(b, nil); got != want {
-			t.Fatalf("EstimateChat(%s) = %d, reference %d", b, got, want)
+		b, tools := randomMessages(rng, texts), randomTools(rng, texts)
+		if got, want := EstimateChat(b, tools), refEstimateChat(b, tools); got != want {
+			t.Fatalf("EstimateChat(%s, %s) = %d, reference %d", b, tools, got, want)
 		}
 	}
 }
 
 // FuzzEstimateChatEqualsReference: on any valid JSON as the messages
-// array, the estimate equals the reference; on anything else it ends.
+// and tools arrays, the estimate equals the reference; on anything else
+// it ends.
 func FuzzEstimateChatEqualsReference(f *testing.F) {
-	f.Add([]byte(`[{"role":"user","content":"hi \u00e9\ud83d\ude00 \"x\""}]`))
-	f.Add([]byte(`[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}, 3, "s", [{"content":"x"}]]`))
-	f.Add([]byte(` [ { "content" : "a\\" , "role" : "x" , "content" : { "content" : "b" } } ] `))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got := EstimateChat(b, nil)
-		if !json.Valid(b) {
+	f.Add([]byte(`[{"role":"user","content":"hi \u00e9\ud83d\ude00 \"x\""}]`), []byte(`[{"type":"function"}]`))
+	f.Add([]byte(`[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}, 3, "s", [{"content":"x"}]]`), []byte(nil))
+	f.Add([]byte(` [ { "content" : "a\\" , "role" : "x" , "content" : { "content" : "b" } } ] `),
+		[]byte(`[{"function":{"name":"f","parameters":{"a":[1,"b"]},"parameters":{}}},{"function":3,"function":{"name":"g"}}]`))
+	f.Add([]byte(`[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{\"a\":1}"}},7]}]`), []byte(`{}`))
+	f.Fuzz(func(t *testing.T, messages, tools []byte) {
+		got := EstimateChat(messages, tools)
+		if got < ReplyPriming {
+			t.Fatalf("estimate %d below the priming", got)
+		}
+		if !json.Valid(messages) || (tools != nil && !json.Valid(tools)) {
 			return
 		}
-		if want := refEstimateChat(b, nil); got != want {
-			t.Fatalf("EstimateChat(%s) = %d, reference %d", b, got, want)
+		if want := refEstimateChat(messages, tools); got != want {
+			t.Fatalf("EstimateChat(%s, %s) = %d, reference %d", messages, tools, got, want)
 		}
 	})
+}
+
+// BenchmarkEstimateVsReference estimates the same requests with the
+// estimator and with its reference (the estimator before the automaton),
+// so that the two are measured in one run: a 300-byte prompt, the code
+// and Chinese samples, and a tool call with its tool's schema.
+func BenchmarkEstimateVsReference(b *testing.B) {
+	text := func(s string) []llm.Part { return []llm.Part{{Type: llm.PartText, Text: s}} }
+	tools := &llm.ChatParams{Model: "m", Messages: []llm.Message{
+		{Role: "user", Content: text("Weather in Paris and in Zürich, please.")},
+		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "c1", Name: "get_weather", Arguments: `{"city":"Paris","unit":"celsius"}`}}},
+		{Role: "tool", ToolCallID: "c1", Content: text(`{"temp":21,"sky":"clear"}`)},
+	}, Tools: []llm.Tool{{Name: "get_weather", Description: "Current weather for a city, by name.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","description":"The city's name, in English."},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["city"]}`)}}}
+	cases := []struct {
+		name string
+		p    *llm.ChatParams
+	}{
+		{"prompt300", &llm.ChatParams{Model: "m", Messages: []llm.Message{{Role: "user", Content: text(benchPrompt)}}}},
+		{"code", &llm.ChatParams{Model: "m", Messages: []llm.Message{{Role: "user", Content: text(code)}}}},
+		{"chinese", &llm.ChatParams{Model: "m", Messages: []llm.Message{{Role: "user", Content: text(chinese)}}}},
+		{"tools", tools},
+	}
+	for _, c := range cases {
+		r := chatBody(b, c.p)
+		for _, f := range []struct {
+			name     string
+			estimate func(messages, tools []byte) int
+		}{{"new", EstimateChat}, {"reference", refEstimateChat}} {
+			b.Run(c.name+"/"+f.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(r.Messages) + len(r.Tools)))
+				for b.Loop() {
+					f.estimate(r.Messages, r.Tools)
+				}
+			})
+		}
+	}
 }
