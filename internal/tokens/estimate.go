@@ -331,6 +331,9 @@ func (e *est) jsonBody(s []byte, closing bool) int {
 			if row, v, ok := e.enter(); ok {
 				j, row, h := jsonASCII(s, i, row, closing)
 				e.leave(row, v+h*halfToken)
+				if closing && j < len(s) && s[j] == '"' {
+					return j
+				}
 				if j > i {
 					i = j
 					continue
