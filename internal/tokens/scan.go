@@ -197,37 +197,38 @@ func step(row uint, c byte) (uint, uint) {
 // gone through again one by one.
 func scanASCII[T string | []byte](s T, i int, row uint) (int, uint, int) {
 	start := i
-	var h, a uint
+	var h uint
 	for ; i+8 <= len(s); i += 8 {
 		w := s[i : i+8]
+		// step written out: an inlined call leaves a no-op behind
 		r, g := row, h
-		r, a = step(r, w[0])
-		g += a
-		r, a = step(r, w[1])
-		g += a
-		r, a = step(r, w[2])
-		g += a
-		r, a = step(r, w[3])
-		g += a
-		r, a = step(r, w[4])
-		g += a
-		r, a = step(r, w[5])
-		g += a
-		r, a = step(r, w[6])
-		g += a
-		r, a = step(r, w[7])
-		g += a
+		k0 := (r | uint(w[0])) % stepsSize
+		r, g = uint(nextRow[k0]), g+uint(halves[k0])
+		k1 := (r | uint(w[1])) % stepsSize
+		r, g = uint(nextRow[k1]), g+uint(halves[k1])
+		k2 := (r | uint(w[2])) % stepsSize
+		r, g = uint(nextRow[k2]), g+uint(halves[k2])
+		k3 := (r | uint(w[3])) % stepsSize
+		r, g = uint(nextRow[k3]), g+uint(halves[k3])
+		k4 := (r | uint(w[4])) % stepsSize
+		r, g = uint(nextRow[k4]), g+uint(halves[k4])
+		k5 := (r | uint(w[5])) % stepsSize
+		r, g = uint(nextRow[k5]), g+uint(halves[k5])
+		k6 := (r | uint(w[6])) % stepsSize
+		r, g = uint(nextRow[k6]), g+uint(halves[k6])
+		k7 := (r | uint(w[7])) % stepsSize
+		r, g = uint(nextRow[k7]), g+uint(halves[k7])
 		if r == stopRow {
 			break
 		}
 		row, h = r, g
 	}
 	for ; i < len(s); i++ {
-		r, a := step(row, s[i])
-		if r == stopRow {
+		k := (row | uint(s[i])) % stepsSize
+		if nextRow[k] == stopRow {
 			break
 		}
-		row, h = r, h+a
+		row, h = uint(nextRow[k]), h+uint(halves[k])
 	}
 	return i, row, int(h) - stepBias*(i-start)
 }
