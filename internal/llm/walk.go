@@ -60,6 +60,12 @@ func skipSpaceAt(b []byte, i int) int {
 	return i
 }
 
+// ValueEnd is the end of the JSON value starting at b[i], for input the
+// scanner has validated (see Walker); on anything else it is still at
+// most len(b). For a walk that reads some values itself (the token
+// estimate reads a message's content once, finding its end as it goes).
+func ValueEnd(b []byte, i int) int { return valueEnd(b, i) }
+
 // valueEnd is the end of the value starting at b[i].
 func valueEnd(b []byte, i int) int {
 	if i >= len(b) {

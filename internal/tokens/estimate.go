@@ -18,6 +18,11 @@ package tokens
 // sparsely (CJK about one token a character, Cyrillic about one per
 // three letters). TestEstimateAgainstCounter holds it to EstimateBound
 // of Counter on a mixed corpus.
+//
+// feed below is the estimator's one statement; ASCII text runs through
+// an automaton built from it (scan.go), and the tests hold the result
+// equal to feeding every character, and to the estimator as it was
+// before the automaton (reference_test.go).
 
 import (
 	"unicode"
@@ -78,6 +83,9 @@ const (
 	// punctPerToken is the ASCII punctuation one token covers in a run
 	// ("});", "\":\"" are single tokens).
 	punctPerToken = 2
+	// digitsPerToken is the digits of a group (o200k splits numbers
+	// into groups of up to three).
+	digitsPerToken = 3
 	// punctPrefix is what a punctuation mark costs when it starts a word
 	// piece ("(ctx", ".Lock", "\"name"): often merged, often not.
 	punctPrefix = 500
@@ -154,64 +162,6 @@ func (e *est) feed(c uint8, w int) {
 	}
 }
 
-// spaceWord starts the commonest piece of prose, a space and an ASCII
-// letter (" the", " The"), as feeding the two would: the open piece
-// closes, the space joins the word as its prefix and costs nothing. It
-// returns 1, the letter taken; the caller takes the lower-case run after.
-func (e *est) spaceWord(letter byte) int {
-	e.close()
-	e.cls = clsLower
-	e.run = 1
-	e.lower = letter >= 'a'
-	return 1
-}
-
-func asciiLetter(c byte) bool { return c-'a' < 26 || c-'A' < 26 }
-
-// lowerRun takes the lower-case ASCII letters that start s into the open
-// word, as feeding them one by one would, and returns how many it took.
-// While the open word is plain ASCII and what follows is more " word"
-// pieces of lower-case letters (most of English prose), it closes each
-// word and opens the next in the same tight loop, with the arithmetic of
-// close inlined: that loop is most of what the estimate costs a request.
-func lowerRun[T string | []byte](e *est, s T) int {
-	n := 0
-	for n < len(s) && s[n]-'a' < 26 {
-		n++
-	}
-	if n > 0 {
-		e.run += n
-		e.lower = true
-	}
-	if e.wide != 0 {
-		return n
-	}
-	if n+1 >= len(s) || s[n] != ' ' || s[n+1]-'a' >= 26 {
-		return n
-	}
-	done, run := e.n, e.run
-	for n+1 < len(s) && s[n] == ' ' && s[n+1]-'a' < 26 {
-		done += wordTokens(run)
-		start := n + 1
-		n = start + 1
-		for n < len(s) && s[n]-'a' < 26 {
-			n++
-		}
-		run = n - start
-	}
-	e.n, e.run, e.lower = done, run, true
-	return n
-}
-
-// wordTokens is what close adds for a word of run ASCII letters.
-func wordTokens(run int) int {
-	t := milli
-	if run > wordFree {
-		t += (run - wordFree + wordPerToken - 1) / wordPerToken * milli
-	}
-	return t
-}
-
 func (e *est) addLetter(c uint8, w int) {
 	if w > 0 {
 		e.wide += w
@@ -263,7 +213,7 @@ func (e *est) close() {
 		}
 		e.n += max(t, milli)
 	case clsDigit:
-		e.n += (e.run+2)/3*milli + e.wide
+		e.n += (e.run+digitsPerToken-1)/digitsPerToken*milli + e.wide
 	case clsSpace:
 		if e.nl {
 			e.n += milli
@@ -331,28 +281,20 @@ func letterCase(r rune) uint8 {
 	return clsLower
 }
 
-// asciiStep feeds the ASCII character s[i], with the runs the fast
-// paths take after it, and returns the index after them.
-func asciiStep[T string | []byte](e *est, s T, i int) int {
-	c := s[i]
-	if c == ' ' && e.cls != clsSpace && i+1 < len(s) && asciiLetter(s[i+1]) {
-		i += 1 + e.spaceWord(s[i+1])
-		return i + lowerRun(e, s[i:])
-	}
-	e.feed(asciiClass[c], 0)
-	i++
-	if e.cls == clsLower {
-		i += lowerRun(e, s[i:])
-	}
-	return i
-}
-
-// text feeds s.
+// text feeds s: its ASCII stretches through the automaton (scan.go),
+// other characters through feed.
 func (e *est) text(s string) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			i = asciiStep(e, s, i)
+			if row, v, ok := e.enter(); ok {
+				j, row, h := textASCII(s, i, row, false)
+				e.leave(row, v+h*halfToken)
+				i = j
+				continue
+			}
+			e.feed(asciiClass[c], 0)
+			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -362,15 +304,50 @@ func (e *est) text(s string) {
 	}
 }
 
-// jsonString feeds the text of a raw JSON string (quotes included),
-// decoding escapes as it goes. raw has been validated by the scanner.
+// jsonString feeds the text of a raw JSON string (quotes included).
+// raw has been validated by the scanner.
 func (e *est) jsonString(raw []byte) {
 	if len(raw) < 2 {
 		return
 	}
-	s := raw[1 : len(raw)-1]
+	e.jsonBody(raw[1:len(raw)-1], false)
+}
+
+// jsonStringAt feeds the JSON string that opens at b[i] and returns the
+// index after it: the estimate finds the string's end as it reads it, so
+// the walk of a request need not look for it first. b has been validated
+// by the scanner; a string cut short ends at len(b).
+func (e *est) jsonStringAt(b []byte, i int) int {
+	j := i + 1 + e.jsonBody(b[i+1:], true)
+	if j < len(b) {
+		j++ // the closing quote
+	}
+	return j
+}
+
+// jsonBody feeds the body of a JSON string, decoding escapes as it goes:
+// ASCII and the escapes of one ASCII character through the automaton,
+// the rest through feed. It stops at the end of s or, when closing is
+// set, at the closing quote (one not escaped), and returns where.
+func (e *est) jsonBody(s []byte, closing bool) int {
 	for i := 0; i < len(s); {
 		c := s[i]
+		if c < utf8.RuneSelf {
+			if row, v, ok := e.enter(); ok {
+				j, row, h := jsonASCII(s, i, row, closing)
+				e.leave(row, v+h*halfToken)
+				if closing && j < len(s) && s[j] == '"' {
+					return j
+				}
+				if j > i {
+					i = j
+					continue
+				}
+			}
+			if c == '"' && closing {
+				return i
+			}
+		}
 		if c == '\\' && i+1 < len(s) {
 			i += 2
 			switch s[i-1] {
@@ -405,7 +382,8 @@ func (e *est) jsonString(raw []byte) {
 			continue
 		}
 		if c < utf8.RuneSelf {
-			i = asciiStep(e, s, i)
+			e.feed(asciiClass[c], 0)
+			i++
 			continue
 		}
 		r, size := utf8.DecodeRune(s[i:])
@@ -413,6 +391,7 @@ func (e *est) jsonString(raw []byte) {
 		cls, w := runeClass(r)
 		e.feed(cls, w)
 	}
+	return len(s)
 }
 
 func hex4(b []byte) rune {
@@ -452,18 +431,26 @@ func stringTokens(raw []byte) int {
 // numbers, plus a token per two structural characters.
 func rawTokens(raw []byte) int {
 	var e est
-	for i := 0; i < len(raw); i++ {
+	for i := 0; i < len(raw); {
 		c := raw[i]
-		if c == '"' {
-			j := llm.StringEnd(raw, i) - 1 // the closing quote, or the last byte of a string cut short
+		switch {
+		case c == '"':
+			j := llm.StringEnd(raw, i)
 			e.feed(clsPunct, 0)
-			e.jsonString(raw[i : j+1])
+			e.jsonString(raw[i:j])
 			e.feed(clsPunct, 0)
 			i = j
-			continue
-		}
-		if c < utf8.RuneSelf {
+		case c >= utf8.RuneSelf:
+			i++
+		default:
+			if row, v, ok := e.enter(); ok {
+				j, row, h := textASCII(raw, i, row, true)
+				e.leave(row, v+h*halfToken)
+				i = j
+				continue
+			}
 			e.feed(asciiClass[c], 0)
+			i++
 		}
 	}
 	return e.tokens()
@@ -476,42 +463,164 @@ func rawTokens(raw []byte) int {
 // a body the scanner validated; on anything else it still terminates.
 func EstimateChat(messages, tools []byte) int {
 	n := ReplyPriming
-	ms := llm.Walk(messages, '[')
-	for _, m, ok := ms.Next(); ok; _, m, ok = ms.Next() {
-		n += MessageOverhead
-		fs := llm.Walk(m, '{')
-		for k, v, ok := fs.Next(); ok; k, v, ok = fs.Next() {
-			switch string(k) {
-			case `"role"`, `"name"`, `"reasoning_content"`, `"refusal"`:
-				n += stringTokens(v)
-			case `"content"`:
-				n += contentTokens(v)
-			case `"tool_calls"`:
-				calls := llm.Walk(v, '[')
-				for _, tc, ok := calls.Next(); ok; _, tc, ok = calls.Next() {
-					n += MessageOverhead + fieldTokens(member(tc, `"function"`), `"name"`, `"arguments"`)
-				}
-			}
-		}
+	for i := openArray(messages); i < len(messages) && messages[i] != ']' && messages[i] != '}'; i = nextItem(messages, i) {
+		var t int
+		t, i = messageTokens(messages, i)
+		n += MessageOverhead + t
 	}
-	ts := llm.Walk(tools, '[')
-	for _, t, ok := ts.Next(); ok; _, t, ok = ts.Next() {
-		fn := member(t, `"function"`)
-		n += ToolOverhead + fieldTokens(fn, `"name"`, `"description"`) + rawTokens(member(fn, `"parameters"`))
+	for i := openArray(tools); i < len(tools) && tools[i] != ']' && tools[i] != '}'; i = nextItem(tools, i) {
+		var t int
+		t, i = callTokens(tools, i, `"name"`, `"description"`, true)
+		n += ToolOverhead + t
 	}
 	return n
 }
 
-// fieldTokens estimates the string members a and b of object obj.
-func fieldTokens(obj []byte, a, b string) int {
-	n := 0
-	fs := llm.Walk(obj, '{')
-	for k, v, ok := fs.Next(); ok; k, v, ok = fs.Next() {
-		if string(k) == a || string(k) == b {
-			n += stringTokens(v)
+// The walk of a request is EstimateChat's own, rather than llm.Walker's,
+// which finds each value's end before handing it over: here a string is
+// read once, by the estimate, which finds its end as it goes, and an
+// object's end is where its members end, not found by a scan of its own
+// (with llm.Walker a tool's schema was read five times). The arrays come
+// from a body the scanner validated; on anything else the walk still
+// moves on at every step and ends.
+
+// openArray returns the index of the first element of the array b holds,
+// or len(b) when b is not an array.
+func openArray(b []byte) int {
+	if i := skipSpace(b, 0); i < len(b) && b[i] == '[' {
+		return nextItem(b, i+1)
+	}
+	return len(b)
+}
+
+// object walks the members of an object: next returns a member's key and
+// where its value starts, and the caller reads the value and sets i to
+// its end (value does both for a value read whole). After the last
+// member, i is the index after the object.
+type object struct {
+	b []byte
+	i int
+}
+
+// openObject starts walking the object that opens at b[i], or returns
+// false (and the end of whatever value is there) if none does.
+func openObject(b []byte, i int) (object, int, bool) {
+	if b[i] != '{' {
+		return object{}, max(llm.ValueEnd(b, i), i+1), false
+	}
+	return object{b: b, i: i + 1}, 0, true
+}
+
+func (o *object) next() (key []byte, at int, ok bool) {
+	b := o.b
+	i := nextItem(b, o.i)
+	if i >= len(b) || b[i] == '}' || b[i] == ']' {
+		o.i = min(i+1, len(b))
+		return nil, 0, false
+	}
+	k := max(llm.ValueEnd(b, i), i+1)
+	key = b[i:k]
+	if i = skipSpace(b, k); i < len(b) && b[i] == ':' {
+		i = skipSpace(b, i+1)
+	}
+	if i >= len(b) {
+		o.i = len(b)
+		return nil, 0, false
+	}
+	return key, i, true
+}
+
+// value returns the value that starts at b[at] and moves past it.
+func (o *object) value(at int) []byte {
+	v := o.b[at:max(llm.ValueEnd(o.b, at), at+1)]
+	o.i = at + len(v)
+	return v
+}
+
+// stringAt estimates the string value that starts at b[at] and moves
+// past it.
+func (o *object) stringAt(at int) int {
+	var e est
+	o.i = e.jsonStringAt(o.b, at)
+	return e.tokens()
+}
+
+// messageTokens estimates the message that opens at b[i] and returns the
+// index after it.
+func messageTokens(b []byte, i int) (n, end int) {
+	o, end, ok := openObject(b, i)
+	if !ok {
+		return 0, end
+	}
+	for key, at, ok := o.next(); ok; key, at, ok = o.next() {
+		switch k := string(key); {
+		case b[at] == '"' && (k == `"content"` || k == `"role"` || k == `"name"` || k == `"reasoning_content"` || k == `"refusal"`):
+			n += o.stringAt(at)
+		case k == `"content"`:
+			n += contentTokens(o.value(at))
+		case k == `"tool_calls"`:
+			v := o.value(at)
+			for j := openArray(v); j < len(v) && v[j] != ']' && v[j] != '}'; j = nextItem(v, j) {
+				var t int
+				t, j = callTokens(v, j, `"name"`, `"arguments"`, false)
+				n += MessageOverhead + t
+			}
+		default:
+			o.value(at)
 		}
 	}
-	return n
+	return n, o.i
+}
+
+// callTokens estimates a tool call or a tool, the object that opens at
+// b[i], by its first "function" member: the string members a and c of
+// that, and when params is set its first "parameters" as raw JSON. It
+// returns the index after the object.
+func callTokens(b []byte, i int, a, c string, params bool) (n, end int) {
+	o, end, ok := openObject(b, i)
+	if !ok {
+		return 0, end
+	}
+	seen := false
+	for key, at, ok := o.next(); ok; key, at, ok = o.next() {
+		if seen || string(key) != `"function"` || b[at] != '{' {
+			seen = seen || string(key) == `"function"`
+			o.value(at)
+			continue
+		}
+		seen = true
+		fn := object{b: b, i: at + 1}
+		for k, fat, ok := fn.next(); ok; k, fat, ok = fn.next() {
+			switch {
+			case (string(k) == a || string(k) == c) && b[fat] == '"':
+				n += fn.stringAt(fat)
+			case params && string(k) == `"parameters"`:
+				params = false // the first one only
+				n += rawTokens(fn.value(fat))
+			default:
+				fn.value(fat)
+			}
+		}
+		o.i = fn.i
+	}
+	return n, o.i
+}
+
+// nextItem skips the whitespace and the comma before an array's element
+// or an object's member.
+func nextItem(b []byte, i int) int {
+	i = skipSpace(b, i)
+	if i < len(b) && b[i] == ',' {
+		i = skipSpace(b, i+1)
+	}
+	return i
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // member returns the raw value of key (quoted) in obj, or nil.

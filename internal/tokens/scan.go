@@ -1,0 +1,307 @@
+package tokens
+
+// The ASCII part of the estimate runs as an automaton: one table look-up
+// and one addition a byte, where feeding est character by character
+// costs a call, a switch and a few stores, and the word-at-a-time fast
+// paths that replaced it still branched at every piece. In prose a piece
+// ends every five or six bytes, so the branching, not the bytes, was most
+// of what the estimate cost a request.
+//
+// The table is not written by hand: it is est.feed run from every state
+// the automaton tells apart, so feed stays the one statement of the
+// estimator and the automaton agrees with it by construction (the
+// reference and fuzz tests check it anyway). An open piece that holds
+// non-ASCII characters (est.wide) has no state here; such text goes
+// through feed as before, and the automaton takes over at the next piece.
+//
+// A state stands for every est whose future estimate is the same: a
+// word's letters count until a first token is spent and then only modulo
+// wordPerToken; digits modulo digitsPerToken; punctuation modulo
+// punctPerToken; whitespace by whether it holds a newline and whether
+// none, one, or more spaces follow it. The automaton keeps est's value —
+// what the estimate would be if the text ended here, n plus what close
+// would add — and each transition adds the change of that value, which
+// is a multiple of half a token for ASCII characters.
+
+import "unicode/utf8"
+
+// halfToken is the unit of the automaton's additions, in milli-tokens.
+// The value can fall (a space before a newline is no longer a piece of
+// its own), by up to stepBias halves a byte; every entry holds its
+// change plus stepBias, and the scans take stepBias a byte back.
+const (
+	halfToken = milli / 2
+	stepBias  = 2
+)
+
+// The automaton's states: none (nothing open), then words by letters read
+// (1 to wordStates) and whether the last was lower-case, digit runs,
+// whitespace pieces by (newline seen, spaces 0, 1 or more), punctuation
+// runs.
+const (
+	wordStates = wordFree + wordPerToken
+	stateWord  = 1
+	stateDigit = stateWord + 2*wordStates
+	stateSpace = stateDigit + digitsPerToken
+	statePunct = stateSpace + 6
+	stateCount = statePunct + punctPerToken
+	stopRow    = stateCount << stateShift // where a byte the automaton does not read leads
+	stateShift = 8                        // a state is kept as its row in steps: state << 8 | byte
+	stepsSize  = 1 << 14
+)
+
+// nextRow and halves are the automaton: for state s and byte c, at
+// s<<8|c, the next state's row (s'<<8) and the half-tokens the byte adds
+// (plus stepBias); a backslash, a quote or a non-ASCII byte leads to
+// stopRow (an escape to decode, a JSON string's end). Two
+// tables rather than one of pairs: a step then is two loads and no
+// unpacking. The size is a power of two so that an index is masked, not
+// bounds-checked.
+var (
+	nextRow [stepsSize]uint16
+	halves  [stepsSize]uint8
+)
+
+// stateEst is the est each state stands for (n is 0), and pendingOf what
+// close would add to it.
+var (
+	stateEst  [stateCount]est
+	pendingOf [stateCount]int
+)
+
+func init() {
+	for s := range stateCount {
+		stateEst[s] = estOfState(s)
+		pendingOf[s] = pending(&stateEst[s])
+	}
+	for s := range stateCount {
+		for c := range utf8.RuneSelf {
+			e := stateEst[s]
+			e.feed(asciiClass[c], 0)
+			next, ok := e.state()
+			d := e.n + pending(&e) - pendingOf[s]
+			h := d/halfToken + stepBias
+			if !ok || d%halfToken != 0 || h < 0 || h > 0xff {
+				panic("tokens: the ASCII automaton cannot hold what feed does")
+			}
+			nextRow[s<<stateShift|c], halves[s<<stateShift|c] = uint16(next<<stateShift), uint8(h)
+		}
+		for c := utf8.RuneSelf; c < 1<<stateShift; c++ {
+			nextRow[s<<stateShift|c] = stopRow
+		}
+		nextRow[s<<stateShift|'\\'], nextRow[s<<stateShift|'"'] = stopRow, stopRow
+	}
+	for c := range 1 << stateShift {
+		nextRow[stopRow|c] = stopRow
+	}
+}
+
+// estOfState is the est state s stands for: the fewest letters, digits,
+// punctuation marks or spaces that lead to it.
+func estOfState(s int) est {
+	switch {
+	case s == 0:
+		return est{}
+	case s < stateDigit:
+		k := s - stateWord
+		return est{cls: clsLower, run: k/2 + 1, lower: k%2 == 1}
+	case s < stateSpace:
+		return est{cls: clsDigit, run: s - stateDigit + 1}
+	case s < statePunct:
+		k := s - stateSpace
+		return est{cls: clsSpace, spaces: k % 3, nl: k >= 3}
+	}
+	return est{cls: clsPunct, run: s - statePunct + 1}
+}
+
+// state returns the automaton's state for e, or false when the open
+// piece holds characters the automaton does not read (non-ASCII ones).
+func (e *est) state() (int, bool) {
+	if e.wide != 0 {
+		return 0, false
+	}
+	switch e.cls {
+	case clsNone:
+		return 0, true
+	case clsLower:
+		r := e.run
+		if r == 0 {
+			return 0, false
+		}
+		if r > wordStates { // past its first token a word counts modulo wordPerToken
+			r = wordFree + 1 + (r-wordFree-1)%wordPerToken
+		}
+		s := stateWord + 2*(r-1)
+		if e.lower {
+			s++
+		}
+		return s, true
+	case clsDigit:
+		if e.run == 0 {
+			return 0, false
+		}
+		return stateDigit + (e.run-1)%digitsPerToken, true
+	case clsSpace:
+		s := stateSpace + min(e.spaces, 2)
+		if e.nl {
+			s += 3
+		}
+		return s, true
+	case clsPunct:
+		if e.run == 0 {
+			return 0, false
+		}
+		return statePunct + (e.run-1)%punctPerToken, true
+	}
+	return 0, false
+}
+
+// pending is what close would add to e's count.
+func pending(e *est) int {
+	c := *e
+	c.n = 0
+	c.close()
+	return c.n
+}
+
+// enter returns e's state as a row of steps and its value (n and what is
+// pending), or false if the automaton cannot take over.
+func (e *est) enter() (row uint, value int, ok bool) {
+	s, ok := e.state()
+	if !ok {
+		return 0, 0, false
+	}
+	return uint(s) << stateShift, e.n + pending(e), true
+}
+
+// leave makes e the est of the automaton's row, worth value.
+func (e *est) leave(row uint, value int) {
+	s := row >> stateShift
+	*e = stateEst[s]
+	e.n = value - pendingOf[s]
+}
+
+// step is one transition: the row reached from row on ASCII byte c, and
+// the half-tokens it adds (plus stepBias).
+func step(row uint, c byte) (uint, uint) {
+	k := (row | uint(c)) % stepsSize
+	return uint(nextRow[k]), uint(halves[k])
+}
+
+// scanASCII runs the automaton over s from i, from row, up to the end or
+// to the first byte it does not read: a non-ASCII one, a backslash or a
+// quote. It
+// returns where it stopped, the row reached and the half-tokens added.
+// Such a byte leads to stopRow and stays there, so eight bytes at a time
+// are stepped through with no test, and only the eight that reach it are
+// gone through again one by one.
+func scanASCII[T string | []byte](s T, i int, row uint) (int, uint, int) {
+	start := i
+	var h uint
+	for ; i+8 <= len(s); i += 8 {
+		w := s[i : i+8]
+		// step written out: an inlined call leaves a no-op behind
+		r, g := row, h
+		k0 := (r | uint(w[0])) % stepsSize
+		r, g = uint(nextRow[k0]), g+uint(halves[k0])
+		k1 := (r | uint(w[1])) % stepsSize
+		r, g = uint(nextRow[k1]), g+uint(halves[k1])
+		k2 := (r | uint(w[2])) % stepsSize
+		r, g = uint(nextRow[k2]), g+uint(halves[k2])
+		k3 := (r | uint(w[3])) % stepsSize
+		r, g = uint(nextRow[k3]), g+uint(halves[k3])
+		k4 := (r | uint(w[4])) % stepsSize
+		r, g = uint(nextRow[k4]), g+uint(halves[k4])
+		k5 := (r | uint(w[5])) % stepsSize
+		r, g = uint(nextRow[k5]), g+uint(halves[k5])
+		k6 := (r | uint(w[6])) % stepsSize
+		r, g = uint(nextRow[k6]), g+uint(halves[k6])
+		k7 := (r | uint(w[7])) % stepsSize
+		r, g = uint(nextRow[k7]), g+uint(halves[k7])
+		if r == stopRow {
+			break
+		}
+		row, h = r, g
+	}
+	for ; i < len(s); i++ {
+		k := (row | uint(s[i])) % stepsSize
+		if nextRow[k] == stopRow {
+			break
+		}
+		row, h = uint(nextRow[k]), h+uint(halves[k])
+	}
+	return i, row, int(h) - stepBias*(i-start)
+}
+
+// escapeByte is the ASCII character whose class a backslash escape
+// feeds (\n a newline, \t a space, \" a quote, an invalid \a the letter),
+// or 0 for the escapes jsonString decodes itself (\u, a non-ASCII byte).
+var escapeByte = func() (t [256]byte) {
+	for c := 1; c < utf8.RuneSelf; c++ {
+		t[c] = byte(c)
+	}
+	t['n'], t['r'] = '\n', '\n'
+	t['t'], t['b'], t['f'] = ' ', ' ', ' '
+	t['u'] = 0
+	// A backslash or a quote would stop the automaton; a slash is
+	// punctuation too.
+	t['\\'], t['"'] = '/', '/'
+	return t
+}()
+
+// punctStand is the byte stepped for a backslash or a quote that is
+// text, not JSON syntax: those two stop the automaton, and a slash is
+// punctuation as they are.
+const punctStand = '/'
+
+// textASCII runs the automaton over text from i up to the end or to a
+// non-ASCII character, or to a quote when quotes is set (rawTokens reads
+// a JSON string as one); it returns where it stopped, the row reached and
+// the half-tokens added.
+func textASCII[T string | []byte](s T, i int, row uint, quotes bool) (int, uint, int) {
+	h := 0
+	for {
+		var add int
+		i, row, add = scanASCII(s, i, row)
+		h += add
+		if i >= len(s) || s[i] >= utf8.RuneSelf || (quotes && s[i] == '"') {
+			return i, row, h
+		}
+		var a uint
+		row, a = step(row, punctStand)
+		h += int(a) - stepBias
+		i++
+	}
+}
+
+// jsonASCII runs the automaton over the body of a JSON string from i,
+// decoding the escapes that stand for one ASCII character, up to the end
+// or to what only feed can take (a non-ASCII character, \u, a final
+// backslash), or to a quote when closing is set (the string's end; else
+// a quote is punctuation). It returns where it stopped, the row reached
+// and the half-tokens added.
+func jsonASCII(s []byte, i int, row uint, closing bool) (int, uint, int) {
+	h := 0
+	for {
+		var add int
+		i, row, add = scanASCII(s, i, row)
+		h += add
+		if i >= len(s) {
+			return i, row, h
+		}
+		c := s[i]
+		switch {
+		case c == '"' && !closing:
+			c = punctStand
+			i++
+		case c == '\\' && i+1 < len(s) && escapeByte[s[i+1]] != 0:
+			c = escapeByte[s[i+1]]
+			i += 2
+		default:
+			return i, row, h
+		}
+		var a uint
+		row, a = step(row, c)
+		h += int(a) - stepBias
+	}
+}
