@@ -56,6 +56,8 @@ func packageVarAllowList() map[string]string {
 		"internal/provider/gemini/request.go imageMIME":          shape,
 		"internal/llm/scan.go strStop":                           lookup,
 		"internal/tokens/estimate.go asciiClass":                 lookup,
+		"internal/tokens/scan.go automaton":                      lookup,
+		"internal/tokens/scan.go escapeByte":                     lookup,
 		"internal/store/postgres/usage_copy.go copySpecial":      lookup,
 		"internal/tokens/price.go bedrockRegions":                lookup,
 		"internal/tokens/price.go bedrockVendors":                lookup,

@@ -57,43 +57,48 @@ const (
 // tables rather than one of pairs: a step then is two loads and no
 // unpacking. The size is a power of two so that an index is masked, not
 // bounds-checked.
-var (
-	nextRow [stepsSize]uint16
-	halves  [stepsSize]uint8
-)
-
+//
 // stateEst is the est each state stands for (n is 0), and pendingOf what
 // close would add to it.
-var (
+type asciiAutomaton struct {
+	nextRow   [stepsSize]uint16
+	halves    [stepsSize]uint8
 	stateEst  [stateCount]est
 	pendingOf [stateCount]int
-)
+}
 
-func init() {
+// automaton is built once, when the package is loaded, and only read
+// after: a value, not a pointer, so a step indexes it directly.
+var automaton = buildAutomaton()
+
+// buildAutomaton runs feed from every state on every ASCII byte, so feed
+// stays the only definition of the estimate.
+func buildAutomaton() (a asciiAutomaton) {
 	for s := range stateCount {
-		stateEst[s] = estOfState(s)
-		pendingOf[s] = pending(&stateEst[s])
+		a.stateEst[s] = estOfState(s)
+		a.pendingOf[s] = pending(&a.stateEst[s])
 	}
 	for s := range stateCount {
 		for c := range utf8.RuneSelf {
-			e := stateEst[s]
+			e := a.stateEst[s]
 			e.feed(asciiClass[c], 0)
 			next, ok := e.state()
-			d := e.n + pending(&e) - pendingOf[s]
+			d := e.n + pending(&e) - a.pendingOf[s]
 			h := d/halfToken + stepBias
 			if !ok || d%halfToken != 0 || h < 0 || h > 0xff {
 				panic("tokens: the ASCII automaton cannot hold what feed does")
 			}
-			nextRow[s<<stateShift|c], halves[s<<stateShift|c] = uint16(next<<stateShift), uint8(h)
+			a.nextRow[s<<stateShift|c], a.halves[s<<stateShift|c] = uint16(next<<stateShift), uint8(h)
 		}
 		for c := utf8.RuneSelf; c < 1<<stateShift; c++ {
-			nextRow[s<<stateShift|c] = stopRow
+			a.nextRow[s<<stateShift|c] = stopRow
 		}
-		nextRow[s<<stateShift|'\\'], nextRow[s<<stateShift|'"'] = stopRow, stopRow
+		a.nextRow[s<<stateShift|'\\'], a.nextRow[s<<stateShift|'"'] = stopRow, stopRow
 	}
 	for c := range 1 << stateShift {
-		nextRow[stopRow|c] = stopRow
+		a.nextRow[stopRow|c] = stopRow
 	}
+	return a
 }
 
 // estOfState is the est state s stands for: the fewest letters, digits,
@@ -177,15 +182,15 @@ func (e *est) enter() (row uint, value int, ok bool) {
 // leave makes e the est of the automaton's row, worth value.
 func (e *est) leave(row uint, value int) {
 	s := row >> stateShift
-	*e = stateEst[s]
-	e.n = value - pendingOf[s]
+	*e = automaton.stateEst[s]
+	e.n = value - automaton.pendingOf[s]
 }
 
 // step is one transition: the row reached from row on ASCII byte c, and
 // the half-tokens it adds (plus stepBias).
 func step(row uint, c byte) (uint, uint) {
 	k := (row | uint(c)) % stepsSize
-	return uint(nextRow[k]), uint(halves[k])
+	return uint(automaton.nextRow[k]), uint(automaton.halves[k])
 }
 
 // scanASCII runs the automaton over s from i, from row, up to the end or
@@ -203,21 +208,21 @@ func scanASCII[T string | []byte](s T, i int, row uint) (int, uint, int) {
 		// step written out: an inlined call leaves a no-op behind
 		r, g := row, h
 		k0 := (r | uint(w[0])) % stepsSize
-		r, g = uint(nextRow[k0]), g+uint(halves[k0])
+		r, g = uint(automaton.nextRow[k0]), g+uint(automaton.halves[k0])
 		k1 := (r | uint(w[1])) % stepsSize
-		r, g = uint(nextRow[k1]), g+uint(halves[k1])
+		r, g = uint(automaton.nextRow[k1]), g+uint(automaton.halves[k1])
 		k2 := (r | uint(w[2])) % stepsSize
-		r, g = uint(nextRow[k2]), g+uint(halves[k2])
+		r, g = uint(automaton.nextRow[k2]), g+uint(automaton.halves[k2])
 		k3 := (r | uint(w[3])) % stepsSize
-		r, g = uint(nextRow[k3]), g+uint(halves[k3])
+		r, g = uint(automaton.nextRow[k3]), g+uint(automaton.halves[k3])
 		k4 := (r | uint(w[4])) % stepsSize
-		r, g = uint(nextRow[k4]), g+uint(halves[k4])
+		r, g = uint(automaton.nextRow[k4]), g+uint(automaton.halves[k4])
 		k5 := (r | uint(w[5])) % stepsSize
-		r, g = uint(nextRow[k5]), g+uint(halves[k5])
+		r, g = uint(automaton.nextRow[k5]), g+uint(automaton.halves[k5])
 		k6 := (r | uint(w[6])) % stepsSize
-		r, g = uint(nextRow[k6]), g+uint(halves[k6])
+		r, g = uint(automaton.nextRow[k6]), g+uint(automaton.halves[k6])
 		k7 := (r | uint(w[7])) % stepsSize
-		r, g = uint(nextRow[k7]), g+uint(halves[k7])
+		r, g = uint(automaton.nextRow[k7]), g+uint(automaton.halves[k7])
 		if r == stopRow {
 			break
 		}
@@ -225,10 +230,10 @@ func scanASCII[T string | []byte](s T, i int, row uint) (int, uint, int) {
 	}
 	for ; i < len(s); i++ {
 		k := (row | uint(s[i])) % stepsSize
-		if nextRow[k] == stopRow {
+		if automaton.nextRow[k] == stopRow {
 			break
 		}
-		row, h = uint(nextRow[k]), h+uint(halves[k])
+		row, h = uint(automaton.nextRow[k]), h+uint(automaton.halves[k])
 	}
 	return i, row, int(h) - stepBias*(i-start)
 }
