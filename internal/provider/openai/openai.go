@@ -10,10 +10,12 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net/http"
 
 	"gatehouse/internal/llm"
@@ -248,37 +250,63 @@ func quickChunk(data []byte, strip bool) ([]byte, bool) {
 // nullUsage is the member OpenAI adds to every chunk before the last.
 const nullUsage = `,"usage":null`
 
-// lookAtKeys visits every '"' of d and reports how many times `"usage"`
-// starts there and where the `,"usage":null` of the one that is such a
-// member starts (-1 if it is not). ok is false when d holds `"error"` or
-// more than one "usage", which no quick path takes. (It counts
-// overlapping occurrences, `"usage"usage"` as two, where bytes.Count
-// found one; either way no quick path takes such a chunk, since a
-// "usage" followed by `usage"` is not followed by ":null".)
+// lookAtKeys reports how many times `"usage"` occurs in d and where the
+// `,"usage":null` of the one that is such a member starts (-1 if it is
+// not). ok is false when d holds `"error"` or more than one "usage",
+// which no quick path takes. (It counts overlapping occurrences,
+// `"usage"usage"` as two, where bytes.Count found one; either way no
+// quick path takes such a chunk, since a "usage" followed by `usage"`
+// is not followed by ":null".)
+//
+// Both names are five letters between quotes, so it looks only where a
+// '"' has another six bytes on: it tests eight positions at a time for
+// that, on two words, and reads the few keys of five letters (index,
+// delta, model …) it finds. Visiting each quote of a chunk with
+// IndexByte cost more than the substring searches it replaced.
 func lookAtKeys(d []byte) (usages, nullAt int, ok bool) {
 	nullAt = -1
-	for q := 0; ; q++ {
-		i := bytes.IndexByte(d[q:], '"')
-		if i < 0 {
-			return usages, nullAt, true
-		}
-		q += i
-		rest := d[q:]
-		if len(rest) < len(`"usage"`) || rest[6] != '"' {
-			continue
-		}
-		switch string(rest[1:6]) {
-		case "error":
-			return 0, -1, false
-		case "usage":
-			if usages++; usages > 1 {
+	i := 0
+	for ; i+14 <= len(d); i += 8 {
+		m := quoteBytes(binary.LittleEndian.Uint64(d[i:])) & quoteBytes(binary.LittleEndian.Uint64(d[i+6:]))
+		for ; m != 0; m &= m - 1 {
+			q := i + bits.TrailingZeros64(m)/8
+			if !keyAt(d, q, &usages, &nullAt) {
 				return 0, -1, false
-			}
-			if q > 0 && d[q-1] == ',' && bytes.HasPrefix(rest[len(`"usage"`):], []byte(":null")) {
-				nullAt = q - 1
 			}
 		}
 	}
+	for q := i; q+7 <= len(d); q++ { // the last few starts, one at a time
+		if d[q] == '"' && d[q+6] == '"' && !keyAt(d, q, &usages, &nullAt) {
+			return 0, -1, false
+		}
+	}
+	return usages, nullAt, true
+}
+
+// keyAt looks at the seven bytes from d[q], a '"' with another six on,
+// for lookAtKeys; false means d takes no quick path.
+func keyAt(d []byte, q int, usages, nullAt *int) bool {
+	switch string(d[q+1 : q+6]) {
+	case "error":
+		return false
+	case "usage":
+		if *usages++; *usages > 1 {
+			return false
+		}
+		if q > 0 && d[q-1] == ',' && bytes.HasPrefix(d[q+len(`"usage"`):], []byte(":null")) {
+			*nullAt = q - 1
+		}
+	}
+	return true
+}
+
+// quoteBytes has the high bit of each byte of w that is '"' set, and no
+// other bit: each byte is tested on its own, with no carry between them
+// (x&0x7f plus 0x7f stays within the byte), so there are no false hits.
+func quoteBytes(w uint64) uint64 {
+	const low7 = 0x7f7f7f7f7f7f7f7f
+	x := w ^ 0x2222222222222222 // '"' bytes become zero
+	return ^((x&low7 + low7) | x | low7)
 }
 
 // cutMember removes the object member whose value spans data[vs:ve],

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"strings"
 	"testing"
@@ -91,6 +92,15 @@ func quickSeeds(t testing.TB) []string {
 func TestQuickChunkMatchesReference(t *testing.T) {
 	for _, s := range quickSeeds(t) {
 		checkQuickChunk(t, []byte(s))
+		// The same after a member of every length up to two words, so
+		// that each key falls at each place in the words quickChunk
+		// tests eight bytes at a time, and in the bytes it tests one by
+		// one at the end.
+		if rest, ok := strings.CutPrefix(s, "{"); ok {
+			for k := range 17 {
+				checkQuickChunk(t, []byte(`{"p":"`+strings.Repeat("x", k)+`",`+rest))
+			}
+		}
 	}
 }
 
@@ -154,5 +164,43 @@ func TestQuickChunkOnRealStream(t *testing.T) {
 		if n != 4 {
 			t.Errorf("include_usage %v: %d chunks, want 4", include, n)
 		}
+	}
+}
+
+// TestQuoteBytes checks quoteBytes on every byte value in every place of
+// a word, among neighbours that are and are not quotes.
+func TestQuoteBytes(t *testing.T) {
+	for _, fill := range []byte{0, '"', 0x7f, 0x80, 0xa2, 0xff, '!', '#'} {
+		for pos := range 8 {
+			for b := range 256 {
+				var w [8]byte
+				for k := range w {
+					w[k] = fill
+				}
+				w[pos] = byte(b)
+				got := quoteBytes(binary.LittleEndian.Uint64(w[:]))
+				for k := range w {
+					want := w[k] == '"'
+					if hit := got>>(8*k)&0xff == 0x80; hit != want || got>>(8*k)&0x7f != 0 {
+						t.Fatalf("quoteBytes(%q) = %#x: byte %d", w, got, k)
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkQuickChunk decides the quick path of an OpenAI chunk with
+// "usage":null, as quickChunk does and as the substring searches did.
+func BenchmarkQuickChunk(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-B9","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_0","choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	for name, f := range map[string]func([]byte, bool) ([]byte, bool){"one pass": quickChunk, "searches": quickChunkReference} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, ok := f(chunk, false); !ok {
+					b.Fatal("not quick")
+				}
+			}
+		})
 	}
 }
