@@ -92,12 +92,12 @@ func quickSeeds(t testing.TB) []string {
 func TestQuickChunkMatchesReference(t *testing.T) {
 	for _, s := range quickSeeds(t) {
 		checkQuickChunk(t, []byte(s))
-		// The same after a member of every length up to two words, so
-		// that each key falls at each place in the words quickChunk
-		// tests eight bytes at a time, and in the bytes it tests one by
-		// one at the end.
+		// The same after a member of every length up to two rounds, so
+		// that each key falls at each place in the rounds of sixteen
+		// bytes quickChunk tests at once, and in the bytes it tests one
+		// by one at the end.
 		if rest, ok := strings.CutPrefix(s, "{"); ok {
-			for k := range 17 {
+			for k := range 33 {
 				checkQuickChunk(t, []byte(`{"p":"`+strings.Repeat("x", k)+`",`+rest))
 			}
 		}
@@ -167,10 +167,10 @@ func TestQuickChunkOnRealStream(t *testing.T) {
 	}
 }
 
-// TestQuoteBytes checks quoteBytes on every byte value in every place of
-// a word, among neighbours that are and are not quotes.
-func TestQuoteBytes(t *testing.T) {
-	for _, fill := range []byte{0, '"', 0x7f, 0x80, 0xa2, 0xff, '!', '#'} {
+// TestZeroBytes checks zeroBytes on every byte value in every place of
+// a word, among neighbours of several kinds.
+func TestZeroBytes(t *testing.T) {
+	for _, fill := range []byte{0, 1, 0x7f, 0x80, 0x81, 0xff, '"'} {
 		for pos := range 8 {
 			for b := range 256 {
 				var w [8]byte
@@ -178,11 +178,11 @@ func TestQuoteBytes(t *testing.T) {
 					w[k] = fill
 				}
 				w[pos] = byte(b)
-				got := quoteBytes(binary.LittleEndian.Uint64(w[:]))
+				got := zeroBytes(binary.LittleEndian.Uint64(w[:]))
 				for k := range w {
-					want := w[k] == '"'
+					want := w[k] == 0
 					if hit := got>>(8*k)&0xff == 0x80; hit != want || got>>(8*k)&0x7f != 0 {
-						t.Fatalf("quoteBytes(%q) = %#x: byte %d", w, got, k)
+						t.Fatalf("zeroBytes(%x) = %#x: byte %d", w, got, k)
 					}
 				}
 			}
