@@ -129,8 +129,35 @@ func (r *Reader) HasEvent() bool {
 	if i < 0 {
 		return false
 	}
-	b = b[i:]
-	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n")) || bytes.Contains(b, []byte("\r\r"))
+	return hasBlankLine(b[i:])
+}
+
+// hasBlankLine reports whether b holds "\n\n", "\r\n\r\n" or "\r\r": a
+// line ended, then an empty one. It visits only the line ends, found
+// with IndexByte, and looks around each: the relay asks this after every
+// chunk, and three substring searches read the buffer three times.
+func hasBlankLine(b []byte) bool {
+	for p := 0; ; p++ {
+		i := bytes.IndexByte(b[p:], '\n')
+		if i < 0 {
+			break
+		}
+		p += i
+		if p+1 < len(b) && b[p+1] == '\n' ||
+			p > 0 && b[p-1] == '\r' && p+2 < len(b) && b[p+1] == '\r' && b[p+2] == '\n' {
+			return true
+		}
+	}
+	for p := 0; ; p++ {
+		i := bytes.IndexByte(b[p:], '\r')
+		if i < 0 {
+			return false
+		}
+		p += i
+		if p+1 < len(b) && b[p+1] == '\r' {
+			return true
+		}
+	}
 }
 
 // readLine returns the next line without its terminator.
@@ -153,15 +180,22 @@ func (r *Reader) readLine() ([]byte, error) {
 			}
 		}
 		buf, _ := r.br.Peek(r.br.Buffered())
-		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
+		if i := lineEnd(buf); i >= 0 {
 			// Checked here too, so the limit does not depend on how the
 			// line was split across reads.
 			if len(r.line)+i > r.max {
 				return nil, ErrEventTooLarge
 			}
-			r.line = append(r.line, buf[:i]...)
 			r.skipLF = buf[i] == '\r'
 			_, _ = r.br.Discard(i + 1)
+			if len(r.line) == 0 {
+				// The whole line is in the buffer: handed out where it
+				// lies, not copied. Discard moved no bytes, and none
+				// move before the next readLine, by which time Next has
+				// copied what it keeps of this line.
+				return buf[:i], nil
+			}
+			r.line = append(r.line, buf[:i]...)
 			return r.line, nil
 		}
 		if len(r.line)+len(buf) > r.max {
@@ -192,4 +226,20 @@ func AppendEvent(b []byte, name string, data []byte) []byte {
 		data = data[i+1:]
 	}
 	return append(b, '\n', '\n')
+}
+
+// lineEnd is the index of the first '\r' or '\n' in b, or -1. It is two
+// IndexByte searches, the '\r' only up to the '\n', instead of
+// bytes.IndexAny, which for a set of two bytes tests the line a byte at
+// a time: every line of every stream passes through here.
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	end := i
+	if end < 0 {
+		end = len(b)
+	}
+	if j := bytes.IndexByte(b[:end], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }

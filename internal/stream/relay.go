@@ -291,9 +291,10 @@ func (r *Relayer) step() {
 		// Only the text is kept, not the chunk: a stream waits most
 		// of its life, and what it holds meanwhile is what ten
 		// thousand open streams cost.
-		size := len(choicesOf(c.Data)) + 2
+		choices := choicesOf(c.Data)
+		size := len(choices) + 2
 		if len(res.Sample) < SampleBytes {
-			res.Sample = appendText(res.Sample, c.Data)
+			res.Sample = appendChoicesText(res.Sample, choices)
 			res.Sampled += size
 		}
 		res.Relayed += size

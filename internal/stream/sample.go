@@ -13,9 +13,14 @@ import (
 // walks the chunk without decoding it (it runs for every chunk) and skips
 // what is not where an OpenAI chunk has it.
 func appendText(dst, chunk []byte) []byte {
-	// The search choicesOf makes anyway finds the choices without walking
-	// the id, model and fingerprint before them.
-	v := choicesOf(chunk)
+	return appendChoicesText(dst, choicesOf(chunk))
+}
+
+// appendChoicesText is appendText for what choicesOf returned of the
+// chunk: the relay searches for the choices once, for the size it counts
+// and for the text, not once for each (the search finds them without
+// walking the id, model and fingerprint before them).
+func appendChoicesText(dst, v []byte) []byte {
 	if !bytes.HasPrefix(v, []byte(choicesKey)) {
 		return dst
 	}

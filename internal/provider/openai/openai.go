@@ -10,10 +10,12 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net/http"
 
 	"gatehouse/internal/llm"
@@ -179,10 +181,7 @@ func (s *stream) Next() (llm.Chunk, error) {
 // chunk inspects one event's JSON: an error object ends the stream, a
 // usage object is captured, and the gateway's own usage plumbing is hidden.
 func (s *stream) chunk(data []byte) (llm.Chunk, error) {
-	if plainChunk(data) {
-		return llm.Chunk{Data: data}, nil
-	}
-	if d, ok := nullUsageChunk(data, s.strip); ok {
+	if d, ok := quickChunk(data, s.strip); ok {
 		return llm.Chunk{Data: d}, nil
 	}
 	var errRaw []byte
@@ -220,35 +219,104 @@ func (s *stream) chunk(data []byte) (llm.Chunk, error) {
 	return c, nil
 }
 
-// plainChunk reports whether data is an object with neither a "usage" nor
-// an "error" member, which is most chunks: those need no scan at all. A
-// quoted key cannot hide inside a JSON string, where its quotes would be
-// escaped, so the byte search is exact; anything it is unsure of takes
-// the full scan.
-func plainChunk(data []byte) bool {
+// quickChunk relays the two chunks that are nearly all of a stream
+// without a scan of their JSON: an object with neither a "usage" nor an
+// "error" member, and one whose only "usage" is `,"usage":null`, as
+// OpenAI sends on every chunk but the last when usage was asked for
+// (with strip set, that member is cut: the client did not ask for it).
+// A quoted key cannot hide inside a JSON string, where its quotes would
+// be escaped, so looking at the bytes is exact; anything else (ok
+// false) takes the full scan. It tells them apart in one pass over the
+// chunk's quotes, where three substring searches read it five times.
+func quickChunk(data []byte, strip bool) ([]byte, bool) {
 	d := bytes.TrimSpace(data)
-	return len(d) >= 2 && d[0] == '{' && d[len(d)-1] == '}' &&
-		!bytes.Contains(d, []byte(`"usage"`)) && !bytes.Contains(d, []byte(`"error"`))
-}
-
-// nullUsageChunk handles the other common chunk: one carrying only
-// "usage":null, as OpenAI sends on every chunk but the last when usage was
-// asked for. When strip is set the member is cut (the client did not ask
-// for it). It reports false for anything else, which takes the full scan.
-func nullUsageChunk(data []byte, strip bool) ([]byte, bool) {
-	d := bytes.TrimSpace(data)
-	if len(d) < 2 || d[0] != '{' || d[len(d)-1] != '}' || bytes.Contains(d, []byte(`"error"`)) ||
-		bytes.Count(d, []byte(`"usage"`)) != 1 {
+	if len(d) < 2 || d[0] != '{' || d[len(d)-1] != '}' {
 		return nil, false
 	}
-	i := bytes.Index(d, []byte(`,"usage":null`))
-	if i < 0 {
+	usages, nullAt, ok := lookAtKeys(d)
+	switch {
+	case !ok:
 		return nil, false
-	}
-	if !strip {
+	case usages == 0:
+		return data, true
+	case nullAt < 0:
+		return nil, false
+	case !strip:
 		return data, true
 	}
-	return append(d[:i], d[i+len(`,"usage":null`):]...), true
+	return append(d[:nullAt], d[nullAt+len(nullUsage):]...), true
+}
+
+// nullUsage is the member OpenAI adds to every chunk before the last.
+const nullUsage = `,"usage":null`
+
+// lookAtKeys reports how many times `"usage"` occurs in d and where the
+// `,"usage":null` of the one that is such a member starts (-1 if it is
+// not). ok is false when d holds `"error"` or more than one "usage",
+// which no quick path takes. (It counts overlapping occurrences,
+// `"usage"usage"` as two, where bytes.Count found one; either way no
+// quick path takes such a chunk, since a "usage" followed by `usage"`
+// is not followed by ":null".)
+//
+// Both names are five letters between quotes, so it looks only where a
+// '"' has another six bytes on: it tests eight places at once for
+// that, with a word of d XORed with quotes and OR'd with the word six
+// bytes on (two such words a round), and reads the few five-letter keys
+// (index, delta, model …) that it finds. Visiting each quote of a chunk with IndexByte cost more
+// than the substring searches it replaced.
+func lookAtKeys(d []byte) (usages, nullAt int, ok bool) {
+	const quotes = 0x2222222222222222 // '"' in every byte
+	nullAt = -1
+	i := 0
+	for ; i+22 <= len(d); i += 16 {
+		w := d[i : i+22]
+		lo := zeroBytes((binary.LittleEndian.Uint64(w) ^ quotes) | (binary.LittleEndian.Uint64(w[6:]) ^ quotes))
+		hi := zeroBytes((binary.LittleEndian.Uint64(w[8:]) ^ quotes) | (binary.LittleEndian.Uint64(w[14:]) ^ quotes))
+		if lo|hi == 0 {
+			continue
+		}
+		for ; lo != 0; lo &= lo - 1 {
+			if !keyAt(d, i+bits.TrailingZeros64(lo)/8, &usages, &nullAt) {
+				return 0, -1, false
+			}
+		}
+		for ; hi != 0; hi &= hi - 1 {
+			if !keyAt(d, i+8+bits.TrailingZeros64(hi)/8, &usages, &nullAt) {
+				return 0, -1, false
+			}
+		}
+	}
+	for q := i; q+7 <= len(d); q++ { // the last few places, one at a time
+		if d[q] == '"' && d[q+6] == '"' && !keyAt(d, q, &usages, &nullAt) {
+			return 0, -1, false
+		}
+	}
+	return usages, nullAt, true
+}
+
+// keyAt looks at the seven bytes from d[q], a '"' with another six on,
+// for lookAtKeys; false means d takes no quick path.
+func keyAt(d []byte, q int, usages, nullAt *int) bool {
+	switch string(d[q+1 : q+6]) {
+	case "error":
+		return false
+	case "usage":
+		if *usages++; *usages > 1 {
+			return false
+		}
+		if q > 0 && d[q-1] == ',' && bytes.HasPrefix(d[q+len(`"usage"`):], []byte(":null")) {
+			*nullAt = q - 1
+		}
+	}
+	return true
+}
+
+// zeroBytes has the high bit of each byte of x that is zero set, and no
+// other bit: each byte is tested on its own, with no carry between them
+// (x&0x7f plus 0x7f stays within the byte), so there are no false hits.
+func zeroBytes(x uint64) uint64 {
+	const low7 = 0x7f7f7f7f7f7f7f7f
+	return ^((x&low7 + low7) | x | low7)
 }
 
 // cutMember removes the object member whose value spans data[vs:ve],

@@ -270,9 +270,9 @@ func TestNullUsageChunkFastPath(t *testing.T) {
 		{`{"id":"a","usage":null,"error":{"message":"x"}}`, true, "", false},           // errors always scanned
 		{`{"id":"a","usage":{"prompt_tokens":1},"x":{"usage":null}}`, true, "", false}, // a real usage object
 	} {
-		got, ok := nullUsageChunk([]byte(tc.in), tc.strip)
+		got, ok := quickChunk([]byte(tc.in), tc.strip)
 		if ok != tc.fastTaken || (ok && string(got) != tc.want) {
-			t.Errorf("nullUsageChunk(%s, %v) = %s, %v; want %s, %v", tc.in, tc.strip, got, ok, tc.want, tc.fastTaken)
+			t.Errorf("quickChunk(%s, %v) = %s, %v; want %s, %v", tc.in, tc.strip, got, ok, tc.want, tc.fastTaken)
 		}
 	}
 }
