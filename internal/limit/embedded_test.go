@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -511,6 +512,16 @@ func TestMicros(t *testing.T) {
 	}{{0, "0.000000"}, {1, "0.000001"}, {USD(1.5), "1.500000"}, {-2_500_000, "-2.500000"}, {-1, "-0.000001"}, {123_456_789, "123.456789"}, {1_000_000_000_000, "1000000.000000"}} {
 		if got := c.m.String(); got != c.want {
 			t.Errorf("%d: %q, want %q", c.m, got, c.want)
+		}
+	}
+	// Against a plain formatting of the same figure, across the range.
+	for _, m := range []Micros{math.MinInt64, math.MinInt64 + 1, -999_999, 9, 10, 99_999, 100_000, 999_999, 1_000_000, 1_000_001, 7_654_321_012, math.MaxInt64} {
+		u, sign := uint64(m), ""
+		if m < 0 {
+			u, sign = -u, "-"
+		}
+		if got, want := m.String(), fmt.Sprintf("%s%d.%06d", sign, u/1e6, u%1e6); got != want {
+			t.Errorf("%d: %q, want %q", int64(m), got, want)
 		}
 	}
 	if USD(0.1)+USD(0.2) != USD(0.3) {
