@@ -42,6 +42,9 @@ type exchange struct {
 	// quotedProvider and quotedModel are the answering deployment's
 	// names as JSON strings, for the log line (route.Attempt.Quoted).
 	quotedProvider, quotedModel llm.Quoted
+	// deploymentName is the answering deployment's "provider/model", for
+	// the usage record (route.Attempt.Name).
+	deploymentName string
 
 	group *route.Group // the model's group once resolved: a metric label that is never client input
 	// attempts counts upstream calls; billedAttempt is the one that
