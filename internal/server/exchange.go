@@ -334,7 +334,7 @@ func (x *exchange) finish() {
 			return
 		}
 		bp := linePool.Get().(*[]byte)
-		line := jsonLine{b: appendLineStart((*bp)[:0], x.s.now(), level, "request")}
+		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, x.s.now(), level, "request")}
 		x.logFields(&line)
 		line.b = append(line.b, '}', '\n')
 		_, _ = w.Write(line.b)
