@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -207,7 +206,17 @@ func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
 			ops[j], ops[j-1] = ops[j-1], ops[j]
 		}
 	}
-	return slices.CompactFunc(ops, func(x, y op) bool { return x.key == y.key })
+	// Duplicates sit side by side now, and only counters of one kind can
+	// be equal: the kinds, compared first, spare most key compares.
+	w := min(len(ops), 1)
+	for i := 1; i < len(ops); i++ {
+		if p := &ops[w-1].key; ops[i].key.kind != p.kind || ops[i].key != *p {
+			ops[w] = ops[i]
+			w++
+		}
+	}
+	clear(ops[w:]) // what was dropped keeps no counter alive
+	return ops[:w]
 }
 
 // Admit implements Admitter.
@@ -217,8 +226,8 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 	if buf == nil {
 		buf = new([maxOps]op)
 	}
-	defer e.putOps(buf)
 	ops := e.ops(&a, now, buf[:])
+	defer e.putOps(buf, ops)
 	e.lockAll(ops)
 	d := decide(&a, ops, now.UnixNano(), int64(Window))
 	if d.Allowed {
@@ -243,9 +252,15 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 }
 
 // putOps gives an op array back, emptied: it must not keep counters or
-// their keys alive.
-func (e *Embedded) putOps(buf *[maxOps]op) {
-	clear(buf[:])
+// their keys alive. ops is what the admission made of it: only its
+// length was written (ops clears what it dropped), unless it outgrew
+// the array, which then was filled whole.
+func (e *Embedded) putOps(buf *[maxOps]op, ops []op) {
+	used := maxOps
+	if len(ops) > 0 && &ops[0] == &buf[0] {
+		used = len(ops)
+	}
+	clear(buf[:used])
 	e.opBufs.Put(buf)
 }
 

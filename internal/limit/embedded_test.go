@@ -591,3 +591,53 @@ func TestSpentMakesNoCounter(t *testing.T) {
 		t.Fatalf("spent with a reservation in flight %v, want 0.600000", got)
 	}
 }
+
+// TestCounterListedTwiceReservedOnce: a rate or a budget an admission
+// lists twice is one counter, reserved in once.
+func TestCounterListedTwiceReservedOnce(t *testing.T) {
+	e := newEmbedded(t, Options{})
+	ctx := context.Background()
+	rate := Rate{Scope: ScopeKey, ID: "k", RPM: 2}
+	budget := Budget{Scope: ScopeProject, ID: "p", Limit: 2, Period: Month}
+	for _, c := range []struct {
+		name string
+		a    Admission
+	}{
+		{"rate", Admission{Rates: []Rate{rate, rate}}},
+		{"budget", Admission{Budgets: []Budget{budget, budget}, Cost: 1}},
+	} {
+		for i, want := range []bool{true, true, false} {
+			d, err := e.Admit(ctx, c.a)
+			if err != nil || d.Allowed != want {
+				t.Fatalf("%s, admission %d: allowed %v (%v), want %v", c.name, i+1, d.Allowed, err, want)
+			}
+		}
+	}
+}
+
+// TestOpsArrayEmptied: an op array goes back to the pool holding no
+// counter and no key, whether the admission fitted in it or outgrew it.
+func TestOpsArrayEmptied(t *testing.T) {
+	e := newEmbedded(t, Options{})
+	for _, n := range []int{1, 3, maxOps, maxOps + 1, 2 * maxOps} {
+		a := Admission{Budgets: []Budget{{Scope: ScopeKey, ID: "dup", Limit: 100, Period: Day}, {Scope: ScopeKey, ID: "dup", Limit: 100, Period: Day}}}
+		for i := range n {
+			a.Rates = append(a.Rates, Rate{Scope: ScopeKey, ID: fmt.Sprint("k", i), RPM: 1000})
+		}
+		buf := new([maxOps]op)
+		ops := e.ops(&a, time.Now(), buf[:])
+		if len(ops) != n+1 {
+			t.Fatalf("%d rates and a budget listed twice: %d ops, want %d", n, len(ops), n+1)
+		}
+		e.lockAll(ops)
+		for i := range ops {
+			ops[i].c.mu.Unlock()
+		}
+		e.putOps(buf, ops)
+		for i := range buf {
+			if buf[i] != (op{}) {
+				t.Fatalf("%d rates: op %d left as %+v", n, i, buf[i])
+			}
+		}
+	}
+}
