@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -245,10 +246,68 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 		ops[i].c.mu.Unlock()
 	}
 	if d.Allowed {
-		// No ID: Settle finds the counters from the admission itself.
-		d.Reservation = NewReservation("", a, now)
+		// No ID: Settle finds the counters from the admission itself,
+		// or from the cells it keeps.
+		h := &heldCells{e: e}
+		h.hold(ops)
+		d.Reservation = Reservation{Admission: a, At: now, settled: &h.settled, held: h}
 	}
 	return d, nil
+}
+
+// maxKept is how many of an admission's rates and of its budgets keep
+// their counters with the reservation; settling looks up the others.
+const maxKept = 4
+
+// heldCells is what an Embedded admission keeps with its reservation:
+// the settled flag every copy shares, and the counters it reserved in,
+// so that settling updates them without hashing their keys and looking
+// them up again. A counter swept since is looked up afresh, as it
+// would have been without them.
+type heldCells struct {
+	settled atomic.Bool
+	e       *Embedded      // the admitter whose counters these are
+	tokens  [maxKept]*cell // by index into Admission.Rates; nil: none kept
+	budgets [maxKept]*cell // by index into Admission.Budgets
+}
+
+// hold keeps the token and budget counters of ops, found and locked.
+func (h *heldCells) hold(ops []op) {
+	for i := range ops {
+		o := &ops[i]
+		switch {
+		case o.src >= maxKept:
+		case o.key.kind == cellTokens:
+			h.tokens[o.src] = o.c
+		case o.key.kind == cellBudget:
+			h.budgets[o.src] = o.c
+		}
+	}
+}
+
+// held returns the counter r's admission kept in cells[i] when r was
+// admitted by e; nil when there is none to use.
+func (e *Embedded) held(r *Reservation, budget bool, i int) *cell {
+	h := r.held
+	if h == nil || h.e != e || i >= maxKept {
+		return nil
+	}
+	if budget {
+		return h.budgets[i]
+	}
+	return h.tokens[i]
+}
+
+// update applies f to c, locked, unless the sweeper has removed c; it
+// reports whether it did.
+func (c *cell) update(f func(v int64) int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return false
+	}
+	c.v = f(c.v)
+	return true
 }
 
 // putOps gives an op array back, emptied: it must not keep counters or
@@ -371,33 +430,37 @@ func (e *Embedded) settle(r Reservation, actual Actual) {
 	a := &r.Admission
 	now := e.now().UnixNano()
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for _, rt := range a.Rates {
+		for i, rt := range a.Rates {
 			if rt.TPM <= 0 {
+				continue
+			}
+			correct := func(v int64) int64 {
+				if dt > 0 {
+					return max(v, now) + increment(dt, rt.TPM, int64(Window))
+				}
+				return v - increment(-dt, rt.TPM, int64(Window))
+			}
+			if c := e.held(&r, false, i); c != nil && c.update(correct) {
 				continue
 			}
 			c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
 			if c == nil {
 				continue // swept: the bucket is full already
 			}
-			c.mu.Lock()
-			if !c.dead {
-				if dt > 0 {
-					c.v = max(c.v, now) + increment(dt, rt.TPM, int64(Window))
-				} else {
-					c.v -= increment(-dt, rt.TPM, int64(Window))
-				}
-			}
-			c.mu.Unlock()
+			c.update(correct)
 		}
 	}
 	dc := int64(actual.Cost - a.Cost)
-	for _, b := range a.Budgets {
+	for i, b := range a.Budgets {
 		start, _ := e.cal.span(b.Period, r.At)
 		if dc != 0 {
-			if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
-				c.mu.Lock()
-				c.v += dc
-				c.mu.Unlock()
+			add := func(v int64) int64 { return v + dc }
+			if c := e.held(&r, true, i); c == nil || !c.update(add) {
+				if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
+					c.mu.Lock()
+					c.v += dc
+					c.mu.Unlock()
+				}
 			}
 		}
 		if e.spend != nil {

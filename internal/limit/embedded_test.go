@@ -641,3 +641,65 @@ func TestOpsArrayEmptied(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleKeptCounters: settling through the counters an admission
+// kept gives what looking them up gives — past the number kept, after
+// the sweeper replaced a counter, and never on another admitter's.
+func TestSettleKeptCounters(t *testing.T) {
+	ctx := context.Background()
+	t.Run("more rates than kept", func(t *testing.T) {
+		e := newEmbedded(t, Options{Now: newClock(t0).Now})
+		var a Admission
+		for i := range maxKept + 2 {
+			a.Rates = append(a.Rates, keyRate(fmt.Sprint("k", i), 0, 1000))
+		}
+		a.Tokens = 600
+		d, _ := e.Admit(ctx, a)
+		e.Settle(ctx, d.Reservation, Actual{Tokens: 100})
+		for _, r := range a.Rates {
+			if d, _ := e.Admit(ctx, Admission{Rates: []Rate{r}, Tokens: 900}); !d.Allowed || d.Tokens.Remaining != 0 {
+				t.Errorf("%s: %+v after settling 600 → 100, want 900 admitted", r.ID, d.Tokens)
+			}
+		}
+	})
+	t.Run("token bucket swept and made again", func(t *testing.T) {
+		clk := newClock(t0)
+		e := newEmbedded(t, Options{Now: clk.Now})
+		a := Admission{Rates: []Rate{keyRate("k", 0, 1000)}, Tokens: 600}
+		first, _ := e.Admit(ctx, a)
+		clk.Advance(2 * Window)
+		e.sweep(clk.Now()) // full again: dropped
+		if d, _ := e.Admit(ctx, a); !d.Allowed {
+			t.Fatalf("second: %+v", d)
+		}
+		e.Settle(ctx, first.Reservation, Actual{Tokens: 100}) // lands on the new bucket, as a lookup would
+		if d, _ := e.Admit(ctx, Admission{Rates: a.Rates, Tokens: 900}); !d.Allowed || d.Tokens.Remaining != 0 {
+			t.Errorf("%+v, want 900 admitted (1000 − 600 + 500)", d.Tokens)
+		}
+	})
+	t.Run("budget swept and made again", func(t *testing.T) {
+		clk := newClock(t0)
+		e := newEmbedded(t, Options{Now: clk.Now})
+		a := Admission{Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(10), Period: Day}}, Cost: USD(1)}
+		first, _ := e.Admit(ctx, a)
+		clk.Advance(24 * time.Hour)
+		e.sweep(clk.Now()) // the day ended: dropped
+		clk.Set(t0)
+		if d, _ := e.Admit(ctx, a); !d.Allowed {
+			t.Fatalf("second: %+v", d)
+		}
+		e.Settle(ctx, first.Reservation, Actual{Cost: USD(0.25)})
+		if got := e.Spent(ScopeKey, "k", Day, t0); got != USD(0.25) {
+			t.Errorf("spent %v, want 0.250000 (the new counter's 1 corrected by −0.75)", got)
+		}
+	})
+	t.Run("another admitter", func(t *testing.T) {
+		e1, e2 := newEmbedded(t, Options{Now: newClock(t0).Now}), newEmbedded(t, Options{Now: newClock(t0).Now})
+		a := Admission{Rates: []Rate{keyRate("k", 0, 1000)}, Tokens: 600}
+		d, _ := e1.Admit(ctx, a)
+		e2.Settle(ctx, d.Reservation, Actual{Tokens: 100})
+		if d, _ := e1.Admit(ctx, Admission{Rates: a.Rates, Tokens: 401}); d.Allowed {
+			t.Errorf("e1's bucket corrected by e2's settle: %+v", d.Tokens)
+		}
+	})
+}

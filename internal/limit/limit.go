@@ -247,6 +247,7 @@ type Reservation struct {
 	settled   *atomic.Bool
 	local     bool       // admitted by a Fallback's local limiter
 	lease     *leaseHold // admitted by a Leaser against these leases
+	held      *heldCells // the counters an Embedded admission reserved in
 }
 
 // NewReservation is how backends outside this package make one.
