@@ -302,12 +302,12 @@ func (e *Embedded) held(r *Reservation, budget bool, i int) *cell {
 // reports whether it did.
 func (c *cell) update(f func(v int64) int64) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dead {
-		return false
+	live := !c.dead
+	if live {
+		c.v = f(c.v)
 	}
-	c.v = f(c.v)
-	return true
+	c.mu.Unlock()
+	return live
 }
 
 // putOps gives an op array back, emptied: it must not keep counters or
