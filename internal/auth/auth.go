@@ -71,11 +71,23 @@ type Principal struct {
 	// strings, made once with the principal (quoteNames) for the log
 	// line every request writes.
 	QuotedKeyID, QuotedProject llm.Quoted
+	// StaticTag is StaticTagPrefix and Project, for a principal whose
+	// project exists only in the config (no ProjectID): the hash tag of
+	// its limit counters (server.PrincipalTag), made once with the
+	// principal rather than concatenated for every admitted request.
+	StaticTag string
 }
 
-// quoteNames fills QuotedKeyID and QuotedProject.
+// StaticTagPrefix begins the counters' hash tag of a project that exists
+// only in the config, whose name is then all there is to tell it by.
+const StaticTagPrefix = "static:"
+
+// quoteNames fills QuotedKeyID, QuotedProject and StaticTag.
 func (p *Principal) quoteNames() {
 	p.QuotedKeyID, p.QuotedProject = llm.Quote(p.KeyID), llm.Quote(p.Project)
+	if p.ProjectID == "" && p.Project != "" {
+		p.StaticTag = StaticTagPrefix + p.Project
+	}
 }
 
 // Allows reports whether the principal may call model.

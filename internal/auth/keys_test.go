@@ -76,7 +76,7 @@ func TestKeysPrincipal(t *testing.T) {
 			Cache:         &auth.ProjectCache{Exact: auth.ExactCacheOverride{Enabled: &yes}}, LogBodies: true,
 		}, nil},
 		{"gh-any-secret", &auth.Principal{KeyID: anyKey.ID, Name: "gh-any-secret", Project: "open", ProjectID: open.ID}, nil},
-		{"gh-static-secret", &auth.Principal{KeyID: "static:demo", Project: "demo", RPM: 5, ReadOnly: true}, nil},
+		{"gh-static-secret", &auth.Principal{KeyID: "static:demo", Project: "demo", RPM: 5, ReadOnly: true, StaticTag: "static:demo"}, nil},
 		{"gh-unknown-secret", nil, auth.ErrBadKey},
 		{"", nil, auth.ErrMissingKey},
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -207,7 +207,17 @@ func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
 			ops[j], ops[j-1] = ops[j-1], ops[j]
 		}
 	}
-	return slices.CompactFunc(ops, func(x, y op) bool { return x.key == y.key })
+	// Duplicates sit side by side now, and only counters of one kind can
+	// be equal: the kinds, compared first, spare most key compares.
+	w := min(len(ops), 1)
+	for i := 1; i < len(ops); i++ {
+		if p := &ops[w-1].key; ops[i].key.kind != p.kind || ops[i].key != *p {
+			ops[w] = ops[i]
+			w++
+		}
+	}
+	clear(ops[w:]) // what was dropped keeps no counter alive
+	return ops[:w]
 }
 
 // Admit implements Admitter.
@@ -217,8 +227,8 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 	if buf == nil {
 		buf = new([maxOps]op)
 	}
-	defer e.putOps(buf)
 	ops := e.ops(&a, now, buf[:])
+	defer e.putOps(buf, ops)
 	e.lockAll(ops)
 	d := decide(&a, ops, now.UnixNano(), int64(Window))
 	if d.Allowed {
@@ -236,16 +246,80 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 		ops[i].c.mu.Unlock()
 	}
 	if d.Allowed {
-		// No ID: Settle finds the counters from the admission itself.
-		d.Reservation = NewReservation("", a, now)
+		// No ID: Settle finds the counters from the admission itself,
+		// or from the cells it keeps.
+		h := &heldCells{e: e}
+		h.hold(ops)
+		d.Reservation = Reservation{Admission: a, At: now, settled: &h.settled, held: h}
 	}
 	return d, nil
 }
 
+// maxKept is how many of an admission's rates and of its budgets keep
+// their counters with the reservation; settling looks up the others.
+const maxKept = 4
+
+// heldCells is what an Embedded admission keeps with its reservation:
+// the settled flag every copy shares, and the counters it reserved in,
+// so that settling updates them without hashing their keys and looking
+// them up again. A counter swept since is looked up afresh, as it
+// would have been without them.
+type heldCells struct {
+	settled atomic.Bool
+	e       *Embedded      // the admitter whose counters these are
+	tokens  [maxKept]*cell // by index into Admission.Rates; nil: none kept
+	budgets [maxKept]*cell // by index into Admission.Budgets
+}
+
+// hold keeps the token and budget counters of ops, found and locked.
+func (h *heldCells) hold(ops []op) {
+	for i := range ops {
+		o := &ops[i]
+		switch {
+		case o.src >= maxKept:
+		case o.key.kind == cellTokens:
+			h.tokens[o.src] = o.c
+		case o.key.kind == cellBudget:
+			h.budgets[o.src] = o.c
+		}
+	}
+}
+
+// held returns the counter r's admission kept in cells[i] when r was
+// admitted by e; nil when there is none to use.
+func (e *Embedded) held(r *Reservation, budget bool, i int) *cell {
+	h := r.held
+	if h == nil || h.e != e || i >= maxKept {
+		return nil
+	}
+	if budget {
+		return h.budgets[i]
+	}
+	return h.tokens[i]
+}
+
+// update applies f to c, locked, unless the sweeper has removed c; it
+// reports whether it did.
+func (c *cell) update(f func(v int64) int64) bool {
+	c.mu.Lock()
+	live := !c.dead
+	if live {
+		c.v = f(c.v)
+	}
+	c.mu.Unlock()
+	return live
+}
+
 // putOps gives an op array back, emptied: it must not keep counters or
-// their keys alive.
-func (e *Embedded) putOps(buf *[maxOps]op) {
-	clear(buf[:])
+// their keys alive. ops is what the admission made of it: only its
+// length was written (ops clears what it dropped), unless it outgrew
+// the array, which then was filled whole.
+func (e *Embedded) putOps(buf *[maxOps]op, ops []op) {
+	used := maxOps
+	if len(ops) > 0 && &ops[0] == &buf[0] {
+		used = len(ops)
+	}
+	clear(buf[:used])
 	e.opBufs.Put(buf)
 }
 
@@ -356,33 +430,37 @@ func (e *Embedded) settle(r Reservation, actual Actual) {
 	a := &r.Admission
 	now := e.now().UnixNano()
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for _, rt := range a.Rates {
+		for i, rt := range a.Rates {
 			if rt.TPM <= 0 {
+				continue
+			}
+			correct := func(v int64) int64 {
+				if dt > 0 {
+					return max(v, now) + increment(dt, rt.TPM, int64(Window))
+				}
+				return v - increment(-dt, rt.TPM, int64(Window))
+			}
+			if c := e.held(&r, false, i); c != nil && c.update(correct) {
 				continue
 			}
 			c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
 			if c == nil {
 				continue // swept: the bucket is full already
 			}
-			c.mu.Lock()
-			if !c.dead {
-				if dt > 0 {
-					c.v = max(c.v, now) + increment(dt, rt.TPM, int64(Window))
-				} else {
-					c.v -= increment(-dt, rt.TPM, int64(Window))
-				}
-			}
-			c.mu.Unlock()
+			c.update(correct)
 		}
 	}
 	dc := int64(actual.Cost - a.Cost)
-	for _, b := range a.Budgets {
+	for i, b := range a.Budgets {
 		start, _ := e.cal.span(b.Period, r.At)
 		if dc != 0 {
-			if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
-				c.mu.Lock()
-				c.v += dc
-				c.mu.Unlock()
+			add := func(v int64) int64 { return v + dc }
+			if c := e.held(&r, true, i); c == nil || !c.update(add) {
+				if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
+					c.mu.Lock()
+					c.v += dc
+					c.mu.Unlock()
+				}
 			}
 		}
 		if e.spend != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -513,6 +514,16 @@ func TestMicros(t *testing.T) {
 			t.Errorf("%d: %q, want %q", c.m, got, c.want)
 		}
 	}
+	// Against a plain formatting of the same figure, across the range.
+	for _, m := range []Micros{math.MinInt64, math.MinInt64 + 1, -999_999, 9, 10, 99_999, 100_000, 999_999, 1_000_000, 1_000_001, 7_654_321_012, math.MaxInt64} {
+		u, sign := uint64(m), ""
+		if m < 0 {
+			u, sign = -u, "-"
+		}
+		if got, want := m.String(), fmt.Sprintf("%s%d.%06d", sign, u/1e6, u%1e6); got != want {
+			t.Errorf("%d: %q, want %q", int64(m), got, want)
+		}
+	}
 	if USD(0.1)+USD(0.2) != USD(0.3) {
 		t.Error("micro-dollars do not add exactly")
 	}
@@ -579,4 +590,116 @@ func TestSpentMakesNoCounter(t *testing.T) {
 	if got := e.Spent(ScopeKey, "k", Month, t0); got != USD(0.6) {
 		t.Fatalf("spent with a reservation in flight %v, want 0.600000", got)
 	}
+}
+
+// TestCounterListedTwiceReservedOnce: a rate or a budget an admission
+// lists twice is one counter, reserved in once.
+func TestCounterListedTwiceReservedOnce(t *testing.T) {
+	e := newEmbedded(t, Options{})
+	ctx := context.Background()
+	rate := Rate{Scope: ScopeKey, ID: "k", RPM: 2}
+	budget := Budget{Scope: ScopeProject, ID: "p", Limit: 2, Period: Month}
+	for _, c := range []struct {
+		name string
+		a    Admission
+	}{
+		{"rate", Admission{Rates: []Rate{rate, rate}}},
+		{"budget", Admission{Budgets: []Budget{budget, budget}, Cost: 1}},
+	} {
+		for i, want := range []bool{true, true, false} {
+			d, err := e.Admit(ctx, c.a)
+			if err != nil || d.Allowed != want {
+				t.Fatalf("%s, admission %d: allowed %v (%v), want %v", c.name, i+1, d.Allowed, err, want)
+			}
+		}
+	}
+}
+
+// TestOpsArrayEmptied: an op array goes back to the pool holding no
+// counter and no key, whether the admission fitted in it or outgrew it.
+func TestOpsArrayEmptied(t *testing.T) {
+	e := newEmbedded(t, Options{})
+	for _, n := range []int{1, 3, maxOps, maxOps + 1, 2 * maxOps} {
+		a := Admission{Budgets: []Budget{{Scope: ScopeKey, ID: "dup", Limit: 100, Period: Day}, {Scope: ScopeKey, ID: "dup", Limit: 100, Period: Day}}}
+		for i := range n {
+			a.Rates = append(a.Rates, Rate{Scope: ScopeKey, ID: fmt.Sprint("k", i), RPM: 1000})
+		}
+		buf := new([maxOps]op)
+		ops := e.ops(&a, time.Now(), buf[:])
+		if len(ops) != n+1 {
+			t.Fatalf("%d rates and a budget listed twice: %d ops, want %d", n, len(ops), n+1)
+		}
+		e.lockAll(ops)
+		for i := range ops {
+			ops[i].c.mu.Unlock()
+		}
+		e.putOps(buf, ops)
+		for i := range buf {
+			if buf[i] != (op{}) {
+				t.Fatalf("%d rates: op %d left as %+v", n, i, buf[i])
+			}
+		}
+	}
+}
+
+// TestSettleKeptCounters: settling through the counters an admission
+// kept gives what looking them up gives — past the number kept, after
+// the sweeper replaced a counter, and never on another admitter's.
+func TestSettleKeptCounters(t *testing.T) {
+	ctx := context.Background()
+	t.Run("more rates than kept", func(t *testing.T) {
+		e := newEmbedded(t, Options{Now: newClock(t0).Now})
+		var a Admission
+		for i := range maxKept + 2 {
+			a.Rates = append(a.Rates, keyRate(fmt.Sprint("k", i), 0, 1000))
+		}
+		a.Tokens = 600
+		d, _ := e.Admit(ctx, a)
+		e.Settle(ctx, d.Reservation, Actual{Tokens: 100})
+		for _, r := range a.Rates {
+			if d, _ := e.Admit(ctx, Admission{Rates: []Rate{r}, Tokens: 900}); !d.Allowed || d.Tokens.Remaining != 0 {
+				t.Errorf("%s: %+v after settling 600 → 100, want 900 admitted", r.ID, d.Tokens)
+			}
+		}
+	})
+	t.Run("token bucket swept and made again", func(t *testing.T) {
+		clk := newClock(t0)
+		e := newEmbedded(t, Options{Now: clk.Now})
+		a := Admission{Rates: []Rate{keyRate("k", 0, 1000)}, Tokens: 600}
+		first, _ := e.Admit(ctx, a)
+		clk.Advance(2 * Window)
+		e.sweep(clk.Now()) // full again: dropped
+		if d, _ := e.Admit(ctx, a); !d.Allowed {
+			t.Fatalf("second: %+v", d)
+		}
+		e.Settle(ctx, first.Reservation, Actual{Tokens: 100}) // lands on the new bucket, as a lookup would
+		if d, _ := e.Admit(ctx, Admission{Rates: a.Rates, Tokens: 900}); !d.Allowed || d.Tokens.Remaining != 0 {
+			t.Errorf("%+v, want 900 admitted (1000 − 600 + 500)", d.Tokens)
+		}
+	})
+	t.Run("budget swept and made again", func(t *testing.T) {
+		clk := newClock(t0)
+		e := newEmbedded(t, Options{Now: clk.Now})
+		a := Admission{Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(10), Period: Day}}, Cost: USD(1)}
+		first, _ := e.Admit(ctx, a)
+		clk.Advance(24 * time.Hour)
+		e.sweep(clk.Now()) // the day ended: dropped
+		clk.Set(t0)
+		if d, _ := e.Admit(ctx, a); !d.Allowed {
+			t.Fatalf("second: %+v", d)
+		}
+		e.Settle(ctx, first.Reservation, Actual{Cost: USD(0.25)})
+		if got := e.Spent(ScopeKey, "k", Day, t0); got != USD(0.25) {
+			t.Errorf("spent %v, want 0.250000 (the new counter's 1 corrected by −0.75)", got)
+		}
+	})
+	t.Run("another admitter", func(t *testing.T) {
+		e1, e2 := newEmbedded(t, Options{Now: newClock(t0).Now}), newEmbedded(t, Options{Now: newClock(t0).Now})
+		a := Admission{Rates: []Rate{keyRate("k", 0, 1000)}, Tokens: 600}
+		d, _ := e1.Admit(ctx, a)
+		e2.Settle(ctx, d.Reservation, Actual{Tokens: 100})
+		if d, _ := e1.Admit(ctx, Admission{Rates: a.Rates, Tokens: 401}); d.Allowed {
+			t.Errorf("e1's bucket corrected by e2's settle: %+v", d.Tokens)
+		}
+	})
 }

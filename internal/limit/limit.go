@@ -89,12 +89,16 @@ func (m Micros) Append(b []byte) []byte {
 		u = -u
 	}
 	b = strconv.AppendUint(b, u/1e6, 10)
-	frac := u % 1e6
-	b = append(b, '.')
-	for d := uint64(100000); d > 0; d /= 10 {
-		b = append(b, byte('0'+frac/d%10))
+	// The six decimals are filled from the last: dividing by the
+	// constant 10 compiles to a multiplication, where a divisor that
+	// changes from digit to digit costs a division instruction each.
+	var frac [7]byte
+	frac[0] = '.'
+	for i, f := 6, u%1e6; i > 0; i-- {
+		frac[i] = byte('0' + f%10)
+		f /= 10
 	}
-	return b
+	return append(b, frac[:]...)
 }
 
 // Rate is a pair of per-minute limits on one scope. A zero RPM or TPM
@@ -243,6 +247,7 @@ type Reservation struct {
 	settled   *atomic.Bool
 	local     bool       // admitted by a Fallback's local limiter
 	lease     *leaseHold // admitted by a Leaser against these leases
+	held      *heldCells // the counters an Embedded admission reserved in
 }
 
 // NewReservation is how backends outside this package make one.

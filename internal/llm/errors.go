@@ -142,6 +142,29 @@ func appendNullable(b []byte, s string) []byte {
 	return AppendQuote(b, s)
 }
 
+// plainWord reports whether the eight bytes of v are all ASCII that a
+// JSON string holds as it is: none at 0x80 or above, none below 0x20,
+// no '"' and no '\\'. Each test is the classic bit trick on the bytes as
+// one word — (v - 0x01…) & ^v & 0x80… is not zero exactly when a byte of
+// v is zero — so a run of plain text costs a few instructions a word
+// instead of four compares a byte.
+func plainWord(v uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := v^(ones*'"'), v^(ones*'\\')
+	// v - 0x20… borrows into a byte's top bit exactly when some byte is
+	// below 0x20, given that no byte has its top bit set (v & highs).
+	special := (v-ones*0x20)&^v | (quote-ones)&^quote | (backslash-ones)&^backslash
+	return (special|v)&highs == 0
+}
+
+// word reads the eight bytes of w (at least eight long) as one
+// little-endian word: the compiler makes it a single load.
+func word(w string) uint64 {
+	w = w[:8]
+	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+}
+
 // AppendQuote appends s as a JSON string. Unlike strconv.Quote it produces
 // JSON escapes, and it leaves valid UTF-8 unescaped but for U+2028 and
 // U+2029; its output is byte for byte what log/slog's JSON handler writes
@@ -151,6 +174,14 @@ func AppendQuote(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a look (plainWord):
+		// IDs, paths and prose are almost all such bytes.
+		for i+8 <= len(s) && plainWord(word(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' && c < 0x80 {
 			i++

@@ -228,8 +228,38 @@ func TestAppendQuote(t *testing.T) {
 	}
 }
 
+// TestAppendQuoteEveryPosition: each byte that needs a look, at every
+// position of plain text around it, so that the eight-byte skip over
+// plain text (plainWord) meets it at each place in a word and at the
+// ends, against log/slog's quoting.
+func TestAppendQuoteEveryPosition(t *testing.T) {
+	specials := []string{"\x00", "\x1f", "\x20", "\"", "\\", "\x7f", "\x80", "é", "\u2028", "😀", "\xff", "\xed\xa0\x80", "!", "#", "[", "]", "~"}
+	const plain = "req_0123456789abcdefghijklmnopqrstuvwxyz"
+	for _, sp := range specials {
+		for n := 0; n <= 24; n++ {
+			for at := 0; at <= n; at++ {
+				s := plain[:at] + sp + plain[at:n]
+				if got, want := string(AppendQuote(nil, s)), slogQuote(s); got != want {
+					t.Fatalf("AppendQuote(%q) = %s, slog writes %s", s, got, want)
+				}
+			}
+		}
+	}
+	// Every single byte value, in the middle of a word.
+	for c := range 256 {
+		s := "abcdefg" + string(rune(c))[:1] + "hijklmnop"
+		if c >= 0x80 {
+			s = "abcdefg" + string([]byte{byte(c)}) + "hijklmnop"
+		}
+		if got, want := string(AppendQuote(nil, s)), slogQuote(s); got != want {
+			t.Fatalf("byte %#x: AppendQuote(%q) = %s, slog writes %s", c, s, got, want)
+		}
+	}
+}
+
 func FuzzAppendQuote(f *testing.F) {
-	for _, s := range []string{"", "hello", "\"\\/\b\f\n\r\t", "\x00\x1f\x7f", "é😀\u2028<>&", "a\u2029b", "\xff\xfe", "\xed\xa0\x80", "a\xf0\x9f\x98b"} {
+	for _, s := range []string{"", "hello", "\"\\/\b\f\n\r\t", "\x00\x1f\x7f", "é😀\u2028<>&", "a\u2029b", "\xff\xfe", "\xed\xa0\x80", "a\xf0\x9f\x98b",
+		"chatcmpl-0123456789abcdef\"quoted\"", "0123456789abcdef\\0123456789abcdef\n", "plain text of some length, then é and \u2028 late"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -288,6 +288,9 @@ func (r *ChatRequest) UpstreamBody(model string, forceUsage bool) []byte {
 		with    []byte
 	}
 	var edits [2]splice
+	// The model's JSON form, quoted on the stack: it is copied into the
+	// new body at once, so it needs no allocation of its own.
+	var quoted [64]byte
 	n := 0
 	if needUsage {
 		if r.streamOptions.present() {
@@ -299,7 +302,7 @@ func (r *ChatRequest) UpstreamBody(model string, forceUsage bool) []byte {
 		n++
 	}
 	if needModel {
-		edits[n] = splice{r.model.start, r.model.end, AppendQuote(nil, model)}
+		edits[n] = splice{r.model.start, r.model.end, AppendQuote(quoted[:0], model)}
 		n++
 	}
 	if n == 2 && edits[1].at < edits[0].at {

@@ -409,6 +409,18 @@ func TestChatUpstreamBodyUnchanged(t *testing.T) {
 	}
 }
 
+// TestChatUpstreamBodyAllocations: a rewritten model costs the new body
+// and nothing else (its JSON form is quoted on the stack).
+func TestChatUpstreamBodyAllocations(t *testing.T) {
+	r, err := ParseChatRequest([]byte(`{"model":"alias","messages":` + hiMessages + `}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = r.UpstreamBody("gpt-4o-mini-2024-07-18", false) }); n != 1 {
+		t.Errorf("%v allocations a rewrite, want 1", n)
+	}
+}
+
 func TestChatUpstreamBody(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -441,6 +453,12 @@ func TestChatUpstreamBody(t *testing.T) {
 			body:  `{ "messages":` + hiMessages + `, "mod\u0065l" : "\u0061lias" }`,
 			model: "real",
 			want:  `{ "messages":` + hiMessages + `, "mod\u0065l" : "real" }`,
+		},
+		{
+			name:  "model longer than the stack buffer it is quoted in",
+			body:  `{"model":"alias","messages":` + hiMessages + `}`,
+			model: strings.Repeat("long-model-name/", 6) + "\"end\"",
+			want:  `{"model":"` + strings.Repeat("long-model-name/", 6) + `\"end\"","messages":` + hiMessages + `}`,
 		},
 		{
 			name:  "model shorter and longer",

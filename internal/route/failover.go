@@ -30,6 +30,15 @@ func (a Attempt) Quoted() (provider, model llm.Quoted) {
 	return a.lease.Backend.QuotedProvider, a.lease.Backend.QuotedModel
 }
 
+// Name returns the attempt's deployment as "provider/model", made once
+// (Backend's); "" for an attempt made without a pool.
+func (a Attempt) Name() string {
+	if a.lease == nil || a.lease.Backend == nil {
+		return ""
+	}
+	return a.lease.Backend.Name
+}
+
 // Relayed reports that n reply tokens of this attempt reached the client
 // (a stream relays them as they come), so the deployment's in-flight
 // tokens fall as the reply goes out and least-tokens sees the work it

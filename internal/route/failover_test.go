@@ -317,6 +317,17 @@ func TestOnlyAnsweredAttemptIsReported(t *testing.T) {
 	if len(seen) != 2 || seen[0] != Failure || seen[1] != Success {
 		t.Fatalf("outcomes %v", seen)
 	}
+	// The answering deployment's names, made once with its backend.
+	d := rep.Answered.Deployment
+	if got, want := rep.Answered.Name(), d.Provider+"/"+d.Model; got != want {
+		t.Errorf("name %q, want %q", got, want)
+	}
+	if p, m := rep.Answered.Quoted(); p != llm.Quote(d.Provider) || m != llm.Quote(d.Model) {
+		t.Errorf("quoted names %+v %+v", p, m)
+	}
+	if (Attempt{}).Name() != "" {
+		t.Error("an attempt without a pool has a name")
+	}
 }
 
 // A deployment Allow refuses is never called: not in the first round, not

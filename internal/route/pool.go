@@ -105,7 +105,7 @@ func (p *Pool) Backend(d *provider.Deployment) *Backend {
 	if b, ok := p.backends[k]; ok {
 		return b
 	}
-	b := &Backend{Deployment: d, QuotedProvider: llm.Quote(d.Provider), QuotedModel: llm.Quote(d.Model),
+	b := &Backend{Deployment: d, QuotedProvider: llm.Quote(d.Provider), QuotedModel: llm.Quote(d.Model), Name: d.Provider + "/" + d.Model,
 		pool: p, signal: p.signals[d.Provider]}
 	b.down.Store(p.down[d.Provider]) // a model discovered while its provider is down starts down
 	b.br.cfg = p.opts.Breaker
@@ -213,6 +213,9 @@ type Backend struct {
 	// model as JSON strings, made once here for the log line of every
 	// request it answers.
 	QuotedProvider, QuotedModel llm.Quoted
+	// Name is "provider/model", the deployment as usage records name it,
+	// made once here rather than for every request's record.
+	Name string
 
 	pool      *Pool
 	br        breaker

@@ -296,7 +296,14 @@ func PrincipalTag(p *auth.Principal) string {
 	case p.ProjectID != "":
 		return p.ProjectID
 	case p.Project != "":
-		return "static:" + p.Project
+		// Made with the principal; one built without it, or changed
+		// since, gets it afresh, so a stale tag costs time, never the
+		// wrong counters.
+		if t := p.StaticTag; len(t) == len(auth.StaticTagPrefix)+len(p.Project) &&
+			t[len(auth.StaticTagPrefix):] == p.Project && t[:len(auth.StaticTagPrefix)] == auth.StaticTagPrefix {
+			return t
+		}
+		return auth.StaticTagPrefix + p.Project
 	}
 	return p.KeyID
 }

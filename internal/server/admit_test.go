@@ -201,3 +201,33 @@ func TestDirectHeaderNames(t *testing.T) {
 		t.Fatalf("Add changed the shared slice: %q", jsonContentType)
 	}
 }
+
+// TestPrincipalTag: a static key's tag is made once with its principal
+// (no allocation per request), and a principal built without it, or
+// whose project changed since, still gets the right one.
+func TestPrincipalTag(t *testing.T) {
+	p, ok := auth.NewStatic([]auth.StaticKey{{Secret: "s", Principal: auth.Principal{KeyID: "k", Project: "cfg"}}}).Lookup("s")
+	if !ok {
+		t.Fatal("static key not found")
+	}
+	if got := PrincipalTag(p); got != "static:cfg" {
+		t.Errorf("static key: %q, want static:cfg", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = PrincipalTag(p) }); n != 0 {
+		t.Errorf("static key: %v allocations a call, want 0", n)
+	}
+	for _, c := range []struct {
+		p    auth.Principal
+		want string
+	}{
+		{auth.Principal{KeyID: "k", Project: "cfg", ProjectID: "p1"}, "p1"},
+		{auth.Principal{KeyID: "k", Project: "cfg"}, "static:cfg"},                          // built without the tag
+		{auth.Principal{KeyID: "k", Project: "new", StaticTag: "static:cfg"}, "static:new"}, // renamed since
+		{auth.Principal{KeyID: "k", Project: "cfg", StaticTag: "xxxxxx:cfg"}, "static:cfg"},
+		{auth.Principal{KeyID: "k"}, "k"},
+	} {
+		if got := PrincipalTag(&c.p); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
+	}
+}

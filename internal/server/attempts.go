@@ -77,9 +77,11 @@ func (x *exchange) attemptsDone(rep *route.Report) {
 	case rep.Answered.N > 0:
 		x.deployment = rep.Answered.Deployment
 		x.quotedProvider, x.quotedModel = rep.Answered.Quoted()
+		x.deploymentName = rep.Answered.Name()
 	case rep.Last.N > 0:
 		x.deployment = rep.Last.Deployment
 		x.quotedProvider, x.quotedModel = rep.Last.Quoted()
+		x.deploymentName = rep.Last.Name()
 	}
 	if rep.Err != nil {
 		x.fail(rep.Err)

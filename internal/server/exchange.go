@@ -42,6 +42,9 @@ type exchange struct {
 	// quotedProvider and quotedModel are the answering deployment's
 	// names as JSON strings, for the log line (route.Attempt.Quoted).
 	quotedProvider, quotedModel llm.Quoted
+	// deploymentName is the answering deployment's "provider/model", for
+	// the usage record (route.Attempt.Name).
+	deploymentName string
 
 	group *route.Group // the model's group once resolved: a metric label that is never client input
 	// attempts counts upstream calls; billedAttempt is the one that
@@ -331,7 +334,7 @@ func (x *exchange) finish() {
 			return
 		}
 		bp := linePool.Get().(*[]byte)
-		line := jsonLine{b: appendLineStart((*bp)[:0], x.s.now(), level, "request")}
+		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, x.s.now(), level, "request")}
 		x.logFields(&line)
 		line.b = append(line.b, '}', '\n')
 		_, _ = w.Write(line.b)

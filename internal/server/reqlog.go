@@ -48,10 +48,11 @@ func (l *jsonLine) addBool(k string, v bool) { l.key(k); l.b = strconv.AppendBoo
 
 // appendLineStart opens a log line as slog's JSON handler does:
 // {"time":"<RFC 3339, nanoseconds>","level":"INFO","msg":"…" — the keys
-// are constants, so they need no escaping.
-func appendLineStart(b []byte, t time.Time, level slog.Level, msg string) []byte {
+// are constants, so they need no escaping. The time is written by
+// stamps.
+func appendLineStart(b []byte, stamps *lineStamps, t time.Time, level slog.Level, msg string) []byte {
 	b = append(b, `{"time":"`...)
-	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = stamps.append(b, t)
 	b = append(b, `","level":"`...)
 	b = append(b, level.String()...)
 	b = append(b, `","msg":`...)

@@ -88,6 +88,8 @@ type Server struct {
 	// requestLog, when set, takes the per-request lines encoded by hand
 	// (see SetRequestLog); nil sends them through log.
 	requestLog io.Writer
+	// stamps writes the time of those lines.
+	stamps lineStamps
 }
 
 // SetRequestLog makes the server write its per-request log lines to w

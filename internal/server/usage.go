@@ -8,6 +8,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/llm"
+	"gatehouse/internal/provider"
 	"gatehouse/internal/stream"
 )
 
@@ -165,6 +166,17 @@ func (x *exchange) setCounted(completion int) {
 	x.hasUsage, x.usageEstimated = true, true
 }
 
+// deploymentName is d's "provider/model": made, the name made once with
+// d's pool backend (route.Backend.Name), unless it is missing or names
+// another deployment — so a stale one costs time, never a wrong record.
+func deploymentName(d *provider.Deployment, made string) string {
+	p, m := d.Provider, d.Model
+	if len(made) == len(p)+1+len(m) && made[len(p)] == '/' && made[:len(p)] == p && made[len(p)+1:] == m {
+		return made
+	}
+	return p + "/" + m
+}
+
 // keepRecord hands the request's usage record to the sink, if any.
 func (x *exchange) keepRecord(end time.Time) {
 	if sink := x.rt.Usage; sink != nil {
@@ -201,7 +213,7 @@ func (x *exchange) usageRecord(end time.Time) account.Record {
 		}
 	}
 	if d := x.deployment; d != nil {
-		r.ServedModel, r.Provider, r.Deployment = d.Model, d.Provider, d.Provider+"/"+d.Model
+		r.ServedModel, r.Provider, r.Deployment = d.Model, d.Provider, deploymentName(d, x.deploymentName)
 	} else if e := x.cache.hit; e != nil {
 		r.ServedModel, r.Provider, r.Deployment = e.ServedModel, e.Provider, e.Deployment
 		r.Saved = e.Cost

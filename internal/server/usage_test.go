@@ -10,6 +10,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
+	"gatehouse/internal/provider"
 )
 
 // sinkRecorder keeps the records a server hands over.
@@ -112,5 +113,31 @@ func TestAppendMillis(t *testing.T) {
 		if got := string(appendMillis(nil, d)); got != want {
 			t.Errorf("appendMillis(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestDeploymentName: the record's deployment is the name made with the
+// pool's backend when that names d, and made afresh otherwise.
+func TestDeploymentName(t *testing.T) {
+	d := &provider.Deployment{Provider: "openai", Model: "gpt-4o-mini"}
+	made := "openai/gpt-4o-mini"
+	if got := deploymentName(d, made); got != made {
+		t.Errorf("made: %q", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = deploymentName(d, made) }); n != 0 {
+		t.Errorf("made: %v allocations a call, want 0", n)
+	}
+	for _, stale := range []string{"", "openai/gpt-4o", "openai-gpt-4o-mini", "openaii/gpt-4o-min", "anthropic/gpt-4o-mini", "openai/gpt-4o-mino"} {
+		if got := deploymentName(d, stale); got != made {
+			t.Errorf("%q: %q, want %q", stale, got, made)
+		}
+	}
+	// Names holding the separator themselves are matched whole.
+	d = &provider.Deployment{Provider: "a/b", Model: "c"}
+	if got := deploymentName(d, "a/b/c"); got != "a/b/c" {
+		t.Errorf("a/b + c: %q", got)
+	}
+	if got := deploymentName(&provider.Deployment{Provider: "a", Model: "b/c"}, "a/b/c"); got != "a/b/c" {
+		t.Errorf("a + b/c: %q", got)
 	}
 }

@@ -105,7 +105,11 @@ var noRecord account.Record
 
 // add appends r to the batch. r must stay as it is until the next add or
 // reset: the next record's repeats are found by comparing with it.
-func (e *batchEncoder) add(r *account.Record) {
+func (e *batchEncoder) add(r *account.Record) { e.addHashed(r, idHash(r.RequestID)) }
+
+// addHashed is add for a record whose request id's idHash is known
+// already (the writer's duplicate check made it).
+func (e *batchEncoder) addHashed(r *account.Record, id uint32) {
 	at := unixMicros(r.Time)
 	if !e.started {
 		e.minT, e.maxT, e.started = at, at, true
@@ -164,7 +168,7 @@ func (e *batchEncoder) add(r *account.Record) {
 
 	e.prev = r
 	e.prevAt = at
-	e.ids = binary.LittleEndian.AppendUint32(e.ids, idHash(r.RequestID))
+	e.ids = binary.LittleEndian.AppendUint32(e.ids, id)
 	e.n++
 }
 

@@ -58,12 +58,13 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 // batch's deadline is checked before each statement instead, and a
 // statement waits for a lock at most busyTimeout, as every other one.
 type recordWriter struct {
-	on    driver.Conn   // the connection stmts are prepared on; nil before the first write
-	stmts []driver.Stmt // by the stmt constants below
-	args  []driver.NamedValue
-	enc   batchEncoder
-	sum   []byte
-	order []uint64 // id hash << 32 | index, sorted: the batch's ids for the duplicate checks
+	on     driver.Conn   // the connection stmts are prepared on; nil before the first write
+	stmts  []driver.Stmt // by the stmt constants below
+	args   []driver.NamedValue
+	enc    batchEncoder
+	sum    []byte
+	order  []uint64 // id hash << 32 | index, sorted: the batch's ids for the duplicate checks
+	hashes []uint32 // the idHash of each record of the batch, by index
 }
 
 // The indexes in recordWriter.stmts, in writerSQL's order.
@@ -243,7 +244,7 @@ func (w *recordWriter) writeBatch(ctx context.Context, rs []account.Record, chec
 		if skip != nil && skip[i] {
 			continue
 		}
-		e.add(&rs[i])
+		e.addHashed(&rs[i], w.hashes[i])
 		if len(e.buf) >= maxBatchBytes {
 			if err := w.insertEncoded(ctx); err != nil {
 				return err
@@ -282,10 +283,12 @@ func (w *recordWriter) insertEncoded(ctx context.Context) error {
 // one request id in rs, and with checkStored those whose id is stored.
 // nil when there are none, which is nearly always.
 func (w *recordWriter) duplicates(ctx context.Context, rs []account.Record, checkStored bool) ([]bool, error) {
-	w.order = w.order[:0]
+	w.order, w.hashes = w.order[:0], w.hashes[:0]
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for i := range rs {
-		w.order = append(w.order, uint64(idHash(rs[i].RequestID))<<32|uint64(i))
+		h := idHash(rs[i].RequestID)
+		w.hashes = append(w.hashes, h) // the encoder's too
+		w.order = append(w.order, uint64(h)<<32|uint64(i))
 		at := unixMicros(rs[i].Time)
 		lo, hi = min(lo, at), max(hi, at)
 	}

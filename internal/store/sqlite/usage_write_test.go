@@ -1,7 +1,9 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -118,5 +120,44 @@ func TestWriteRecordsRolledBack(t *testing.T) {
 	}
 	if _, err := s.Record(ctx, "gh-rb-0"); !errors.Is(err, account.ErrNotFound) {
 		t.Fatalf("a record of the rolled-back batch: %v, want ErrNotFound", err)
+	}
+}
+
+// TestStoredIDHashes: a batch row's ids column holds each stored
+// record's idHash in order — the hashes the duplicate check made, handed
+// to the encoder — duplicates within the batch left out, with and
+// without the look among the stored records.
+func TestStoredIDHashes(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	defer s.Close()
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	var rs []account.Record
+	var want []byte
+	for i := range 9 {
+		id := fmt.Sprintf("gh-hash-%d", i%7) // 7 and 8 repeat 0 and 1
+		rs = append(rs, account.Record{RequestID: id, Time: at.Add(time.Duration(i) * time.Millisecond), KeyID: "k", Status: 200})
+		if i < 7 {
+			want = binary.LittleEndian.AppendUint32(want, idHash(id))
+		}
+	}
+	for _, fresh := range []bool{true, false} {
+		if _, err := s.w.ExecContext(ctx, `DELETE FROM record_batches`); err != nil {
+			t.Fatal(err)
+		}
+		write := s.WriteRecords
+		if fresh {
+			write = s.WriteFreshRecords
+		}
+		if err := write(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+		var ids []byte
+		if err := s.w.QueryRowContext(ctx, `SELECT ids FROM record_batches`).Scan(&ids); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ids, want) {
+			t.Errorf("fresh %v: ids %x, want %x", fresh, ids, want)
+		}
 	}
 }

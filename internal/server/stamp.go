@@ -1,0 +1,74 @@
+package server
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// lineStamps writes the time of request log lines as slog's JSON handler
+// does (time.RFC3339Nano). The date, the clock and the zone change once
+// a second, and every line of that second shares them: kept as text, the
+// calendar arithmetic and the six number formats behind them run once a
+// second instead of once a line, and a line's stamp is two copies and
+// its nanoseconds.
+type lineStamps struct{ cur atomic.Pointer[secondStamp] }
+
+// secondStamp is the text of one second in one location.
+type secondStamp struct {
+	sec  int64
+	loc  *time.Location
+	head string // "2006-01-02T15:04:05"
+	zone string // "Z" or "-07:00"
+}
+
+// append appends t as t.AppendFormat(b, time.RFC3339Nano) would.
+func (c *lineStamps) append(b []byte, t time.Time) []byte {
+	sec, loc := t.Unix(), t.Location()
+	st := c.cur.Load()
+	if st == nil || st.sec != sec || st.loc != loc {
+		if st = newSecondStamp(t); st == nil {
+			return t.AppendFormat(b, time.RFC3339Nano)
+		}
+		c.cur.Store(st)
+	}
+	b = append(b, st.head...)
+	b = appendNanos(b, t.Nanosecond())
+	return append(b, st.zone...)
+}
+
+// newSecondStamp cuts the stamp of t's second out of the standard
+// library's own formatting of its first instant, so that the parts are
+// its very text; nil for a year outside 0-9999, which RFC 3339 cannot
+// hold and the caller leaves to the standard library.
+func newSecondStamp(t time.Time) *secondStamp {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return nil
+	}
+	whole := t.Truncate(time.Second)
+	if whole.Unix() != t.Unix() { // before 1 AD Truncate rounds another way
+		return nil
+	}
+	s := whole.Format(time.RFC3339Nano) // no fraction: the zone follows the seconds
+	const head = len("2006-01-02T15:04:05")
+	return &secondStamp{sec: t.Unix(), loc: t.Location(), head: s[:head], zone: s[head:]}
+}
+
+// appendNanos appends ns (0-999,999,999) as RFC3339Nano's fraction: a
+// point and nine digits with the trailing zeros dropped, nothing at all
+// for zero.
+func appendNanos(b []byte, ns int) []byte {
+	if ns == 0 {
+		return b
+	}
+	var d [10]byte
+	d[0] = '.'
+	for i := 9; i > 0; i-- {
+		d[i] = byte('0' + ns%10)
+		ns /= 10
+	}
+	n := 10
+	for d[n-1] == '0' {
+		n--
+	}
+	return append(b, d[:n]...)
+}
