@@ -3,29 +3,74 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
 )
 
 func TestGCPercentFor(t *testing.T) {
 	const mib = 1 << 20
 	tests := []struct {
-		name string
-		live uint64
-		want int
+		name        string
+		live, roots uint64
+		want        int
 	}{
-		{"nothing live yet", 0, 100},
-		{"small heap: goal at the floor", 8 * mib, 700}, // 8 + 56 = 64
-		{"smaller: goal at the floor", 16 * mib, 300},   // 16 + 48 = 64
-		{"half the floor: Go's default", 32 * mib, 100}, // 2 × 32 = 64
-		{"large heap: Go's default", 400 * mib, 100},    // thousands of streams
-		{"tiny heap: capped at 1600 (the runtime's 4 MiB minimum × 16 = the floor)", 1 * mib, 1600},
+		{"nothing live yet", 0, 0, 100},
+		{"small heap: goal at the floor", 8 * mib, 0, 700}, // 8 + 8 × 7 = 64
+		{"smaller: goal at the floor", 16 * mib, 0, 300},   // 16 + 16 × 3 = 64
+		{"half the floor: Go's default", 32 * mib, 0, 100}, // 2 × 32 = 64
+		{"large heap: Go's default", 400 * mib, 0, 100},    // thousands of streams
+		{"tiny heap: capped at 1600 (the runtime's 4 MiB minimum × 16 = the floor)", 1 * mib, 0, 1600},
+		// The runtime scales the roots by GOGC too: counted, the goal
+		// stays at the floor instead of overshooting it by roots × GOGC.
+		{"roots: goal still at the floor", 8 * mib, 8 * mib, 350},                // 8 + 16 × 3.5 = 64
+		{"roots: Go's default reaches the floor first", 24 * mib, 16 * mib, 100}, // 2 × 24 + 16 = 64
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := gcPercentFor(tc.live, 64*mib); got != tc.want {
-				t.Fatalf("gcPercentFor(%d MiB) = %d, want %d", tc.live/mib, got, tc.want)
+			if got := gcPercentFor(tc.live, tc.roots, 64*mib); got != tc.want {
+				t.Fatalf("gcPercentFor(%d MiB, %d MiB) = %d, want %d", tc.live/mib, tc.roots/mib, got, tc.want)
 			}
 		})
+	}
+}
+
+// The goroutine stacks are charged to the floor: a burst of open streams
+// brings the goal down to what GOGC=100 gives.
+func TestFloorLeftChargesStacks(t *testing.T) {
+	const mib = 1 << 20
+	if got := floorLeft(64*mib, 1*mib); got != 63*mib {
+		t.Fatalf("floorLeft(64, 1) = %d MiB, want 63", got/mib)
+	}
+	if got := floorLeft(64*mib, 80*mib); got != 0 {
+		t.Fatalf("floorLeft(64, 80) = %d, want 0", got)
+	}
+	// 1,000 streams: about 20 MiB of stacks, 8 MiB live at the last
+	// cycle. The goal drops from 64 MiB to 44 MiB.
+	live := uint64(8 * mib)
+	p := gcPercentFor(live, 0, floorLeft(64*mib, 20*mib))
+	if goal := live + live*uint64(p)/100; goal != 44*mib {
+		t.Fatalf("goal %d MiB with 20 MiB of stacks, want 44 (GOGC %d)", goal/mib, p)
+	}
+	if gcPercentFor(0, 0, floorLeft(64*mib, 80*mib)) != 100 {
+		t.Fatal("stacks over the floor: want Go's default")
+	}
+}
+
+func TestStacksGrew(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		now, then uint64
+		want      bool
+	}{
+		{1 * mib, 1 * mib, false},
+		{4 * mib, 1 * mib, false},  // 3 MiB: under floor/16
+		{5 * mib, 1 * mib, true},   // 4 MiB: floor/16
+		{1 * mib, 20 * mib, false}, // shrunk: the next cycle re-tunes
+	}
+	for _, tc := range tests {
+		if got := stacksGrew(tc.now, tc.then, 64*mib); got != tc.want {
+			t.Errorf("stacksGrew(%d MiB, %d MiB) = %v, want %v", tc.now/mib, tc.then/mib, got, tc.want)
+		}
 	}
 }
 
@@ -83,4 +128,40 @@ func TestGCFloorUnderAMemoryLimit(t *testing.T) {
 	if p := f.percent.Load(); p < 100 || p > 800 {
 		t.Fatalf("GOGC %d under a 64 MiB limit, want 100 to 800", p)
 	}
+}
+
+// Goroutine stacks over the floor leave nothing of it: tuned then, GOGC
+// is Go's default, with no collection in between (the watcher's case: a
+// burst of streams between cycles).
+func TestGCFloorChargesGoroutineStacks(t *testing.T) {
+	t.Setenv("GOGC", "")
+	defer debug.SetGCPercent(100)
+	runtime.GC()
+	f := startGCFloor(64 << 20)
+	defer f.stop()
+	if p := f.percent.Load(); p <= 100 {
+		t.Fatalf("GOGC %d with a small heap and few stacks, want above 100", p)
+	}
+	// 600 goroutines parked on 128 KiB stacks: 75 MiB of stacks.
+	release := make(chan struct{})
+	var parked sync.WaitGroup
+	for range 600 {
+		parked.Add(1)
+		go parkOnDeepStack(&parked, release)
+	}
+	parked.Wait()
+	defer close(release)
+	f.tune()
+	if p := f.percent.Load(); p != 100 {
+		t.Fatalf("GOGC %d with the stacks over the floor, want 100", p)
+	}
+}
+
+//go:noinline
+func parkOnDeepStack(parked *sync.WaitGroup, release chan struct{}) {
+	var frame [100 << 10]byte // on the stack: it grows to 128 KiB
+	frame[len(frame)-1] = 1
+	parked.Done()
+	<-release
+	runtime.KeepAlive(frame[len(frame)-1])
 }
