@@ -5,9 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Go's collector starts a cycle when the heap has grown by GOGC percent
@@ -20,29 +18,27 @@ import (
 // it saves in memory is only worth having once the heap is large.
 //
 // So gatehouse serve keeps a floor under the heap goal: the collector
-// waits until the heap reaches the floor or what GOGC=100 would wait for
-// (twice the live heap, plus the goroutine stacks and globals the runtime
-// adds as roots), whichever is more. The floor is a budget of memory spent
-// to save collections, and goroutine stacks are charged to it: a burst of
-// open streams holds tens of KiB of stack and buffers each for its whole
-// life, and with the floor unchanged the heap would grow to it with no
-// cycle at all, keeping the burst's garbage and its first stacks
-// (BENCHMARKS.md, "Streams at 1,000: the floor steps aside"). Nothing
-// collects between the cycles that re-tune GOGC, so a watcher also
-// re-tunes when the stacks have grown by floor/16 (about 200 open
-// streams) since the last tuning.
-// GOGC set in the environment is left alone, and a memory limit
-// (GOMEMLIMIT, or the one memlimit.go derives from the container's) still
-// makes the collector work harder near it, and the floor is never more
-// than half of it.
+// waits until the heap reaches gcHeapFloor or what GOGC=100 would wait
+// for, whichever is more. GOGC=100 waits for twice the live heap plus the
+// roots the runtime also scales by GOGC (goroutine stacks and globals), so
+// the GOGC that puts the goal at the floor is computed with them: without
+// them the goal overshot the floor by roots × GOGC (with 20 MiB live and
+// 4 MiB of stacks, 73 MiB instead of 64). Once GOGC=100's goal is over
+// the floor (more than about 32 MiB live: thousands of open streams)
+// nothing changes: GOGC stays 100.
+//
+// The floor is measured from one collection to the next, and a burst of
+// streams opened between two collections does not move it: at 1,000
+// streams the whole burst fits under the goal set at idle, no collection
+// runs during it, and the shape of the floor as a function of the live
+// heap cannot matter (BENCHMARKS.md, "Streams at 1,000: the floor and what
+// an open stream holds"). GOGC set in the environment is left alone, and
+// a memory limit (GOMEMLIMIT, or the one memlimit.go derives from the
+// container's) still makes the collector work harder near it, and the
+// floor is never more than half of it.
 
 // gcHeapFloor is the least heap the collector lets grow before a cycle.
 const gcHeapFloor = 64 << 20
-
-// gcFloorWatch is how often the floor checks the goroutine stacks for a
-// burst between cycles. A burst of 1,000 streams takes about a second to
-// open; the check is one read of a runtime metric.
-const gcFloorWatch = 250 * time.Millisecond
 
 // gcPercentFor is the GOGC that puts the heap goal at max(2 × live +
 // roots, floor) for a live heap of live bytes and roots bytes of stacks
@@ -59,42 +55,15 @@ func gcPercentFor(live, roots, floor uint64) int {
 	return max(100, min(maxPercent, int((floor-live)*100/(live+roots))))
 }
 
-// floorLeft is the floor less the memory the goroutine stacks hold, none
-// when they hold more.
-func floorLeft(floor, stacks uint64) uint64 {
-	if stacks >= floor {
-		return 0
-	}
-	return floor - stacks
-}
-
-// stacksGrew reports whether the stacks have grown enough since the last
-// tuning (then) for the floor to be re-tuned before the next cycle.
-func stacksGrew(now, then, floor uint64) bool {
-	return now > then && now-then >= floor/16
-}
-
 // gcFloor re-tunes GOGC after every collection from the live heap that
 // collection found: a sentinel object's finalizer runs once per cycle and
-// arms the next. It also re-tunes when a watcher finds the stacks grown
-// (a burst of streams between cycles). stop ends both.
+// arms the next. It runs on the runtime's finalizer goroutine; stop ends
+// it at the next cycle.
 type gcFloor struct {
 	floor   uint64
 	stopped atomic.Bool
-	done    chan struct{} // closed by stop: ends the watcher
-	percent atomic.Int64  // the GOGC last set, for tests and the log
-
-	mu     sync.Mutex // tune runs on the finalizer goroutine and the watcher
-	sample []metrics.Sample
-	stacks uint64 // the stacks' memory at the last tuning
-}
-
-// The runtime metrics tune reads, in f.sample's order.
-var gcFloorMetrics = []string{
-	"/gc/heap/live:bytes",
-	"/gc/scan/stack:bytes",
-	"/gc/scan/globals:bytes",
-	"/memory/classes/heap/stacks:bytes",
+	percent atomic.Int64 // the GOGC last set, for tests and the log
+	sample  []metrics.Sample
 }
 
 // startGCFloor starts the floor unless GOGC is set in the environment;
@@ -103,13 +72,11 @@ func startGCFloor(floor uint64) *gcFloor {
 	if os.Getenv("GOGC") != "" {
 		return nil
 	}
-	f := &gcFloor{floor: floor, done: make(chan struct{})}
-	for _, name := range gcFloorMetrics {
-		f.sample = append(f.sample, metrics.Sample{Name: name})
-	}
+	f := &gcFloor{floor: floor, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+	}}
 	f.tune()
 	f.arm()
-	go f.watch()
 	return f
 }
 
@@ -126,24 +93,19 @@ func (f *gcFloor) arm() {
 	})
 }
 
-// watch re-tunes when the stacks have grown since the last tuning.
-func (f *gcFloor) watch() {
-	t := time.NewTicker(gcFloorWatch)
-	defer t.Stop()
-	stacks := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}}
-	for {
-		select {
-		case <-f.done:
-			return
-		case <-t.C:
-		}
-		metrics.Read(stacks)
-		f.mu.Lock()
-		then := f.stacks
-		f.mu.Unlock()
-		if stacksGrew(uint64Of(stacks[0]), then, f.floor) {
-			f.tune()
-		}
+func (f *gcFloor) tune() {
+	metrics.Read(f.sample)
+	live, stacks, globals := uint64Of(f.sample[0]), uint64Of(f.sample[1]), uint64Of(f.sample[2])
+	// Under a small memory limit the floor would have the collector
+	// start each cycle near the limit: at most half of it.
+	floor := f.floor
+	if limit := debug.SetMemoryLimit(-1); limit > 0 && uint64(limit)/2 < floor {
+		floor = uint64(limit) / 2
+	}
+	p := gcPercentFor(live, stacks+globals, floor)
+	if int64(p) != f.percent.Load() {
+		debug.SetGCPercent(p)
+		f.percent.Store(int64(p))
 	}
 }
 
@@ -154,38 +116,11 @@ func uint64Of(s metrics.Sample) uint64 {
 	return 0
 }
 
-func (f *gcFloor) tune() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped.Load() {
-		return
-	}
-	metrics.Read(f.sample)
-	live, stackScan, globals, stacks := uint64Of(f.sample[0]), uint64Of(f.sample[1]), uint64Of(f.sample[2]), uint64Of(f.sample[3])
-	f.stacks = stacks
-	// Under a small memory limit the floor would have the collector
-	// start each cycle near the limit: at most half of it.
-	floor := f.floor
-	if limit := debug.SetMemoryLimit(-1); limit > 0 && uint64(limit)/2 < floor {
-		floor = uint64(limit) / 2
-	}
-	p := gcPercentFor(live, stackScan+globals, floorLeft(floor, stacks))
-	if int64(p) != f.percent.Load() {
-		debug.SetGCPercent(p)
-		f.percent.Store(int64(p))
-	}
-}
-
 // stop ends the re-tuning and puts GOGC back to 100; safe on nil.
 func (f *gcFloor) stop() {
 	if f == nil {
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped.Swap(true) {
-		return
-	}
-	close(f.done)
+	f.stopped.Store(true)
 	debug.SetGCPercent(100)
 }

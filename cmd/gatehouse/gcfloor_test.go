@@ -34,46 +34,6 @@ func TestGCPercentFor(t *testing.T) {
 	}
 }
 
-// The goroutine stacks are charged to the floor: a burst of open streams
-// brings the goal down to what GOGC=100 gives.
-func TestFloorLeftChargesStacks(t *testing.T) {
-	const mib = 1 << 20
-	if got := floorLeft(64*mib, 1*mib); got != 63*mib {
-		t.Fatalf("floorLeft(64, 1) = %d MiB, want 63", got/mib)
-	}
-	if got := floorLeft(64*mib, 80*mib); got != 0 {
-		t.Fatalf("floorLeft(64, 80) = %d, want 0", got)
-	}
-	// 1,000 streams: about 20 MiB of stacks, 8 MiB live at the last
-	// cycle. The goal drops from 64 MiB to 44 MiB.
-	live := uint64(8 * mib)
-	p := gcPercentFor(live, 0, floorLeft(64*mib, 20*mib))
-	if goal := live + live*uint64(p)/100; goal != 44*mib {
-		t.Fatalf("goal %d MiB with 20 MiB of stacks, want 44 (GOGC %d)", goal/mib, p)
-	}
-	if gcPercentFor(0, 0, floorLeft(64*mib, 80*mib)) != 100 {
-		t.Fatal("stacks over the floor: want Go's default")
-	}
-}
-
-func TestStacksGrew(t *testing.T) {
-	const mib = 1 << 20
-	tests := []struct {
-		now, then uint64
-		want      bool
-	}{
-		{1 * mib, 1 * mib, false},
-		{4 * mib, 1 * mib, false},  // 3 MiB: under floor/16
-		{5 * mib, 1 * mib, true},   // 4 MiB: floor/16
-		{1 * mib, 20 * mib, false}, // shrunk: the next cycle re-tunes
-	}
-	for _, tc := range tests {
-		if got := stacksGrew(tc.now, tc.then, 64*mib); got != tc.want {
-			t.Errorf("stacksGrew(%d MiB, %d MiB) = %v, want %v", tc.now/mib, tc.then/mib, got, tc.want)
-		}
-	}
-}
-
 // Started, the floor sets GOGC from the live heap and sets it again after
 // a collection; stopped, GOGC is 100 again. With GOGC in the environment
 // it does nothing.
@@ -130,30 +90,27 @@ func TestGCFloorUnderAMemoryLimit(t *testing.T) {
 	}
 }
 
-// Goroutine stacks over the floor leave nothing of it: tuned then, GOGC
-// is Go's default, with no collection in between (the watcher's case: a
-// burst of streams between cycles).
-func TestGCFloorChargesGoroutineStacks(t *testing.T) {
+// The stacks the last collection scanned count in the goal: with 68 MiB
+// of them, GOGC=100 already waits past a 64 MiB floor, so the floor sets
+// Go's default (counting the live heap alone, a few MiB, it would set
+// the cap, 1600).
+func TestGCFloorCountsScannedStacks(t *testing.T) {
 	t.Setenv("GOGC", "")
 	defer debug.SetGCPercent(100)
-	runtime.GC()
-	f := startGCFloor(64 << 20)
-	defer f.stop()
-	if p := f.percent.Load(); p <= 100 {
-		t.Fatalf("GOGC %d with a small heap and few stacks, want above 100", p)
-	}
-	// 600 goroutines parked on 128 KiB stacks: 75 MiB of stacks.
+	// 700 goroutines parked with 100 KiB of their stacks in use.
 	release := make(chan struct{})
 	var parked sync.WaitGroup
-	for range 600 {
+	for range 700 {
 		parked.Add(1)
 		go parkOnDeepStack(&parked, release)
 	}
 	parked.Wait()
 	defer close(release)
-	f.tune()
+	runtime.GC()
+	f := startGCFloor(64 << 20)
+	defer f.stop()
 	if p := f.percent.Load(); p != 100 {
-		t.Fatalf("GOGC %d with the stacks over the floor, want 100", p)
+		t.Fatalf("GOGC %d with 68 MiB of scanned stacks, want 100", p)
 	}
 }
 
