@@ -3,27 +3,32 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
 )
 
 func TestGCPercentFor(t *testing.T) {
 	const mib = 1 << 20
 	tests := []struct {
-		name string
-		live uint64
-		want int
+		name        string
+		live, roots uint64
+		want        int
 	}{
-		{"nothing live yet", 0, 100},
-		{"small heap: goal at the floor", 8 * mib, 700}, // 8 + 56 = 64
-		{"smaller: goal at the floor", 16 * mib, 300},   // 16 + 48 = 64
-		{"half the floor: Go's default", 32 * mib, 100}, // 2 × 32 = 64
-		{"large heap: Go's default", 400 * mib, 100},    // thousands of streams
-		{"tiny heap: capped at 1600 (the runtime's 4 MiB minimum × 16 = the floor)", 1 * mib, 1600},
+		{"nothing live yet", 0, 0, 100},
+		{"small heap: goal at the floor", 8 * mib, 0, 700}, // 8 + 8 × 7 = 64
+		{"smaller: goal at the floor", 16 * mib, 0, 300},   // 16 + 16 × 3 = 64
+		{"half the floor: Go's default", 32 * mib, 0, 100}, // 2 × 32 = 64
+		{"large heap: Go's default", 400 * mib, 0, 100},    // thousands of streams
+		{"tiny heap: capped at 1600 (the runtime's 4 MiB minimum × 16 = the floor)", 1 * mib, 0, 1600},
+		// The runtime scales the roots by GOGC too: counted, the goal
+		// stays at the floor instead of overshooting it by roots × GOGC.
+		{"roots: goal still at the floor", 8 * mib, 8 * mib, 350},                // 8 + 16 × 3.5 = 64
+		{"roots: Go's default reaches the floor first", 24 * mib, 16 * mib, 100}, // 2 × 24 + 16 = 64
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := gcPercentFor(tc.live, 64*mib); got != tc.want {
-				t.Fatalf("gcPercentFor(%d MiB) = %d, want %d", tc.live/mib, got, tc.want)
+			if got := gcPercentFor(tc.live, tc.roots, 64*mib); got != tc.want {
+				t.Fatalf("gcPercentFor(%d MiB, %d MiB) = %d, want %d", tc.live/mib, tc.roots/mib, got, tc.want)
 			}
 		})
 	}
@@ -83,4 +88,37 @@ func TestGCFloorUnderAMemoryLimit(t *testing.T) {
 	if p := f.percent.Load(); p < 100 || p > 800 {
 		t.Fatalf("GOGC %d under a 64 MiB limit, want 100 to 800", p)
 	}
+}
+
+// The stacks the last collection scanned count in the goal: with 68 MiB
+// of them, GOGC=100 already waits past a 64 MiB floor, so the floor sets
+// Go's default (counting the live heap alone, a few MiB, it would set
+// the cap, 1600).
+func TestGCFloorCountsScannedStacks(t *testing.T) {
+	t.Setenv("GOGC", "")
+	defer debug.SetGCPercent(100)
+	// 700 goroutines parked with 100 KiB of their stacks in use.
+	release := make(chan struct{})
+	var parked sync.WaitGroup
+	for range 700 {
+		parked.Add(1)
+		go parkOnDeepStack(&parked, release)
+	}
+	parked.Wait()
+	defer close(release)
+	runtime.GC()
+	f := startGCFloor(64 << 20)
+	defer f.stop()
+	if p := f.percent.Load(); p != 100 {
+		t.Fatalf("GOGC %d with 68 MiB of scanned stacks, want 100", p)
+	}
+}
+
+//go:noinline
+func parkOnDeepStack(parked *sync.WaitGroup, release chan struct{}) {
+	var frame [100 << 10]byte // on the stack: it grows to 128 KiB
+	frame[len(frame)-1] = 1
+	parked.Done()
+	<-release
+	runtime.KeepAlive(frame[len(frame)-1])
 }
