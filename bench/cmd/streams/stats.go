@@ -148,7 +148,8 @@ type targetSpec struct {
 const (
 	kindPlain  = "plainproxy"
 	kindFull   = "full"
-	kindBefore = "before" // full, run by the -before binary
+	kindBefore = "before"  // full, run by the -before binary
+	kindFullH1 = "full-h1" // full on gatehouse's own HTTP/1.x engine (server.http1_engine: gatehouse)
 )
 
 // parseTargets parses the -targets flag.
@@ -162,9 +163,9 @@ func parseTargets(s string) ([]targetSpec, error) {
 		parts := strings.Split(f, "+")
 		t := targetSpec{name: f, kind: parts[0]}
 		switch t.kind {
-		case kindPlain, kindFull, kindBefore:
+		case kindPlain, kindFull, kindBefore, kindFullH1:
 		default:
-			return nil, fmt.Errorf("-targets: unknown target %q (plainproxy, full or before, each optionally +KEY=VALUE)", t.kind)
+			return nil, fmt.Errorf("-targets: unknown target %q (plainproxy, full, full-h1 or before, each optionally +KEY=VALUE)", t.kind)
 		}
 		for _, kv := range parts[1:] {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
