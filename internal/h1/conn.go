@@ -243,7 +243,8 @@ func (c *conn) readRequest() (*response, error) {
 		b := &body{ReadCloser: req.Body, w: w, remain: req.ContentLength}
 		if expectsContinue(req) {
 			if req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
-				b.expect, b.continueDue = true, true
+				b.expect = true
+				b.continueDue.Store(true)
 			}
 		} else if req.Header.Get("Expect") != "" {
 			w.expectationFailed = true

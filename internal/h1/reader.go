@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -149,9 +150,9 @@ func (r *connReader) abortPendingRead() {
 type body struct {
 	io.ReadCloser // from http.ReadRequest
 	w             *response
-	remain        int64 // of a Content-Length body; -1: unknown
-	expect        bool  // the client sent Expect: 100-continue
-	continueDue   bool  // 100 Continue not sent yet, and wanted
+	remain        int64       // of a Content-Length body; -1: unknown
+	expect        bool        // the client sent Expect: 100-continue
+	continueDue   atomic.Bool // 100 Continue not sent yet, and wanted; cleared under the response's continueMu
 	sawEOF        bool
 	closed        bool
 	err           error // the read error that ended the body, if not EOF
@@ -164,8 +165,7 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.sawEOF {
 		return 0, io.EOF
 	}
-	if b.continueDue {
-		b.continueDue = false
+	if b.continueDue.Load() {
 		b.w.writeContinue()
 	}
 	n, err := b.ReadCloser.Read(p)

@@ -7,6 +7,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,10 @@ type response struct {
 	cancel  context.CancelFunc
 
 	header http.Header
+	// continueMu orders a 100 Continue, written by a read of the body,
+	// against the response's header, for a handler that reads in one
+	// goroutine and answers in another (net/http's writeContinueMu).
+	continueMu sync.Mutex
 
 	status        int
 	wroteHeader   bool  // WriteHeader ran (the status is fixed)
@@ -66,8 +71,12 @@ func (w *response) WriteHeader(code int) {
 		w.writeInterim(code)
 		return
 	}
-	if w.reqBody != nil {
-		w.reqBody.continueDue = false // answered without reading: no 100 Continue
+	if b := w.reqBody; b != nil && b.expect {
+		// Answered before the body was read: no 100 Continue. Under the
+		// lock, so that one being written now is finished first.
+		w.continueMu.Lock()
+		b.continueDue.Store(false)
+		w.continueMu.Unlock()
 	}
 	w.wroteHeader = true
 	w.status = code
@@ -101,8 +110,10 @@ func (w *response) writeInterim(code int) {
 // writeContinue sends 100 Continue: the handler began reading a body its
 // client holds back until told to send it.
 func (w *response) writeContinue() {
-	if w.wroteHeader {
-		return
+	w.continueMu.Lock()
+	defer w.continueMu.Unlock()
+	if !w.reqBody.continueDue.Swap(false) {
+		return // answered, or sent, meanwhile
 	}
 	_, _ = w.c.bufw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 	_ = w.c.bufw.Flush()

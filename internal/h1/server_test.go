@@ -424,3 +424,41 @@ func TestImports(t *testing.T) {
 		}
 	}
 }
+
+// TestContinueWhileAnswering: a handler that reads an Expect:
+// 100-continue body in one goroutine while it answers in another gets a
+// well-formed exchange — a 100 Continue, if any, wholly before the
+// response — and no data race (run with -race), as net/http orders the
+// two with a lock.
+func TestContinueWhileAnswering(t *testing.T) {
+	addr := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		read := make(chan string)
+		go func() {
+			b, _ := io.ReadAll(r.Body)
+			read <- string(b)
+		}()
+		w.Header()["Content-Type"] = []string{"text/plain"}
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "answer")
+		if got := <-read; got != "body" {
+			t.Errorf("the handler read %q", got)
+		}
+	})})
+	for range 20 {
+		c := dial(t, addr)
+		io.WriteString(c, "POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody")
+		all, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := strings.TrimPrefix(string(all), "HTTP/1.1 100 Continue\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(rest)), nil)
+		if err != nil {
+			t.Fatalf("%v in %q", err, all)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || string(b) != "answer" || strings.Contains(string(b), "100 Continue") {
+			t.Fatalf("status %d, body %q, in %q", resp.StatusCode, b, all)
+		}
+	}
+}
