@@ -83,6 +83,7 @@ func serve(path string, bare bool) error {
 	logOut := asynclog.New(os.Stderr, 8192)
 	defer logOut.Close()
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: logLevel(cfg.Log.Level)}))
+	stopHeapSampling() // no heap profiles are served (heapsampling.go)
 	if limit := setMemoryLimit(); limit != "" {
 		log.Info("Go memory limit set from the container's (GOMEMLIMIT unset)", "bytes", limit)
 	}
