@@ -97,7 +97,7 @@ func TestFallbackCarriesLocalSpend(t *testing.T) {
 	p := &flakyPrimary{down: true}
 	// The clock is moved by hand and the Cooldown is an hour, so the
 	// background retry (on a real timer) stays out of the way.
-	clk := &testClock{now: time.Now()}
+	clk := newClock(time.Now())
 	f := &Fallback{Primary: p, Local: newEmbedded(t, Options{}), Policy: FailOpen, Replicas: 2, Cooldown: time.Hour, Now: clk.Now}
 	budgets := []Budget{
 		{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Month},
@@ -348,24 +348,6 @@ func TestFallbackClosedProbes(t *testing.T) {
 	}
 }
 
-// testClock is a clock a test moves by hand.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // TestFallbackOpenProbes: failing open, the outage ends with the first
 // probe the primary answers, an eighth of the Cooldown after the failure
 // rather than a whole Cooldown; that probe first carries the spend
@@ -375,7 +357,7 @@ func (c *testClock) Advance(d time.Duration) {
 // then no admission waits on the primary.
 func TestFallbackOpenProbes(t *testing.T) {
 	ctx := context.Background()
-	clk := &testClock{now: time.Now()}
+	clk := newClock(time.Now())
 	p := &flakyPrimary{}
 	var reports int
 	const cooldown = time.Minute
@@ -462,7 +444,7 @@ func TestFallbackOpenProbes(t *testing.T) {
 // it, and a probe that fails is served locally too.
 func TestFallbackOpenProbesOneAtATime(t *testing.T) {
 	ctx := context.Background()
-	clk := &testClock{now: time.Now()}
+	clk := newClock(time.Now())
 	g := &gatedPrimary{entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	f := &Fallback{Primary: g, Local: newEmbedded(t, Options{}), Policy: FailOpen, Cooldown: time.Hour, Now: clk.Now}
 	t.Cleanup(func() { f.Close(ctx) })
