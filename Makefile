@@ -93,14 +93,14 @@ lint:
 	cd bench && $(GO) run $(STATICCHECK) ./...
 	cd $(CHARTTEST) && $(GO) run $(STATICCHECK) ./...
 
-# ENGINE_E2E are the end-to-end tests run a second time on the gateway's
-# own HTTP/1.x engine (server.http1_engine: gatehouse; the harness sets it
-# from GATEHOUSE_TEST_HTTP1_ENGINE): plain and bad requests, streams and
-# hang-ups, limits and their headers and trailers, the SDKs, TLS, the
-# HTTP/2 hand-over, the listener's refusals and a graceful shutdown.
-# 42-75 s under -race here (with TestLimitsExactRPMEmbedded, since dropped),
-# by the machine's load.
-ENGINE_E2E := TestBadInputGetsOpenAIErrors|TestClientDisconnectCancelsUpstream|TestTimeouts|TestStreamIsRelayedEventByEvent|TestSDKStreamOnEveryProvider|TestSDKChatCompletion|TestSDKEmbeddings|TestSDKModelsList|TestSDKErrors|TestLimitsCostHeaderAndStreamTrailer|TestLimitsAnthropicRefusalShape|TestLimitsHeadersOnRefusalsOnly|TestTLSListener|TestHTTP2CleartextAndTLS|TestH2COff|TestSmugglingIsRefusedAndTheConnectionClosed|TestOversizedHeadersAndBodies|TestSlowClientsAreCutOffWhileOthersAreServed|TestPipelinedRequestsAreAnsweredInOrder|TestUnknownRoutesAndMethodsAnswerInTheirDialect|TestProcessGracefulShutdownFinishesStreams
+# NETHTTP_E2E are the end-to-end tests run a second time on net/http's
+# HTTP/1.x server (server.http1_engine: net/http; the harness sets it from
+# GATEHOUSE_TEST_HTTP1_ENGINE), the engine the gateway's own
+# (internal/h1, the default) stands in for: plain and bad requests,
+# streams and hang-ups, limits and their headers and trailers, the SDKs,
+# TLS, HTTP/2, the listener's refusals and a graceful shutdown. 42-75 s
+# under -race here, by the machine's load.
+NETHTTP_E2E := TestBadInputGetsOpenAIErrors|TestClientDisconnectCancelsUpstream|TestTimeouts|TestStreamIsRelayedEventByEvent|TestSDKStreamOnEveryProvider|TestSDKChatCompletion|TestSDKEmbeddings|TestSDKModelsList|TestSDKErrors|TestLimitsCostHeaderAndStreamTrailer|TestLimitsAnthropicRefusalShape|TestLimitsHeadersOnRefusalsOnly|TestTLSListener|TestHTTP2CleartextAndTLS|TestH2COff|TestSmugglingIsRefusedAndTheConnectionClosed|TestOversizedHeadersAndBodies|TestSlowClientsAreCutOffWhileOthersAreServed|TestPipelinedRequestsAreAnsweredInOrder|TestUnknownRoutesAndMethodsAnswerInTheirDialect|TestProcessGracefulShutdownFinishesStreams
 
 # unit runs against real PostgreSQL and Redis servers (scripts/test-services),
 # started first and stopped on the way out, whether the tests pass or not. A
@@ -115,7 +115,7 @@ unit: prereqs
 	eval "$$services"; \
 	trap '$(CURDIR)/scripts/test-services stop' EXIT; \
 	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...; \
-	GATEHOUSE_TEST_HTTP1_ENGINE=gatehouse $(GO) test -race -count=1 $(GOTESTFLAGS) -run '^($(ENGINE_E2E))$$' ./cmd/gatehouse/; \
+	GATEHOUSE_TEST_HTTP1_ENGINE=net/http $(GO) test -race -count=1 $(GOTESTFLAGS) -run '^($(NETHTTP_E2E))$$' ./cmd/gatehouse/; \
 	(cd bench && $(GO) test -count=1 ./...); \
 	cd $(CHARTTEST) && $(GO) test -count=1 ./...
 

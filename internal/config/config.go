@@ -108,10 +108,11 @@ type Server struct {
 	// TLS serves HTTPS (HTTP/2 and HTTP/1.1) instead of plain HTTP; see
 	// listener.go.
 	TLS *TLS `yaml:"tls"`
-	// HTTP1Engine is what serves HTTP/1.x connections: "net/http" (the
-	// standard library's server, the default) or "gatehouse" (the
-	// gateway's own, internal/h1: it writes a response's header fields
-	// for less work). HTTP/2 is net/http's either way.
+	// HTTP1Engine is what serves HTTP/1.x connections: "gatehouse" (the
+	// gateway's own, internal/h1, the default: it writes a response's
+	// header fields for less work and holds less per open stream) or
+	// "net/http" (the standard library's server). Requests are parsed by
+	// net/http's parser either way, and HTTP/2 is net/http's either way.
 	HTTP1Engine string `yaml:"http1_engine"`
 }
 

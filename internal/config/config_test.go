@@ -19,7 +19,7 @@ func defaultsOnly() *Config {
 	return &Config{
 		Listen:   DefaultListen,
 		Storage:  Storage{SQLite: DefaultSQLite},
-		Server:   Server{MaxBodyBytes: DefaultMaxBodyBytes, ShutdownGrace: DefaultShutdownGrace, ReadHeaderTimeout: DefaultReadHeaderTimeout, H2C: ptr(true), MaxHeaderBytes: DefaultMaxHeaderBytes, BodyReadTimeout: DefaultBodyReadTimeout, HTTP1Engine: EngineNetHTTP},
+		Server:   Server{MaxBodyBytes: DefaultMaxBodyBytes, ShutdownGrace: DefaultShutdownGrace, ReadHeaderTimeout: DefaultReadHeaderTimeout, H2C: ptr(true), MaxHeaderBytes: DefaultMaxHeaderBytes, BodyReadTimeout: DefaultBodyReadTimeout, HTTP1Engine: EngineGatehouse},
 		Timeouts: Timeouts{Connect: DefaultConnectTimeout, FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout, Total: DefaultTotalTimeout},
 		Log:      Log{Level: DefaultLogLevel, Requests: ptr(true)},
 		Cache:    Cache{Exact: ExactCache{TTL: DefaultExactCacheTTL, MaxBytes: DefaultExactCacheBytes}, Semantic: SemanticCache{Threshold: DefaultSemanticThreshold, Timeout: DefaultSemanticTimeout, MaxEntries: DefaultSemanticEntries}},

@@ -59,6 +59,6 @@ func listenerDefaults(s *Server) {
 		s.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if s.HTTP1Engine == "" {
-		s.HTTP1Engine = EngineNetHTTP
+		s.HTTP1Engine = EngineGatehouse
 	}
 }

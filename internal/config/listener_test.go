@@ -88,11 +88,11 @@ func TestListenerSettings(t *testing.T) {
 	}
 }
 
-// TestHTTP1EngineDefault: with no server.http1_engine, net/http's server
-// serves HTTP/1.x; the value given is kept as given.
+// TestHTTP1EngineDefault: with no server.http1_engine, gatehouse's own
+// engine serves HTTP/1.x; the value given is kept as given.
 func TestHTTP1EngineDefault(t *testing.T) {
 	for yaml, want := range map[string]string{
-		"server: {}\n":                           EngineNetHTTP,
+		"server: {}\n":                           EngineGatehouse,
 		"server: {http1_engine: gatehouse}\n":    EngineGatehouse,
 		"server: {http1_engine: \"net/http\"}\n": EngineNetHTTP,
 	} {

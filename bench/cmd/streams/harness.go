@@ -164,9 +164,11 @@ func (h *harness) startTarget(ctx context.Context, t targetSpec) (*proc.Proc, st
 // gatehouseYAML is the full stack in embedded mode: a key with rpm, tpm
 // and a budget far out of reach (so every stream is estimated, reserved,
 // settled and priced), usage records in SQLite, metrics, no cache; with
-// h1, HTTP/1.x served by gatehouse's own engine instead of net/http's.
+// h1, HTTP/1.x served by gatehouse's own engine (the default since
+// 2026-11-28), else by net/http's server, as every figure of the "full"
+// target before then.
 func gatehouseYAML(listen, mock, sqlite string, h1 bool) string {
-	engine := ""
+	engine := "server: {http1_engine: net/http}\n"
 	if h1 {
 		engine = "server: {http1_engine: gatehouse}\n"
 	}
