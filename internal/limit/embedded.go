@@ -81,9 +81,24 @@ type cellKey struct {
 	start  string
 }
 
-func (a cellKey) compare(b cellKey) int {
-	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.scope, b.scope), cmp.Compare(a.id, b.id),
-		cmp.Compare(a.period, b.period), cmp.Compare(a.start, b.start))
+// compare orders keys by kind, scope, ID, period and start. Field by
+// field with an early return: cmp.Or takes every comparison as an
+// argument, so it compared the strings of keys whose kinds already
+// differed — most of an admission's pairs.
+func (a *cellKey) compare(b *cellKey) int {
+	if a.kind != b.kind {
+		return cmp.Compare(a.kind, b.kind)
+	}
+	if c := cmp.Compare(a.scope, b.scope); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.id, b.id); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.period, b.period); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.start, b.start)
 }
 
 // cell is one counter: for a rate bucket the theoretical arrival time in
@@ -203,7 +218,7 @@ func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
 	// sort's setup at that size, and the order is what makes locking
 	// several cells deadlock-free.
 	for i := 1; i < len(ops); i++ {
-		for j := i; j > 0 && ops[j].key.compare(ops[j-1].key) < 0; j-- {
+		for j := i; j > 0 && ops[j].key.compare(&ops[j-1].key) < 0; j-- {
 			ops[j], ops[j-1] = ops[j-1], ops[j]
 		}
 	}

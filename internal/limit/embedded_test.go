@@ -703,3 +703,32 @@ func TestSettleKeptCounters(t *testing.T) {
 		}
 	})
 }
+
+// TestCellKeyOrder: compare is the lexicographic order of (kind, scope,
+// ID, period, start), every field deciding when the ones before it tie;
+// the locking order of admissions rests on it being a total order.
+func TestCellKeyOrder(t *testing.T) {
+	var keys []cellKey
+	for _, kind := range []cellKind{cellRequests, cellBudget} {
+		for _, scope := range []Scope{ScopeKey, ScopeProject} {
+			for _, id := range []string{"a", "b"} {
+				for _, p := range []Period{Day, Month} {
+					for _, start := range []string{"2026-01", "2026-02"} {
+						keys = append(keys, cellKey{kind: kind, scope: scope, id: id, period: p, start: start})
+					}
+				}
+			}
+		}
+	}
+	// The loops nest in field order, each over ascending values ("day" <
+	// "month", "key" < "project"), so keys is in ascending order.
+	for i := range keys {
+		for j := range keys {
+			if got, want := keys[i].compare(&keys[j]), sign(i-j); got != want {
+				t.Fatalf("%+v compared with %+v: %d, want %d", keys[i], keys[j], got, want)
+			}
+		}
+	}
+}
+
+func sign(n int) int { return min(max(n, -1), 1) }
