@@ -248,7 +248,9 @@ func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
 	w := min(len(ops), 1)
 	for i := 1; i < len(ops); i++ {
 		if p := &ops[w-1].key; ops[i].key.kind != p.kind || ops[i].key != *p {
-			ops[w] = ops[i]
+			if w != i { // an op is some 130 bytes: not copied onto itself
+				ops[w] = ops[i]
+			}
 			w++
 		}
 	}

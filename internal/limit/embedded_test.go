@@ -606,6 +606,9 @@ func TestCounterListedTwiceReservedOnce(t *testing.T) {
 	}{
 		{"rate", Admission{Rates: []Rate{rate, rate}}},
 		{"budget", Admission{Budgets: []Budget{budget, budget}, Cost: 1}},
+		// the duplicate dropped mid-list: the budget after it moves up
+		{"rate twice, then a budget", Admission{Rates: []Rate{keyRate("k2", 100, 0), keyRate("k2", 100, 0)},
+			Budgets: []Budget{{Scope: ScopeProject, ID: "p2", Limit: 2, Period: Month}}, Cost: 1}},
 	} {
 		for i, want := range []bool{true, true, false} {
 			d, err := e.Admit(ctx, c.a)
