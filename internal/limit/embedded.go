@@ -61,6 +61,26 @@ const nShards = 64
 type shard struct {
 	mu sync.RWMutex
 	m  map[cellKey]*cell
+	// hints holds, by the ID of an admission's first counter, the
+	// counters that owner's admissions found last (see lockAll). The
+	// sweeper empties it with the counters it drops.
+	hints map[string]*hint
+}
+
+// maxHint is how many counters a hint keeps: a key's rates and budgets,
+// its project's, and a few per-model rates.
+const maxHint = 8
+
+// hint is the counters an owner's admissions found, by key: one map
+// look-up by a string finds them all, where each counter's own look-up
+// hashes its whole key (a struct of four strings). It is never changed
+// once kept, and it is only a hint: a counter in it is used only while
+// it is live (not swept), which lockAll checks under the counter's lock
+// as it does for any counter.
+type hint struct {
+	n     int
+	keys  [maxHint]cellKey
+	cells [maxHint]*cell
 }
 
 type cellKind uint8
@@ -81,9 +101,24 @@ type cellKey struct {
 	start  string
 }
 
-func (a cellKey) compare(b cellKey) int {
-	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.scope, b.scope), cmp.Compare(a.id, b.id),
-		cmp.Compare(a.period, b.period), cmp.Compare(a.start, b.start))
+// compare orders keys by kind, scope, ID, period and start. Field by
+// field with an early return: cmp.Or takes every comparison as an
+// argument, so it compared the strings of keys whose kinds already
+// differed — most of an admission's pairs.
+func (a *cellKey) compare(b *cellKey) int {
+	if a.kind != b.kind {
+		return cmp.Compare(a.kind, b.kind)
+	}
+	if c := cmp.Compare(a.scope, b.scope); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.id, b.id); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.period, b.period); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.start, b.start)
 }
 
 // cell is one counter: for a rate bucket the theoretical arrival time in
@@ -105,6 +140,7 @@ func NewEmbedded(ctx context.Context, o Options) (*Embedded, error) {
 	}
 	for i := range e.shards {
 		e.shards[i].m = map[cellKey]*cell{}
+		e.shards[i].hints = map[string]*hint{}
 	}
 	if o.Spend != nil {
 		m, err := o.Spend.LoadSpend(ctx, Since(e.now()))
@@ -203,7 +239,7 @@ func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
 	// sort's setup at that size, and the order is what makes locking
 	// several cells deadlock-free.
 	for i := 1; i < len(ops); i++ {
-		for j := i; j > 0 && ops[j].key.compare(ops[j-1].key) < 0; j-- {
+		for j := i; j > 0 && ops[j].key.compare(&ops[j-1].key) < 0; j-- {
 			ops[j], ops[j-1] = ops[j-1], ops[j]
 		}
 	}
@@ -212,7 +248,9 @@ func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
 	w := min(len(ops), 1)
 	for i := 1; i < len(ops); i++ {
 		if p := &ops[w-1].key; ops[i].key.kind != p.kind || ops[i].key != *p {
-			ops[w] = ops[i]
+			if w != i { // an op is some 130 bytes: not copied onto itself
+				ops[w] = ops[i]
+			}
 			w++
 		}
 	}
@@ -324,11 +362,29 @@ func (e *Embedded) putOps(buf *[maxOps]op, ops []op) {
 }
 
 // lockAll finds and locks the cells of ops in order, starting over when
-// the sweeper removed one between lookup and lock.
+// the sweeper removed one between lookup and lock. The cells come from
+// the hint of ops' first owner where it has them, and from the shards'
+// maps otherwise (then the hint is renewed); after a removed cell, all
+// of them from the maps.
 func (e *Embedded) lockAll(ops []op) {
+	if len(ops) == 0 {
+		return
+	}
+	hinted := true
+	var s *shard // the hint's
 	for {
+		if hinted {
+			s = e.fromHint(ops)
+		}
+		missed := false
 		for i := range ops {
-			ops[i].c = e.lookup(ops[i].key, true)
+			if !hinted || ops[i].c == nil {
+				ops[i].c = e.lookup(ops[i].key, true)
+				missed = true
+			}
+		}
+		if missed {
+			e.keepHint(s, ops)
 		}
 		dead := -1
 		for i := range ops {
@@ -344,7 +400,73 @@ func (e *Embedded) lockAll(ops []op) {
 		for i := 0; i <= dead; i++ {
 			ops[i].c.mu.Unlock()
 		}
+		hinted = false
 	}
+}
+
+// fromHint sets the cell of every op the hint of ops[0]'s owner has
+// (nil for the others) and returns the hint's shard.
+func (e *Embedded) fromHint(ops []op) *shard {
+	id := ops[0].key.id
+	s := &e.shards[maphash.String(e.seed, id)%nShards]
+	s.mu.RLock()
+	h := s.hints[id]
+	s.mu.RUnlock()
+	for i := range ops {
+		ops[i].c = nil
+		if h == nil {
+			continue
+		}
+		k := &ops[i].key
+		// An admission of the same shape lists its counters in the same
+		// order: the i-th kept is tried first.
+		if i < h.n && h.keys[i].kind == k.kind && h.keys[i] == *k {
+			ops[i].c = h.cells[i]
+			continue
+		}
+		for j := range h.n {
+			if h.keys[j].kind == k.kind && h.keys[j] == *k {
+				ops[i].c = h.cells[j]
+				break
+			}
+		}
+	}
+	return s
+}
+
+// keepHint replaces the hint of ops[0]'s owner, in shard s, by the cells
+// of ops, then as many of the old hint's other cells as fit, so that an
+// owner whose admissions differ (a per-model rate for each model) keeps
+// the counters of each. It is called with no cell locked: the sweeper
+// locks a shard and then its cells.
+func (e *Embedded) keepHint(s *shard, ops []op) {
+	id := ops[0].key.id
+	h := &hint{}
+	for i := range ops {
+		if h.n == maxHint {
+			break
+		}
+		h.keys[h.n], h.cells[h.n] = ops[i].key, ops[i].c
+		h.n++
+	}
+	s.mu.Lock()
+	if old := s.hints[id]; old != nil {
+	next:
+		for j := range old.n {
+			if h.n == maxHint {
+				break
+			}
+			for i := range h.n {
+				if h.keys[i] == old.keys[j] {
+					continue next
+				}
+			}
+			h.keys[h.n], h.cells[h.n] = old.keys[j], old.cells[j]
+			h.n++
+		}
+	}
+	s.hints[id] = h
+	s.mu.Unlock()
 }
 
 // decide checks every op against its locked counter. A budget refusal
@@ -507,6 +629,7 @@ func (e *Embedded) sweep(now time.Time) {
 	for i := range e.shards {
 		s := &e.shards[i]
 		s.mu.Lock()
+		clear(s.hints) // they hold the counters dropped here
 		for k, c := range s.m {
 			c.mu.Lock()
 			var drop bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -605,6 +606,9 @@ func TestCounterListedTwiceReservedOnce(t *testing.T) {
 	}{
 		{"rate", Admission{Rates: []Rate{rate, rate}}},
 		{"budget", Admission{Budgets: []Budget{budget, budget}, Cost: 1}},
+		// the duplicate dropped mid-list: the budget after it moves up
+		{"rate twice, then a budget", Admission{Rates: []Rate{keyRate("k2", 100, 0), keyRate("k2", 100, 0)},
+			Budgets: []Budget{{Scope: ScopeProject, ID: "p2", Limit: 2, Period: Month}}, Cost: 1}},
 	} {
 		for i, want := range []bool{true, true, false} {
 			d, err := e.Admit(ctx, c.a)
@@ -702,4 +706,99 @@ func TestSettleKeptCounters(t *testing.T) {
 			t.Errorf("e1's bucket corrected by e2's settle: %+v", d.Tokens)
 		}
 	})
+}
+
+// TestCellKeyOrder: compare is the lexicographic order of (kind, scope,
+// ID, period, start), every field deciding when the ones before it tie;
+// the locking order of admissions rests on it being a total order.
+func TestCellKeyOrder(t *testing.T) {
+	var keys []cellKey
+	for _, kind := range []cellKind{cellRequests, cellBudget} {
+		for _, scope := range []Scope{ScopeKey, ScopeProject} {
+			for _, id := range []string{"a", "b"} {
+				for _, p := range []Period{Day, Month} {
+					for _, start := range []string{"2026-01", "2026-02"} {
+						keys = append(keys, cellKey{kind: kind, scope: scope, id: id, period: p, start: start})
+					}
+				}
+			}
+		}
+	}
+	// The loops nest in field order, each over ascending values ("day" <
+	// "month", "key" < "project"), so keys is in ascending order.
+	for i := range keys {
+		for j := range keys {
+			if got, want := keys[i].compare(&keys[j]), sign(i-j); got != want {
+				t.Fatalf("%+v compared with %+v: %d, want %d", keys[i], keys[j], got, want)
+			}
+		}
+	}
+}
+
+func sign(n int) int { return min(max(n, -1), 1) }
+
+// TestHintedCounterSwept: a counter the sweeper removed after an
+// owner's hint kept it is not counted in: the admission finds the one
+// made in its place, the hint keeps that one from then on, and the
+// limit holds exactly across the change.
+func TestHintedCounterSwept(t *testing.T) {
+	e := newEmbedded(t, Options{Now: newClock(t0).Now})
+	ctx := context.Background()
+	a := Admission{Rates: []Rate{keyRate("k", 2, 0)}}
+	if d, _ := e.Admit(ctx, a); !d.Allowed {
+		t.Fatal("first admission refused")
+	}
+	key := cellKey{kind: cellRequests, scope: ScopeKey, id: "k"}
+	old := e.lookup(key, false)
+	// What sweep does to a counter, leaving the hint as it is.
+	s := &e.shards[maphash.String(e.seed, "k")%nShards]
+	s.mu.Lock()
+	old.mu.Lock()
+	old.dead = true
+	delete(s.m, key)
+	old.mu.Unlock()
+	s.mu.Unlock()
+	v := old.v
+	for i, want := range []bool{true, true, false} {
+		if d, _ := e.Admit(ctx, a); d.Allowed != want {
+			t.Fatalf("admission %d after the sweep: allowed %v, want %v", i+1, d.Allowed, want)
+		}
+	}
+	if old.v != v {
+		t.Fatalf("the removed counter was counted in: %d, was %d", old.v, v)
+	}
+	c := e.lookup(key, false)
+	if c == nil || c == old {
+		t.Fatal("no new counter made in place of the removed one")
+	}
+	s.mu.RLock()
+	h := s.hints["k"]
+	s.mu.RUnlock()
+	if h == nil || h.n != 1 || h.cells[0] != c {
+		t.Fatalf("hint after the sweep: %+v, want the new counter", h)
+	}
+}
+
+// TestHintAcrossShapes: admissions of one owner that list different
+// counters (a per-model rate for each model) each count in their own,
+// whatever the owner's hint holds from the others.
+func TestHintAcrossShapes(t *testing.T) {
+	e := newEmbedded(t, Options{Now: newClock(t0).Now})
+	ctx := context.Background()
+	model := func(m string) Admission {
+		return Admission{Rates: []Rate{keyRate("k", 3, 0), {Scope: ScopeKeyModel, ID: KeyModelID("k", m), RPM: 1}},
+			Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: 100, Period: Day}}, Cost: 1}
+	}
+	for i, c := range []struct {
+		model string
+		want  bool
+	}{{"m1", true}, {"m2", true}, {"m1", false}, {"m2", false}, {"m3", true}, {"m4", false}} {
+		d, err := e.Admit(ctx, model(c.model))
+		if err != nil || d.Allowed != c.want {
+			t.Fatalf("admission %d (%s): allowed %v (%v), want %v", i+1, c.model, d.Allowed, err, c.want)
+		}
+	}
+	if got := e.Spent(ScopeKey, "k", Day, t0); got != 3 {
+		t.Fatalf("key budget spent %d, want 3 (three admissions)", got)
+	}
 }

@@ -111,16 +111,18 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 	if adm == nil {
 		return nil, false
 	}
-	d, ok := x.reserve(adm)
-	if !ok {
+	if !x.reserve(adm) {
 		return nil, false
 	}
+	// The decision is read where reserve put it: a Decision is some 300
+	// bytes, and it was copied three times more on its way here.
+	d := &a.dec
 	if !d.Allowed && d.Refused.Scope == limit.ScopeCustomer && d.Refused.Kind == limit.KindBudget {
 		if dg := x.downgradeGroup(); dg != nil {
 			if adm = x.admission(dg, false); adm == nil {
 				return nil, false
 			}
-			if d, ok = x.reserve(adm); !ok {
+			if !x.reserve(adm) {
 				return nil, false
 			}
 			if d.Allowed {
@@ -129,7 +131,6 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 			}
 		}
 	}
-	a.dec = d
 	if !d.Allowed {
 		x.fail(refusalError(d))
 		return nil, false
@@ -137,26 +138,28 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 	return g, true
 }
 
-// reserve calls the admitter, answering a failure; the decision is
-// returned either way for the headers.
-func (x *exchange) reserve(adm *limit.Admission) (limit.Decision, bool) {
+// reserve calls the admitter and keeps its decision in x.adm.dec, for
+// the headers; it answers a failure, leaving x.adm.dec as it was, and
+// returns false.
+func (x *exchange) reserve(adm *limit.Admission) bool {
 	if len(adm.Rates) == 0 && len(adm.Budgets) == 0 {
-		return limit.Decision{Allowed: true}, true // nothing to count: no call
+		x.adm.dec = limit.Decision{Allowed: true} // nothing to count: no call
+		return true
 	}
 	d, err := x.rt.Limits.Admitter.Admit(x.r.Context(), *adm)
 	if err != nil {
 		x.adm.on = false
 		if x.r.Context().Err() != nil {
 			x.fail(&llm.Error{Kind: llm.KindCanceled, Status: 499, Message: "client went away", Cause: err})
-			return d, false
+			return false
 		}
 		x.fail(&llm.Error{Kind: llm.KindUnavailable, Status: http.StatusServiceUnavailable, Type: "server_error",
 			Code: "limits_unavailable", RetryAfter: time.Second, Cause: err,
 			Message: "The gateway cannot check rate limits and budgets right now; try again shortly."})
-		return d, false
+		return false
 	}
 	x.adm.dec = d
-	return d, true
+	return true
 }
 
 // admission builds the Admission of the request served by g. With
@@ -325,7 +328,7 @@ func customerID(r *http.Request, user string) string {
 }
 
 // refusalError is the 429 of a refused admission.
-func refusalError(d limit.Decision) *llm.Error {
+func refusalError(d *limit.Decision) *llm.Error {
 	r := d.Refused
 	e := &llm.Error{Kind: llm.KindRateLimit, Status: http.StatusTooManyRequests, Code: r.Code(), Message: r.Message(), RetryAfter: d.RetryAfter}
 	switch r.Kind {

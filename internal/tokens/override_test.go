@@ -1,6 +1,10 @@
 package tokens
 
-import "testing"
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
 
 // TestOverlayPrecedence: store prices beat config overrides beat the
 // embedded catalog, and a catalog in use sees every Set at once.
@@ -93,5 +97,58 @@ func TestConfigured(t *testing.T) {
 	}
 	if p, ok := c.Configured("my-llama-3b"); !ok || p != PerMillion(1, 0, 2) {
 		t.Errorf("my-llama-3b: %v %v, want the override's family price", p, ok)
+	}
+}
+
+// TestLookupKeptAgreesWithFind: what Lookup keeps gives what resolving
+// afresh gives, for more IDs than it has slots (so IDs share slots and
+// take turns), looked up twice each, across changes of the store's
+// prices, and from several goroutines at once.
+func TestLookupKeptAgreesWithFind(t *testing.T) {
+	var o Overlay
+	c, err := NewCatalog(CatalogOptions{Store: &o, Overrides: map[string]Price{"gpt-4o": PerMillion(1, 1, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 3 * resolvedSlots {
+		ids = append(ids, fmt.Sprintf("gpt-4o-%d", i), fmt.Sprintf("claude-3-5-sonnet-%d", i), fmt.Sprintf("model-%d", i))
+	}
+	stores := []map[string]Price{nil, {"model-7": PerMillion(5, 0, 5)}, {"gpt-4o": PerMillion(2, 0, 3), "model-8": PerMillion(4, 0, 4)}}
+	changed := []string{"model-7", "model-8", "gpt-4o-1"} // priced differently by some store
+	for _, prices := range stores {
+		for _, id := range changed { // kept under the prices before
+			c.Lookup(id)
+		}
+		o.Set(prices)
+		for _, id := range changed {
+			want, wantOK := c.find(o.state().prices, id, true)
+			if got, ok := c.Lookup(id); got != want || ok != wantOK {
+				t.Fatalf("%s after the store's prices changed: %+v %v, want %+v %v", id, got, ok, want, wantOK)
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 4)
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range ids {
+					id := ids[(k*(g+1))%len(ids)]
+					want, wantOK := c.find(o.state().prices, id, true)
+					for range 2 {
+						if got, ok := c.Lookup(id); got != want || ok != wantOK {
+							errs <- fmt.Sprintf("%s: %+v %v, want %+v %v", id, got, ok, want, wantOK)
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Fatal(e)
+		}
 	}
 }

@@ -12,9 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"gatehouse/internal/llm"
 )
@@ -100,25 +101,33 @@ type CatalogOptions struct {
 // Catalog looks prices up by upstream model ID. It is immutable and safe
 // for concurrent use; to change overrides, build a new one.
 type Catalog struct {
-	asOf     string
-	base     map[string]Price
-	context  map[string]int // context windows (input tokens) from the embedded catalog
-	over     priceIndex
-	store    *Overlay
-	def      *Price
-	maxOut   int
-	resolved sync.Map // raw model ID → resolution, bounded by maxResolved
-	nres     int64
-	nresMu   sync.Mutex
+	asOf    string
+	base    map[string]Price
+	context map[string]int // context windows (input tokens) from the embedded catalog
+	over    priceIndex
+	store   *Overlay
+	def     *Price
+	maxOut  int
+	// resolved keeps what Lookup found for recent model IDs, a
+	// direct-mapped table: a look-up is a string hash, one atomic load
+	// and a compare, where a sync.Map hashed the ID as an interface and
+	// walked a trie (about 250 instructions, twice a limited request).
+	// Two IDs that share a slot take turns, each miss resolving afresh.
+	resolved [resolvedSlots]atomic.Pointer[resolution]
+	seed     maphash.Seed
 }
 
+// resolution is one model ID's price as Lookup found it.
 type resolution struct {
-	p   Price
-	ok  bool
-	gen uint64 // the store overlay's generation it was resolved under
+	model string
+	p     Price
+	ok    bool
+	gen   uint64 // the store overlay's generation it was resolved under
 }
 
-const maxResolved = 4096
+// resolvedSlots bounds the IDs a catalog keeps resolved (a power of
+// two: the slot is the hash masked).
+const resolvedSlots = 1024
 
 type catalogFile struct {
 	AsOf   string `json:"as_of"`
@@ -136,7 +145,7 @@ func NewCatalog(o CatalogOptions) (*Catalog, error) {
 	if err := json.Unmarshal(catalogJSON, &f); err != nil {
 		return nil, fmt.Errorf("price catalog: %w", err)
 	}
-	c := &Catalog{asOf: f.AsOf, base: make(map[string]Price, len(f.Models)), over: newPriceIndex(o.Overrides), store: o.Store, def: o.Default, maxOut: o.DefaultMaxOutput}
+	c := &Catalog{asOf: f.AsOf, base: make(map[string]Price, len(f.Models)), over: newPriceIndex(o.Overrides), store: o.Store, seed: maphash.MakeSeed(), def: o.Default, maxOut: o.DefaultMaxOutput}
 	c.context = make(map[string]int, len(f.Models))
 	for id, m := range f.Models {
 		c.base[id] = PerMillion(m.Input, m.Cached, m.Output)
@@ -170,26 +179,12 @@ func (c *Catalog) AsOf() string { return c.asOf }
 // (see priceIndex).
 func (c *Catalog) Lookup(model string) (Price, bool) {
 	st := c.store.state()
-	r, cached := c.resolved.Load(model)
-	if cached {
-		if res := r.(resolution); res.gen == st.gen {
-			return res.p, res.ok
-		}
+	slot := &c.resolved[maphash.String(c.seed, model)%resolvedSlots]
+	if r := slot.Load(); r != nil && r.gen == st.gen && r.model == model {
+		return r.p, r.ok
 	}
 	p, ok := c.lookup(st.prices, model)
-	res := resolution{p, ok, st.gen}
-	if cached {
-		// Resolved under older store prices: replace, the count stays.
-		c.resolved.Store(model, res)
-		return p, ok
-	}
-	c.nresMu.Lock()
-	if c.nres < maxResolved {
-		if _, loaded := c.resolved.LoadOrStore(model, res); !loaded {
-			c.nres++
-		}
-	}
-	c.nresMu.Unlock()
+	slot.Store(&resolution{model: model, p: p, ok: ok, gen: st.gen})
 	return p, ok
 }
 
