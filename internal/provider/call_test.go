@@ -227,7 +227,7 @@ func TestCallIdleDeadlineCountsFromLastEvent(t *testing.T) {
 		call.clock = func() time.Duration { return now }
 		call.Progress() // the response's headers, at 0
 		now = 40 * time.Second
-		call.Progress() // an event at 40 s
+		call.Progress()   // an event at 40 s
 		now = time.Minute // the timer set at 0 fires: 20 s since the last event
 		call.gapExpired()
 		if err := context.Cause(call.Context()); err != nil {
