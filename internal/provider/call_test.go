@@ -215,3 +215,34 @@ func TestTransportErrorTLS(t *testing.T) {
 		t.Errorf("a reset mid-answer: %q", reset.Kind)
 	}
 }
+
+// TestCallIdleDeadlineCountsFromLastEvent: events only note their time,
+// and the idle timer, when it fires, sets itself again for what is left
+// since the last event, so the deadline is the last event's time plus
+// Idle. The clock is the test's; the timer's firing is called directly.
+func TestCallIdleDeadlineCountsFromLastEvent(t *testing.T) {
+	for _, firstByte := range []time.Duration{0, time.Hour} {
+		call := StartCall(context.Background(), Timeouts{FirstByte: firstByte, Idle: time.Minute})
+		var now time.Duration
+		call.clock = func() time.Duration { return now }
+		call.Progress() // the response's headers, at 0
+		now = 40 * time.Second
+		call.Progress()   // an event at 40 s
+		now = time.Minute // the timer set at 0 fires: 20 s since the last event
+		call.gapExpired()
+		if err := context.Cause(call.Context()); err != nil {
+			t.Fatalf("first byte %v: cancelled %v 20 s after the last event, want the deadline at 100 s", firstByte, err)
+		}
+		now = 100*time.Second - 1
+		call.gapExpired()
+		if err := context.Cause(call.Context()); err != nil {
+			t.Fatalf("first byte %v: cancelled %v just before the deadline", firstByte, err)
+		}
+		now = 100 * time.Second
+		call.gapExpired()
+		if err := context.Cause(call.Context()); err != ErrIdleTimeout {
+			t.Fatalf("first byte %v: cause %v at the deadline, want %v", firstByte, err, ErrIdleTimeout)
+		}
+		call.Stop()
+	}
+}

@@ -26,7 +26,18 @@ func appendChoicesText(dst, v []byte) []byte {
 	}
 	v = v[len(choicesKey):]
 	if text, ok := onlyContent(v); ok {
-		return appendString(dst, text)
+		// onlyContent found text's closing quote with StringEnd, which
+		// is what appendString checks first; what it checks besides is
+		// left to check here.
+		if len(text) <= 2 || bytes.IndexByte(text, '\n') >= 0 {
+			return dst
+		}
+		if dst == nil {
+			// The sample's first text: room for a few chunks' at once,
+			// instead of growing through every small size.
+			dst = make([]byte, 0, sampleStart)
+		}
+		return append(append(dst, text...), '\n')
 	}
 	choices := llm.Walk(v, '[')
 	for _, c, ok := choices.Next(); ok; _, c, ok = choices.Next() {
@@ -36,6 +47,10 @@ func appendChoicesText(dst, v []byte) []byte {
 	}
 	return dst
 }
+
+// sampleStart is the first capacity of a sample taken from text chunks:
+// a few hundred bytes of text, the size of a short answer.
+const sampleStart = 512
 
 // contentOnly is how nearly every chunk of a reply in text opens its one
 // choice: a delta with content and nothing else.

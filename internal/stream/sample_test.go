@@ -104,3 +104,66 @@ func FuzzAppendText(f *testing.F) {
 		}
 	})
 }
+
+// appendChoicesTextReference is appendChoicesText before its text-only
+// path appended without appendString's checks (main at 0c5903b): the
+// sample the relay keeps must stay what it was, byte for byte.
+func appendChoicesTextReference(dst, v []byte) []byte {
+	if !bytes.HasPrefix(v, []byte(choicesKey)) {
+		return dst
+	}
+	v = v[len(choicesKey):]
+	if text, ok := onlyContent(v); ok {
+		return appendString(dst, text)
+	}
+	choices := llm.Walk(v, '[')
+	for _, c, ok := choices.Next(); ok; _, c, ok = choices.Next() {
+		if d := member(c, `"delta"`); d != nil {
+			dst = appendDeltaText(dst, d)
+		}
+	}
+	return dst
+}
+
+func checkSampleMatchesReference(t *testing.T, prior, chunk []byte) {
+	t.Helper()
+	var start []byte
+	if len(prior) > 0 {
+		start = append([]byte(nil), prior...)
+	}
+	got := appendChoicesText(start, choicesOf(chunk))
+	want := appendChoicesTextReference(append([]byte(nil), prior...), choicesOf(chunk))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after %q, chunk %q:\n sample %q\n want   %q", prior, chunk, got, want)
+	}
+}
+
+var sampleSeeds = []string{
+	`{"id":"c","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}],"usage":null}`,
+	`{"choices":[{"index":0,"delta":{"content":""}}]}`,
+	`{"choices":[{"index":0,"delta":{"content":"a\nb"}}]}`,
+	"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\nb\"}}]}", // a raw line break: not JSON, not kept
+	`{"choices":[{"index":0,"delta":{"content":"a\\"}}]}`,
+	`{"choices":[{"index":0,"delta":{"content":"a\"}}]}`,
+	`{"choices":[{"index":0,"delta":{"content":"cut`,
+	`{"choices":[{"index":0,"delta":{"content":"x"}},{"index":1,"delta":{"content":"y"}}]}`,
+	`{"choices":[{"index":0,"delta":{"content":"x"}}],"z":"\"delta\""}`,
+}
+
+// The sample is what the reference kept, from an empty sample and after
+// earlier text.
+func TestSampleMatchesReference(t *testing.T) {
+	for _, c := range sampleSeeds {
+		for _, prior := range []string{"", `"earlier"` + "\n"} {
+			checkSampleMatchesReference(t, []byte(prior), []byte(c))
+		}
+	}
+}
+
+func FuzzSampleMatchesReference(f *testing.F) {
+	for _, c := range sampleSeeds {
+		f.Add([]byte(""), []byte(c))
+		f.Add([]byte(`"x"`+"\n"), []byte(c))
+	}
+	f.Fuzz(func(t *testing.T, prior, chunk []byte) { checkSampleMatchesReference(t, prior, chunk) })
+}

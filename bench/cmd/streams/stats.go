@@ -150,6 +150,9 @@ const (
 	kindFull   = "full"
 	kindBefore = "before"  // full, run by the -before binary
 	kindFullH1 = "full-h1" // full on gatehouse's own HTTP/1.x engine (server.http1_engine: gatehouse)
+	// before-h1 is full-h1 run by the -before binary: a change measured
+	// on the engine against the binary before it.
+	kindBeforeH1 = "before-h1"
 )
 
 // parseTargets parses the -targets flag.
@@ -163,9 +166,9 @@ func parseTargets(s string) ([]targetSpec, error) {
 		parts := strings.Split(f, "+")
 		t := targetSpec{name: f, kind: parts[0]}
 		switch t.kind {
-		case kindPlain, kindFull, kindBefore, kindFullH1:
+		case kindPlain, kindFull, kindBefore, kindFullH1, kindBeforeH1:
 		default:
-			return nil, fmt.Errorf("-targets: unknown target %q (plainproxy, full, full-h1 or before, each optionally +KEY=VALUE)", t.kind)
+			return nil, fmt.Errorf("-targets: unknown target %q (plainproxy, full, full-h1, before or before-h1, each optionally +KEY=VALUE)", t.kind)
 		}
 		for _, kv := range parts[1:] {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {

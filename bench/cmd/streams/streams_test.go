@@ -141,6 +141,9 @@ func TestParseTargets(t *testing.T) {
 		len(got[1].env) != 2 || got[1].env[1] != "GOMEMLIMIT=1GiB" || got[2].kind != kindBefore {
 		t.Fatalf("parseTargets = %+v", got)
 	}
+	if got, err := parseTargets("before-h1"); err != nil || got[0].kind != kindBeforeH1 {
+		t.Fatalf("parseTargets(before-h1) = %+v, %v", got, err)
+	}
 	for _, bad := range []string{"", "nginx", "full+GOGC", "full+=1", "full,full"} {
 		if _, err := parseTargets(bad); err == nil {
 			t.Errorf("parseTargets(%q) accepted", bad)

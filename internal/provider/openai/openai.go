@@ -286,8 +286,32 @@ func lookAtKeys(d []byte) (usages, nullAt int, ok bool) {
 			}
 		}
 	}
-	for q := i; q+7 <= len(d); q++ { // the last few places, one at a time
-		if d[q] == '"' && d[q+6] == '"' && !keyAt(d, q, &usages, &nullAt) {
+	if i+7 > len(d) || len(d) < 22 {
+		for q := i; q+7 <= len(d); q++ { // a chunk too short for a round, one place at a time
+			if d[q] == '"' && d[q+6] == '"' && !keyAt(d, q, &usages, &nullAt) {
+				return 0, -1, false
+			}
+		}
+		return usages, nullAt, true
+	}
+	// The last few places: one more round over the last 22 bytes, which
+	// tests places the rounds above tested already (the first s of its
+	// 16); their bits are cleared. It replaced a loop of a byte at a
+	// time over up to 15 places (about 100 instructions a chunk).
+	j := len(d) - 22
+	s := i - j
+	w := d[j:]
+	lo := zeroBytes((binary.LittleEndian.Uint64(w) ^ quotes) | (binary.LittleEndian.Uint64(w[6:]) ^ quotes))
+	hi := zeroBytes((binary.LittleEndian.Uint64(w[8:]) ^ quotes) | (binary.LittleEndian.Uint64(w[14:]) ^ quotes))
+	lo &= ^uint64(0) << (8 * s)
+	hi &= ^uint64(0) << (8 * max(s-8, 0))
+	for ; lo != 0; lo &= lo - 1 {
+		if !keyAt(d, j+bits.TrailingZeros64(lo)/8, &usages, &nullAt) {
+			return 0, -1, false
+		}
+	}
+	for ; hi != 0; hi &= hi - 1 {
+		if !keyAt(d, j+8+bits.TrailingZeros64(hi)/8, &usages, &nullAt) {
 			return 0, -1, false
 		}
 	}
