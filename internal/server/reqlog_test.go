@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +129,63 @@ func TestRequestLineQuotedNames(t *testing.T) {
 		if !strings.Contains(once, want) {
 			t.Errorf("%s lacks %s", once, want)
 		}
+	}
+}
+
+// TestAppendInt: the log line's integers are strconv's text, across the
+// three-digit fast path's edges and beyond it, negatives included.
+func TestAppendInt(t *testing.T) {
+	check := func(v int) {
+		if got, want := string(appendInt([]byte("x"), v)), "x"+strconv.Itoa(v); got != want {
+			t.Fatalf("appendInt(%d) = %q, want %q", v, got, want)
+		}
+	}
+	for v := -1100; v <= 11000; v++ {
+		check(v)
+	}
+	for _, v := range []int{math.MaxInt, math.MinInt, 1 << 40, -(1 << 40)} {
+		check(v)
+	}
+}
+
+// TestAppendMillisFloat: a duration in the log line is the text
+// strconv.AppendFloat(ms(d), 'g', -1, 64) makes — every microsecond up
+// to two seconds, then samples up to and past the fast path's bound
+// (where 'g' turns to an exponent), negatives and sub-microsecond parts.
+func TestAppendMillisFloat(t *testing.T) {
+	check := func(d time.Duration) {
+		want := strconv.AppendFloat([]byte("x"), ms(d), 'g', -1, 64)
+		if got := appendMillisFloat([]byte("x"), d); string(got) != string(want) {
+			t.Fatalf("appendMillisFloat(%d) = %q, want %q", d, got, want)
+		}
+	}
+	for us := time.Duration(0); us <= 2e6; us++ {
+		check(us * time.Microsecond)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200_000 {
+		check(time.Duration(r.Int64N(int64(2000 * time.Second))))
+	}
+	for _, d := range []time.Duration{999_999_999 * time.Microsecond, 1e9 * time.Microsecond, 1e9*time.Microsecond + 1,
+		123_456_789_012 * time.Microsecond, -1, -time.Microsecond, -1500 * time.Microsecond, 999, 1001, math.MaxInt64, math.MinInt64} {
+		check(d)
+	}
+}
+
+// TestAttrNames: slog's attributes carry the bare names of the member
+// texts the JSON line writes.
+func TestAttrNames(t *testing.T) {
+	var a attrList
+	a.addString(`,"request_id":`, "r")
+	a.addQuoted(`,"key":`, "k", llm.Quoted{})
+	a.addInt(`,"status":`, 200)
+	a.addMillis(`,"latency_ms":`, 1500*time.Microsecond)
+	a.addBool(`,"stream":`, true)
+	var got []string
+	for _, at := range a {
+		got = append(got, at.String())
+	}
+	if want := "request_id=r key=k status=200 latency_ms=1.5 stream=true"; strings.Join(got, " ") != want {
+		t.Errorf("attributes %q, want %q", strings.Join(got, " "), want)
 	}
 }
