@@ -315,7 +315,8 @@ func (x *exchange) recover() {
 }
 
 // finish records the request (metrics, usage record) and writes its log
-// line.
+// line. The one reading of the clock at the end serves them all: the log
+// line's time and latency are the record's.
 func (x *exchange) finish() {
 	end := x.s.now()
 	x.record(end)
@@ -334,8 +335,8 @@ func (x *exchange) finish() {
 			return
 		}
 		bp := linePool.Get().(*[]byte)
-		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, x.s.now(), level, "request")}
-		x.logFields(&line)
+		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, end, level, "request")}
+		x.logFields(&line, end)
 		line.b = append(line.b, '}', '\n')
 		_, _ = w.Write(line.b)
 		*bp = line.b
@@ -343,18 +344,18 @@ func (x *exchange) finish() {
 		return
 	}
 	attrs := attrList(make([]slog.Attr, 0, 24))
-	x.logFields(&attrs)
+	x.logFields(&attrs, end)
 	x.s.log.LogAttrs(ctx, level, "request", attrs...)
 }
 
 // logFields emits the fields of the request's log line, in order; each
-// key is its member text (see fieldSink).
-func (x *exchange) logFields(f fieldSink) {
+// key is its member text (see fieldSink). end is when the request ended.
+func (x *exchange) logFields(f fieldSink, end time.Time) {
 	f.addString(`,"request_id":`, x.id)
 	f.addString(`,"method":`, x.r.Method)
 	f.addString(`,"path":`, x.r.URL.Path)
 	f.addInt(`,"status":`, x.status)
-	f.addMillis(`,"latency_ms":`, x.s.now().Sub(x.start))
+	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
 	f.addBool(`,"stream":`, x.stream)
 	if x.model != "" {
 		f.addString(`,"model":`, x.model)

@@ -118,7 +118,7 @@ func TestRequestLineQuotedNames(t *testing.T) {
 			x.quotedProvider, x.quotedModel = llm.Quote(d.Provider), llm.Quote(d.Model)
 		}
 		var l jsonLine
-		x.logFields(&l)
+		x.logFields(&l, fixed)
 		return string(l.b)
 	}
 	perRequest, once := line(false), line(true)
@@ -187,5 +187,47 @@ func TestAttrNames(t *testing.T) {
 	}
 	if want := "request_id=r key=k status=200 latency_ms=1.5 stream=true"; strings.Join(got, " ") != want {
 		t.Errorf("attributes %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// TestRequestLineEndIsTheRecords: the log line's time and latency are
+// those of the request's end as its usage record has it, with a clock
+// that moves on every reading (one reading serves both).
+func TestRequestLineEndIsTheRecords(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		s, logs := newTestServer(t)
+		if direct {
+			s.SetRequestLog(logs)
+		}
+		clock := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
+		s.now = func() time.Time { clock = clock.Add(250 * time.Microsecond); return clock }
+		sink := &sinkRecorder{}
+		rt := *s.Runtime()
+		rt.Usage = sink
+		s.Swap(&rt)
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"nope","messages":[]}`))
+		s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		var line struct {
+			Msg       string    `json:"msg"`
+			Time      time.Time `json:"time"`
+			LatencyMS float64   `json:"latency_ms"`
+		}
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if strings.Contains(l, `"msg":"request"`) {
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if len(sink.recs) != 1 || line.Msg != "request" {
+			t.Fatalf("direct %v: %d records, log line %+v", direct, len(sink.recs), line)
+		}
+		r := sink.recs[0]
+		if line.LatencyMS != r.LatencyMS || r.LatencyMS == 0 {
+			t.Errorf("direct %v: latency_ms %v in the line, %v in the record", direct, line.LatencyMS, r.LatencyMS)
+		}
+		if end := r.Time.Add(time.Duration(r.LatencyMS * 1e6)); direct && !line.Time.Equal(end) {
+			t.Errorf("line time %v, the record's end %v", line.Time, end)
+		}
 	}
 }
