@@ -162,11 +162,8 @@ type attemptPair struct{ decision, attempt prometheus.Counter }
 
 // slot is the key's cheap hash for resolvedSet's recent table.
 func (k attemptKey) slot() uint {
-	h := uint(0)
-	for _, s := range [...]string{k.group, k.strategy, k.provider, k.model, k.outcome} {
-		h = h*31 + uint(len(s))
-	}
-	return (h*31+lastByte(k.group))*31 + lastByte(k.model)
+	h := uint(len(k.group)) + uint(len(k.strategy))<<2 + uint(len(k.provider))<<4 + uint(len(k.model))<<6 + uint(len(k.outcome))<<8
+	return h + lastByte(k.group)*7 + lastByte(k.model)*13
 }
 
 func (m *Metrics) attemptSeries(k attemptKey) *attemptPair {

@@ -55,11 +55,9 @@ const maxBundles = 10000
 
 // slot is the key's cheap hash for resolvedSet's recent table.
 func (k bundleKey) slot() uint {
-	h := uint(k.code)
-	for _, s := range [...]string{k.project, k.model, k.provider, k.route, k.kind, k.cache} {
-		h = h*31 + uint(len(s))
-	}
-	return (h*31+lastByte(k.project))*31 + lastByte(k.model)
+	h := uint(k.code) + uint(len(k.project))<<1 + uint(len(k.model))<<3 + uint(len(k.provider))<<5 +
+		uint(len(k.route))<<7 + uint(len(k.kind))<<9 + uint(len(k.cache))<<11
+	return h + lastByte(k.project)*7 + lastByte(k.model)*13
 }
 
 func (m *Metrics) bundle(k bundleKey) *bundle { return m.bundles.get(k, m.newBundle) }
