@@ -135,12 +135,27 @@ func (h *Histogram) AddCount(b int, n int64) {
 		return
 	}
 	b = min(max(b, 0), len(latencyBounds))
-	if k := len(h.buckets); k == 0 || h.buckets[k-1].bucket < b { // buckets mostly come in order
+	k := len(h.buckets)
+	switch {
+	case k == 0 || h.buckets[k-1].bucket < b: // buckets mostly come in order
 		h.buckets = append(h.buckets, bucketCount{b, n})
 		return
+	case h.buckets[k-1].bucket == b: // a batch's latencies often repeat the last
+		h.buckets[k-1].count += n
+		return
 	}
-	i, found := slices.BinarySearchFunc(h.buckets, b, func(c bucketCount, b int) int { return c.bucket - b })
-	if found {
+	// The first bucket at or after b, searched by hand: the generic
+	// search's comparison is a call per step.
+	i, j := 0, k-1 // h.buckets[k-1].bucket > b
+	for i < j {
+		mid := int(uint(i+j) >> 1)
+		if h.buckets[mid].bucket < b {
+			i = mid + 1
+		} else {
+			j = mid
+		}
+	}
+	if h.buckets[i].bucket == b {
 		h.buckets[i].count += n
 		return
 	}

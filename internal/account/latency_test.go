@@ -239,3 +239,43 @@ func TestHistogramJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestHistogramAddCountOrders: buckets added in any order — ascending,
+// repeating the last, descending, at random, few and many distinct —
+// count as a plain array of counts does, and stay ascending and
+// positive.
+func TestHistogramAddCountOrders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	nb := LatencyBuckets()
+	for _, spread := range []int{1, 2, 3, 5, 17, nb} {
+		for _, order := range []string{"ascending", "descending", "random"} {
+			var h Histogram
+			want := make([]int64, nb)
+			for i := range 500 {
+				var b int
+				switch order {
+				case "ascending":
+					b = i * spread / 500
+				case "descending":
+					b = spread - 1 - i*spread/500
+				default:
+					b = rng.IntN(spread)
+				}
+				n := int64(1 + rng.IntN(3))
+				h.AddCount(b, n)
+				want[b] += n
+			}
+			got := make([]int64, nb)
+			last := -1
+			for b, n := range h.Buckets() {
+				if b <= last || n <= 0 {
+					t.Fatalf("%s over %d: bucket %d (count %d) after %d", order, spread, b, n, last)
+				}
+				got[b], last = n, b
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("%s over %d buckets (-want +got):\n%s", order, spread, d)
+			}
+		}
+	}
+}

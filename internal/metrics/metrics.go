@@ -38,8 +38,8 @@ type Metrics struct {
 	breakerChanges  *prometheus.CounterVec
 	upstreamDown    *prometheus.GaugeVec
 
-	bundles      bundles
-	attemptPairs bundles // attemptKey → *attemptPair
+	bundles      resolvedSet[bundleKey, *bundle]
+	attemptPairs resolvedSet[attemptKey, *attemptPair]
 	// load reads the current generation's deployments at scrape time.
 	load atomic.Pointer[func() []DeploymentLoad]
 }
@@ -150,16 +150,7 @@ func (m *Metrics) Attempt(group, strategy, provider, model, outcome string) {
 // dropAttemptPairs forgets the resolved counters of the tuples drop
 // matches, whose series were just deleted: a deployment a later reload
 // brings back must count into registered series again.
-func (m *Metrics) dropAttemptPairs(drop func(attemptKey) bool) {
-	m.attemptPairs.m.Range(func(k, _ any) bool {
-		if drop(k.(attemptKey)) {
-			if _, ok := m.attemptPairs.m.LoadAndDelete(k); ok {
-				m.attemptPairs.n.Add(-1)
-			}
-		}
-		return true
-	})
-}
+func (m *Metrics) dropAttemptPairs(drop func(attemptKey) bool) { m.attemptPairs.drop(drop) }
 
 // attemptKey is the label tuple of an upstream attempt's two counters.
 type attemptKey struct{ group, strategy, provider, model, outcome string }
@@ -169,18 +160,19 @@ type attemptKey struct{ group, strategy, provider, model, outcome string }
 // validating and hashing its labels under the vector's lock.
 type attemptPair struct{ decision, attempt prometheus.Counter }
 
+// slot is the key's cheap hash for resolvedSet's recent table.
+func (k attemptKey) slot() uint {
+	h := uint(len(k.group)) + uint(len(k.strategy))<<2 + uint(len(k.provider))<<4 + uint(len(k.model))<<6 + uint(len(k.outcome))<<8
+	return h + lastByte(k.group)*7 + lastByte(k.model)*13
+}
+
 func (m *Metrics) attemptSeries(k attemptKey) *attemptPair {
-	if a, ok := m.attemptPairs.m.Load(k); ok {
-		return a.(*attemptPair)
-	}
-	a := &attemptPair{decision: m.decisions.WithLabelValues(k.group, k.strategy, k.provider),
+	return m.attemptPairs.get(k, m.newAttemptPair)
+}
+
+func (m *Metrics) newAttemptPair(k attemptKey) *attemptPair {
+	return &attemptPair{decision: m.decisions.WithLabelValues(k.group, k.strategy, k.provider),
 		attempt: m.attempts.WithLabelValues(k.provider, k.model, k.outcome)}
-	if m.attemptPairs.n.Load() < maxBundles {
-		if _, loaded := m.attemptPairs.m.LoadOrStore(k, a); !loaded {
-			m.attemptPairs.n.Add(1)
-		}
-	}
-	return a
 }
 
 // ConnectRetry records a connect to provider's upstream that failed

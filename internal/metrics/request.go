@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,19 +48,21 @@ type bundle struct {
 	reasoning                  prometheus.Counter
 }
 
-// maxBundles bounds the bundle cache; label tuples past it are resolved
-// on each request (correct, a little slower).
+// maxBundles bounds the resolved tuples kept (bundles, attempt pairs);
+// tuples past it are resolved on each request (correct, a little
+// slower).
 const maxBundles = 10000
 
-type bundles struct {
-	m sync.Map // bundleKey → *bundle
-	n atomic.Int64
+// slot is the key's cheap hash for resolvedSet's recent table.
+func (k bundleKey) slot() uint {
+	h := uint(k.code) + uint(len(k.project))<<1 + uint(len(k.model))<<3 + uint(len(k.provider))<<5 +
+		uint(len(k.route))<<7 + uint(len(k.kind))<<9 + uint(len(k.cache))<<11
+	return h + lastByte(k.project)*7 + lastByte(k.model)*13
 }
 
-func (m *Metrics) bundle(k bundleKey) *bundle {
-	if b, ok := m.bundles.m.Load(k); ok {
-		return b.(*bundle)
-	}
+func (m *Metrics) bundle(k bundleKey) *bundle { return m.bundles.get(k, m.newBundle) }
+
+func (m *Metrics) newBundle(k bundleKey) *bundle {
 	code := strconv.Itoa(k.code)
 	b := &bundle{
 		requests:   m.requests.WithLabelValues(k.model, k.route, code, k.kind),
@@ -77,11 +77,6 @@ func (m *Metrics) bundle(k bundleKey) *bundle {
 	}
 	if k.cache != "" {
 		b.cache = m.cacheRequests.WithLabelValues(k.project, k.model, k.cache)
-	}
-	if m.bundles.n.Load() < maxBundles {
-		if _, loaded := m.bundles.m.LoadOrStore(k, b); !loaded {
-			m.bundles.n.Add(1)
-		}
 	}
 	return b
 }

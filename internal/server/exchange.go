@@ -315,7 +315,8 @@ func (x *exchange) recover() {
 }
 
 // finish records the request (metrics, usage record) and writes its log
-// line.
+// line. The one reading of the clock at the end serves them all: the log
+// line's time and latency are the record's.
 func (x *exchange) finish() {
 	end := x.s.now()
 	x.record(end)
@@ -334,8 +335,8 @@ func (x *exchange) finish() {
 			return
 		}
 		bp := linePool.Get().(*[]byte)
-		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, x.s.now(), level, "request")}
-		x.logFields(&line)
+		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, end, level, "request")}
+		x.logFields(&line, end)
 		line.b = append(line.b, '}', '\n')
 		_, _ = w.Write(line.b)
 		*bp = line.b
@@ -343,59 +344,60 @@ func (x *exchange) finish() {
 		return
 	}
 	attrs := attrList(make([]slog.Attr, 0, 24))
-	x.logFields(&attrs)
+	x.logFields(&attrs, end)
 	x.s.log.LogAttrs(ctx, level, "request", attrs...)
 }
 
-// logFields emits the fields of the request's log line, in order.
-func (x *exchange) logFields(f fieldSink) {
-	f.addString("request_id", x.id)
-	f.addString("method", x.r.Method)
-	f.addString("path", x.r.URL.Path)
-	f.addInt("status", x.status)
-	f.addFloat("latency_ms", ms(x.s.now().Sub(x.start)))
-	f.addBool("stream", x.stream)
+// logFields emits the fields of the request's log line, in order; each
+// key is its member text (see fieldSink). end is when the request ended.
+func (x *exchange) logFields(f fieldSink, end time.Time) {
+	f.addString(`,"request_id":`, x.id)
+	f.addString(`,"method":`, x.r.Method)
+	f.addString(`,"path":`, x.r.URL.Path)
+	f.addInt(`,"status":`, x.status)
+	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
+	f.addBool(`,"stream":`, x.stream)
 	if x.model != "" {
-		f.addString("model", x.model)
+		f.addString(`,"model":`, x.model)
 	}
 	if d := x.deployment; d != nil {
-		f.addQuoted("provider", d.Provider, x.quotedProvider)
-		f.addQuoted("upstream_model", d.Model, x.quotedModel)
+		f.addQuoted(`,"provider":`, d.Provider, x.quotedProvider)
+		f.addQuoted(`,"upstream_model":`, d.Model, x.quotedModel)
 	}
 	if x.attempts > 0 {
-		f.addInt("attempts", x.attempts)
-		f.addInt("billed_attempt", x.billedAttempt)
+		f.addInt(`,"attempts":`, x.attempts)
+		f.addInt(`,"billed_attempt":`, x.billedAttempt)
 	}
 	if x.principal != nil {
 		p := x.principal
-		f.addQuoted("key", p.KeyID, p.QuotedKeyID)
+		f.addQuoted(`,"key":`, p.KeyID, p.QuotedKeyID)
 		if p.Project != "" {
-			f.addQuoted("project", p.Project, p.QuotedProject)
+			f.addQuoted(`,"project":`, p.Project, p.QuotedProject)
 		}
 	}
 	if x.ttft > 0 {
-		f.addFloat("ttft_ms", ms(x.ttft))
+		f.addMillis(`,"ttft_ms":`, x.ttft)
 	}
 	if a := &x.adm; a.settled {
-		f.addString("cost_usd", a.costText)
+		f.addString(`,"cost_usd":`, a.costText)
 		if x.estimated {
-			f.addInt("estimated_prompt_tokens", x.promptTokens)
+			f.addInt(`,"estimated_prompt_tokens":`, x.promptTokens)
 		}
 		if a.downgraded != "" {
-			f.addString("downgraded_from", a.downgraded)
+			f.addString(`,"downgraded_from":`, a.downgraded)
 		}
 		if a.customer != nil {
-			f.addString("customer", a.customer.ID)
+			f.addString(`,"customer":`, a.customer.ID)
 		}
 	}
 	if x.hasUsage {
-		f.addInt("prompt_tokens", x.usage.PromptTokens)
-		f.addInt("completion_tokens", x.usage.CompletionTokens)
-		f.addInt("total_tokens", x.usage.TotalTokens)
+		f.addInt(`,"prompt_tokens":`, x.usage.PromptTokens)
+		f.addInt(`,"completion_tokens":`, x.usage.CompletionTokens)
+		f.addInt(`,"total_tokens":`, x.usage.TotalTokens)
 	}
 	if x.err != nil {
-		f.addString("error_kind", string(x.err.Kind))
-		f.addString("error", x.err.Error())
+		f.addString(`,"error_kind":`, string(x.err.Kind))
+		f.addString(`,"error":`, x.err.Error())
 	}
 }
 

@@ -11,40 +11,80 @@ import (
 
 // fieldSink receives the fields of a request's log line (logFields), so
 // the one list of fields feeds both the hand-written JSON line and slog.
+//
+// A key arrives as the constant text that introduces its member in the
+// JSON line, `,"name":`, with no character that needs escaping: the line
+// appends it in one copy, and slog's attributes take the name out of it
+// (memberName), without an allocation either way.
 type fieldSink interface {
 	addString(key, v string)
 	// addQuoted adds v, whose JSON form q may hold already (see
 	// llm.AppendQuoted): the names of a key or a deployment, made once.
 	addQuoted(key, v string, q llm.Quoted)
 	addInt(key string, v int)
-	addFloat(key string, v float64)
+	// addMillis adds d in milliseconds, as the float64 ms(d).
+	addMillis(key string, d time.Duration)
 	addBool(key string, v bool)
 }
+
+// memberName is the name in a key's member text `,"name":`.
+func memberName(k string) string { return k[2 : len(k)-2] }
 
 // jsonLine appends fields to a JSON object in the making, as slog's JSON
 // handler would encode them.
 type jsonLine struct{ b []byte }
 
-func (l *jsonLine) key(k string) {
-	l.b = append(l.b, ',', '"')
-	l.b = append(l.b, k...)
-	l.b = append(l.b, '"', ':')
+func (l *jsonLine) addString(k, v string) { l.b = llm.AppendQuote(append(l.b, k...), v) }
+func (l *jsonLine) addQuoted(k, v string, q llm.Quoted) {
+	l.b = llm.AppendQuoted(append(l.b, k...), q, v)
+}
+func (l *jsonLine) addInt(k string, v int) { l.b = appendInt(append(l.b, k...), v) }
+func (l *jsonLine) addMillis(k string, d time.Duration) {
+	l.b = appendMillisFloat(append(l.b, k...), d)
+}
+func (l *jsonLine) addBool(k string, v bool) { l.b = strconv.AppendBool(append(l.b, k...), v) }
+
+// appendInt appends v as strconv.AppendInt(b, v, 10) does. Statuses and
+// most token counts have three digits, which strconv writes through its
+// general loop (it has a table for 0-99 only): written here directly.
+func appendInt(b []byte, v int) []byte {
+	if uint(v) >= 1000 {
+		return strconv.AppendInt(b, int64(v), 10)
+	}
+	switch {
+	case v < 10:
+		return append(b, byte('0'+v))
+	case v < 100:
+		return append(b, byte('0'+v/10), byte('0'+v%10))
+	}
+	return append(b, byte('0'+v/100), byte('0'+v/10%10), byte('0'+v%10))
 }
 
-func (l *jsonLine) addString(k, v string) { l.key(k); l.b = llm.AppendQuote(l.b, v) }
-func (l *jsonLine) addQuoted(k, v string, q llm.Quoted) {
-	l.key(k)
-	l.b = llm.AppendQuoted(l.b, q, v)
+// appendMillisFloat appends ms(d) as strconv.AppendFloat(b, ms(d), 'g',
+// -1, 64) does (slog's form: 12.5, 1e+06), which costs a shortest-digits
+// search per number. ms(d) is a whole number of microseconds over 1000,
+// correctly rounded, so below a million milliseconds (where 'g' turns to
+// an exponent) the float is nearest to that decimal and no other decimal
+// of three places or fewer lies within its rounding interval (an ulp
+// there is below 1.2e-10): its shortest form is the decimal itself,
+// trailing zeros dropped. Anything else goes to strconv.
+func appendMillisFloat(b []byte, d time.Duration) []byte {
+	us := d.Microseconds()
+	if us < 0 || us >= 1e9 {
+		return strconv.AppendFloat(b, ms(d), 'g', -1, 64)
+	}
+	b = appendInt(b, int(us/1000))
+	frac := int(us % 1000)
+	switch {
+	case frac == 0:
+		return b
+	case frac%100 == 0:
+		return append(b, '.', byte('0'+frac/100))
+	case frac%10 == 0:
+		return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10))
+	}
+	return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }
-func (l *jsonLine) addInt(k string, v int) {
-	l.key(k)
-	l.b = strconv.AppendInt(l.b, int64(v), 10)
-}
-func (l *jsonLine) addFloat(k string, v float64) {
-	l.key(k)
-	l.b = strconv.AppendFloat(l.b, v, 'g', -1, 64) // as slog: 12.5, 1e+06
-}
-func (l *jsonLine) addBool(k string, v bool) { l.key(k); l.b = strconv.AppendBool(l.b, v) }
 
 // appendLineStart opens a log line as slog's JSON handler does:
 // {"time":"<RFC 3339, nanoseconds>","level":"INFO","msg":"…" — the keys
@@ -67,10 +107,12 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // request-log writer.
 type attrList []slog.Attr
 
-func (a *attrList) addString(k, v string) { *a = append(*a, slog.String(k, v)) }
+func (a *attrList) addString(k, v string) { *a = append(*a, slog.String(memberName(k), v)) }
 func (a *attrList) addQuoted(k, v string, _ llm.Quoted) {
-	*a = append(*a, slog.String(k, v))
+	*a = append(*a, slog.String(memberName(k), v))
 }
-func (a *attrList) addInt(k string, v int)       { *a = append(*a, slog.Int(k, v)) }
-func (a *attrList) addFloat(k string, v float64) { *a = append(*a, slog.Float64(k, v)) }
-func (a *attrList) addBool(k string, v bool)     { *a = append(*a, slog.Bool(k, v)) }
+func (a *attrList) addInt(k string, v int) { *a = append(*a, slog.Int(memberName(k), v)) }
+func (a *attrList) addMillis(k string, d time.Duration) {
+	*a = append(*a, slog.Float64(memberName(k), ms(d)))
+}
+func (a *attrList) addBool(k string, v bool) { *a = append(*a, slog.Bool(memberName(k), v)) }

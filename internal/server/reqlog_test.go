@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +118,7 @@ func TestRequestLineQuotedNames(t *testing.T) {
 			x.quotedProvider, x.quotedModel = llm.Quote(d.Provider), llm.Quote(d.Model)
 		}
 		var l jsonLine
-		x.logFields(&l)
+		x.logFields(&l, fixed)
 		return string(l.b)
 	}
 	perRequest, once := line(false), line(true)
@@ -125,6 +128,106 @@ func TestRequestLineQuotedNames(t *testing.T) {
 	for _, want := range []string{`"key":"key_\"1"`, `"project":"pro<j>\tect"`, `"provider":"up\\stream"`} {
 		if !strings.Contains(once, want) {
 			t.Errorf("%s lacks %s", once, want)
+		}
+	}
+}
+
+// TestAppendInt: the log line's integers are strconv's text, across the
+// three-digit fast path's edges and beyond it, negatives included.
+func TestAppendInt(t *testing.T) {
+	check := func(v int) {
+		if got, want := string(appendInt([]byte("x"), v)), "x"+strconv.Itoa(v); got != want {
+			t.Fatalf("appendInt(%d) = %q, want %q", v, got, want)
+		}
+	}
+	for v := -1100; v <= 11000; v++ {
+		check(v)
+	}
+	for _, v := range []int{math.MaxInt, math.MinInt, 1 << 40, -(1 << 40)} {
+		check(v)
+	}
+}
+
+// TestAppendMillisFloat: a duration in the log line is the text
+// strconv.AppendFloat(ms(d), 'g', -1, 64) makes — every microsecond up
+// to two seconds, then samples up to and past the fast path's bound
+// (where 'g' turns to an exponent), negatives and sub-microsecond parts.
+func TestAppendMillisFloat(t *testing.T) {
+	check := func(d time.Duration) {
+		want := strconv.AppendFloat([]byte("x"), ms(d), 'g', -1, 64)
+		if got := appendMillisFloat([]byte("x"), d); string(got) != string(want) {
+			t.Fatalf("appendMillisFloat(%d) = %q, want %q", d, got, want)
+		}
+	}
+	for us := time.Duration(0); us <= 2e6; us++ {
+		check(us * time.Microsecond)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200_000 {
+		check(time.Duration(r.Int64N(int64(2000 * time.Second))))
+	}
+	for _, d := range []time.Duration{999_999_999 * time.Microsecond, 1e9 * time.Microsecond, 1e9*time.Microsecond + 1,
+		123_456_789_012 * time.Microsecond, -1, -time.Microsecond, -1500 * time.Microsecond, 999, 1001, math.MaxInt64, math.MinInt64} {
+		check(d)
+	}
+}
+
+// TestAttrNames: slog's attributes carry the bare names of the member
+// texts the JSON line writes.
+func TestAttrNames(t *testing.T) {
+	var a attrList
+	a.addString(`,"request_id":`, "r")
+	a.addQuoted(`,"key":`, "k", llm.Quoted{})
+	a.addInt(`,"status":`, 200)
+	a.addMillis(`,"latency_ms":`, 1500*time.Microsecond)
+	a.addBool(`,"stream":`, true)
+	var got []string
+	for _, at := range a {
+		got = append(got, at.String())
+	}
+	if want := "request_id=r key=k status=200 latency_ms=1.5 stream=true"; strings.Join(got, " ") != want {
+		t.Errorf("attributes %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// TestRequestLineEndIsTheRecords: the log line's time and latency are
+// those of the request's end as its usage record has it, with a clock
+// that moves on every reading (one reading serves both).
+func TestRequestLineEndIsTheRecords(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		s, logs := newTestServer(t)
+		if direct {
+			s.SetRequestLog(logs)
+		}
+		clock := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
+		s.now = func() time.Time { clock = clock.Add(250 * time.Microsecond); return clock }
+		sink := &sinkRecorder{}
+		rt := *s.Runtime()
+		rt.Usage = sink
+		s.Swap(&rt)
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"nope","messages":[]}`))
+		s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		var line struct {
+			Msg       string    `json:"msg"`
+			Time      time.Time `json:"time"`
+			LatencyMS float64   `json:"latency_ms"`
+		}
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if strings.Contains(l, `"msg":"request"`) {
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if len(sink.recs) != 1 || line.Msg != "request" {
+			t.Fatalf("direct %v: %d records, log line %+v", direct, len(sink.recs), line)
+		}
+		r := sink.recs[0]
+		if line.LatencyMS != r.LatencyMS || r.LatencyMS == 0 {
+			t.Errorf("direct %v: latency_ms %v in the line, %v in the record", direct, line.LatencyMS, r.LatencyMS)
+		}
+		if end := r.Time.Add(time.Duration(r.LatencyMS * 1e6)); direct && !line.Time.Equal(end) {
+			t.Errorf("line time %v, the record's end %v", line.Time, end)
 		}
 	}
 }

@@ -177,31 +177,34 @@ func deploymentName(d *provider.Deployment, made string) string {
 	return p + "/" + m
 }
 
-// keepRecord hands the request's usage record to the sink, if any.
+// keepRecord hands the request's usage record to the sink, if any. The
+// record (368 bytes) is filled where it lies rather than returned, which
+// would copy it once more on its way to Add.
 func (x *exchange) keepRecord(end time.Time) {
 	if sink := x.rt.Usage; sink != nil {
-		sink.Add(x.usageRecord(end))
+		var r account.Record
+		x.usageRecord(&r, end)
+		sink.Add(r)
 	}
 }
 
-// usageRecord is the request as the usage API shows it. The figures are
-// the ones the client saw: status, the cost header, the usage relayed.
-func (x *exchange) usageRecord(end time.Time) account.Record {
-	r := account.Record{
-		RequestID:  x.id,
-		Time:       x.start.UTC(),
-		Endpoint:   x.r.URL.Path,
-		Customer:   x.customer,
-		Model:      x.model,
-		Status:     x.status,
-		Attempts:   x.attempts,
-		Stream:     x.stream,
-		Labels:     x.labels,
-		Cache:      x.cacheResult(),
-		LatencyMS:  ms(end.Sub(x.start)),
-		TTFTMS:     ms(x.ttft),
-		OverheadMS: ms(x.overhead),
-	}
+// usageRecord fills r, a zero Record, with the request as the usage API
+// shows it. The figures are the ones the client saw: status, the cost
+// header, the usage relayed.
+func (x *exchange) usageRecord(r *account.Record, end time.Time) {
+	r.RequestID = x.id
+	r.Time = x.start.UTC()
+	r.Endpoint = x.r.URL.Path
+	r.Customer = x.customer
+	r.Model = x.model
+	r.Status = x.status
+	r.Attempts = x.attempts
+	r.Stream = x.stream
+	r.Labels = x.labels
+	r.Cache = x.cacheResult()
+	r.LatencyMS = ms(end.Sub(x.start))
+	r.TTFTMS = ms(x.ttft)
+	r.OverheadMS = ms(x.overhead)
 	if a := &x.adm; a.downgraded != "" {
 		r.Model = a.downgraded // as the client sent it
 	}
@@ -232,5 +235,4 @@ func (x *exchange) usageRecord(end time.Time) account.Record {
 	if x.adm.costed {
 		r.Cost = x.adm.cost
 	}
-	return r
 }

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
+	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 )
 
@@ -139,5 +142,38 @@ func TestDeploymentName(t *testing.T) {
 	}
 	if got := deploymentName(&provider.Deployment{Provider: "a", Model: "b/c"}, "a/b/c"); got != "a/b/c" {
 		t.Errorf("a + b/c: %q", got)
+	}
+}
+
+// TestUsageRecordFields: every field the exchange knows reaches the
+// record handed to the sink, and nothing else: a downgraded request, an
+// estimated usage, labels, a priced answer, an error kind.
+func TestUsageRecordFields(t *testing.T) {
+	s, _ := newTestServer(t)
+	sink := &sinkRecorder{}
+	rt := *s.Runtime()
+	rt.Usage = sink
+	s.Swap(&rt)
+	start := time.Date(2026, 11, 28, 3, 0, 0, 0, time.FixedZone("X", 3600))
+	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
+		id: "gh-1", start: start, status: http.StatusTooManyRequests, customer: "cust", model: "cheap", attempts: 2, stream: true,
+		labels: map[string]string{"team": "blue"}, ttft: 1500 * time.Microsecond, overhead: 250 * time.Microsecond,
+		principal:  &auth.Principal{KeyID: "key_1", ProjectID: "proj_1", Project: "qa"},
+		deployment: &provider.Deployment{Provider: "up", Model: "m-mini"}, deploymentName: "up/m-mini",
+		err: &llm.Error{Kind: llm.KindRateLimit}, hasUsage: true, usageEstimated: true,
+		usage: llm.Usage{PromptTokens: 75, CompletionTokens: 20, CachedTokens: 3, ReasoningTokens: 4}}
+	x.cache.result = account.CacheMiss
+	x.adm.downgraded, x.adm.costed, x.adm.cost = "big", true, 1250
+	x.keepRecord(start.Add(2500 * time.Microsecond))
+	want := account.Record{RequestID: "gh-1", Time: start.UTC(), Endpoint: "/v1/chat/completions", KeyID: "key_1", ProjectID: "proj_1",
+		Project: "qa", Customer: "cust", Model: "big", ServedModel: "m-mini", Provider: "up", Deployment: "up/m-mini",
+		Status: http.StatusTooManyRequests, ErrorKind: string(llm.KindRateLimit), PromptTokens: 75, CompletionTokens: 20,
+		CachedTokens: 3, ReasoningTokens: 4, Cost: 1250, UsageSource: account.SourceEstimated, LatencyMS: 2.5, TTFTMS: 1.5,
+		OverheadMS: 0.25, Cache: account.CacheMiss, Attempts: 2, Stream: true, Labels: map[string]string{"team": "blue"}}
+	if len(sink.recs) != 1 {
+		t.Fatalf("%d records, want 1", len(sink.recs))
+	}
+	if d := cmp.Diff(want, sink.recs[0]); d != "" {
+		t.Errorf("record (-want +got):\n%s", d)
 	}
 }

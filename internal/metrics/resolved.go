@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// resolvedSet keeps the instruments resolved for each label tuple (a
+// bundle, an attempt pair), so a request looks its tuple up once rather
+// than asking each vector (which locks and hashes the labels).
+//
+// The tuples are structs of strings: sync.Map hashes such a key through
+// the runtime's generic type hash, field by field, and compares it
+// through an interface — about a thousand instructions a lookup, paid by
+// every request twice. In front of the map sits a direct-mapped table of
+// recent tuples indexed by a cheap hash of the tuple (slot: lengths, the
+// status, a last byte), checked by comparing the key itself: the few
+// tuples a gateway sees most hit it; a tuple that collides with another
+// takes the map, as before, and takes over the slot.
+type resolvedSet[K slotted, V any] struct {
+	m      sync.Map // K → *resolved[K, V]
+	n      atomic.Int64
+	recent [recentSlots]atomic.Pointer[resolved[K, V]]
+}
+
+// recentSlots is the size of the direct-mapped table: a power of two.
+const recentSlots = 64
+
+// slotted is a label tuple with a cheap hash for the recent table; any
+// value will do (equal keys must get equal values): a slot only ever
+// serves the key it holds.
+type slotted interface {
+	comparable
+	slot() uint
+}
+
+// resolved is a tuple's instruments, as the map and the table hold them.
+type resolved[K slotted, V any] struct {
+	key K
+	val V
+	// gone is set once the map forgets the tuple (its series were
+	// deleted), so that a slot still holding it is not trusted.
+	gone atomic.Bool
+}
+
+// get returns k's instruments, resolving them with resolve the first time;
+// beyond maxBundles tuples they are resolved on every call.
+func (s *resolvedSet[K, V]) get(k K, resolve func(K) V) V {
+	slot := &s.recent[k.slot()%recentSlots]
+	if r := slot.Load(); r != nil && r.key == k && !r.gone.Load() {
+		return r.val
+	}
+	if v, ok := s.m.Load(k); ok {
+		r := v.(*resolved[K, V])
+		slot.Store(r)
+		return r.val
+	}
+	r := &resolved[K, V]{key: k, val: resolve(k)}
+	if s.n.Load() < maxBundles {
+		if v, loaded := s.m.LoadOrStore(k, r); !loaded {
+			s.n.Add(1)
+			slot.Store(r)
+		} else {
+			r = v.(*resolved[K, V])
+		}
+	}
+	return r.val
+}
+
+// drop forgets the tuples drop matches.
+func (s *resolvedSet[K, V]) drop(drop func(K) bool) {
+	s.m.Range(func(k, v any) bool {
+		if drop(k.(K)) {
+			if _, ok := s.m.LoadAndDelete(k); ok {
+				v.(*resolved[K, V]).gone.Store(true)
+				s.n.Add(-1)
+			}
+		}
+		return true
+	})
+}
+
+// lastByte is s's last byte, 0 for "".
+func lastByte(s string) uint {
+	if s == "" {
+		return 0
+	}
+	return uint(s[len(s)-1])
+}

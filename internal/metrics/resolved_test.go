@@ -1,0 +1,74 @@
+package metrics
+
+import (
+	"fmt"
+	"testing"
+)
+
+// sameSlot is a tuple whose every key shares one slot of the recent
+// table, so that only the key comparison tells them apart.
+type sameSlot struct{ a, b string }
+
+func (sameSlot) slot() uint { return 7 }
+
+// TestResolvedSet: a tuple is resolved once and served from then on,
+// whether its slot holds it or another tuple that collides with it; a
+// dropped tuple is resolved afresh though its slot still holds it; past
+// maxBundles a tuple is resolved on every call and kept nowhere.
+func TestResolvedSet(t *testing.T) {
+	var s resolvedSet[sameSlot, string]
+	made := map[sameSlot]int{}
+	resolve := func(k sameSlot) string {
+		made[k]++
+		return fmt.Sprintf("%s/%s#%d", k.a, k.b, made[k])
+	}
+	x, y := sameSlot{"p", "m"}, sameSlot{"p", "n"}
+	for i, tc := range []struct {
+		k    sameSlot
+		want string
+	}{{x, "p/m#1"}, {x, "p/m#1"}, {y, "p/n#1"}, {x, "p/m#1"}, {y, "p/n#1"}, {y, "p/n#1"}} {
+		if got := s.get(tc.k, resolve); got != tc.want {
+			t.Fatalf("call %d: get(%v) = %q, want %q", i, tc.k, got, tc.want)
+		}
+	}
+	if made[x] != 1 || made[y] != 1 {
+		t.Fatalf("resolved %v, want each once", made)
+	}
+	// y holds the slot; dropping it must not leave it served from there.
+	s.drop(func(k sameSlot) bool { return k == y })
+	if got := s.get(y, resolve); got != "p/n#2" {
+		t.Errorf("after the drop: %q, want a fresh p/n#2", got)
+	}
+	if got := s.get(y, resolve); got != "p/n#2" {
+		t.Errorf("after the drop, again: %q, want p/n#2 kept", got)
+	}
+	if got := s.get(x, resolve); got != "p/m#1" {
+		t.Errorf("the tuple not dropped: %q, want p/m#1", got)
+	}
+
+	var full resolvedSet[sameSlot, string]
+	full.n.Store(maxBundles)
+	made = map[sameSlot]int{}
+	for i := 1; i <= 3; i++ {
+		if got, want := full.get(x, resolve), fmt.Sprintf("p/m#%d", i); got != want {
+			t.Errorf("past maxBundles, call %d: %q, want %q", i, got, want)
+		}
+	}
+}
+
+// TestSlotsSpread: the cheap hashes of the usual tuples (a few models
+// and projects, the statuses, the routes) do not fall into one slot.
+func TestSlotsSpread(t *testing.T) {
+	used := map[uint]bool{}
+	for _, project := range []string{"team-a", "team-b", "search"} {
+		for _, model := range []string{"gpt-4o", "gpt-4o-mini", "claude"} {
+			for _, code := range []int{200, 429} {
+				k := bundleKey{project: project, model: model, provider: "openai", route: "/v1/chat/completions", code: code}
+				used[k.slot()%recentSlots] = true
+			}
+		}
+	}
+	if len(used) < 9 {
+		t.Errorf("18 tuples in %d slots", len(used))
+	}
+}
