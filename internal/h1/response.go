@@ -53,12 +53,23 @@ type response struct {
 	deadlineSet       bool // the handler set a write deadline: cleared after
 }
 
+// Header makes the map as big as the last response's on the connection:
+// a client's requests on one connection tend to get answers with the same
+// fields, and a map made for them does not grow as they are set (Go's map
+// turns into a table at the 9th entry and doubles it at 7/8 full;
+// gatehouse's answer to a limited key has 15 fields, so each answer grew
+// its map twice).
 func (w *response) Header() http.Header {
 	if w.header == nil {
-		w.header = make(http.Header)
+		w.header = make(http.Header, w.c.headerSize)
 	}
 	return w.header
 }
+
+// maxHeaderHint bounds the size a map is made at: one answer with a
+// great many fields does not make every later map on its connection that
+// big.
+const maxHeaderHint = 32
 
 func (w *response) WriteHeader(code int) {
 	if w.wroteHeader {
@@ -264,6 +275,7 @@ func (w *response) reuse() bool {
 // fields that frame it, when they depend on that.
 func (w *response) writeHead() {
 	h := w.header
+	w.c.headerSize = min(len(h), maxHeaderHint)
 	for _, v := range h["Trailer"] {
 		w.hasTrailers = true
 		w.declareTrailers(v)
