@@ -125,35 +125,43 @@ func plainName(k string) bool {
 	if k == "" {
 		return false
 	}
-	i := 0
-	for ; i+8 <= len(k); i += 8 {
+	if len(k) < 8 {
+		for i := 0; i < len(k); i++ {
+			if !nameByte(k[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	// Whole words, the last one ending at the end (it may overlap the
+	// one before): no byte loop for the tail.
+	for i := 0; i+8 < len(k); i += 8 {
 		if !nameWord(word(k[i:])) {
 			return false
 		}
 	}
-	for ; i < len(k); i++ {
-		if !nameByte(k[i]) {
-			return false
-		}
-	}
-	return true
+	return nameWord(word(k[len(k)-8:]))
 }
 
 // clean reports whether v can go out as it is: no control bytes but HTAB,
 // no DEL.
 func clean(v string) bool {
-	i := 0
-	for ; i+8 <= len(v); i += 8 {
-		if valueWord(word(v[i:])) {
-			continue
-		}
-		for _, c := range []byte(v[i : i+8]) {
-			if !valueByte(c) {
-				return false
-			}
+	if len(v) < 8 {
+		return cleanBytes(v)
+	}
+	// Whole words, the last one ending at the end, as plainName; a word
+	// the fast test refuses (HTAB, obs-text) is looked at byte by byte.
+	for i := 0; i+8 < len(v); i += 8 {
+		if !valueWord(word(v[i:])) && !cleanBytes(v[i:i+8]) {
+			return false
 		}
 	}
-	for ; i < len(v); i++ {
+	last := v[len(v)-8:]
+	return valueWord(word(last)) || cleanBytes(last)
+}
+
+func cleanBytes(v string) bool {
+	for i := 0; i < len(v); i++ {
 		if !valueByte(v[i]) {
 			return false
 		}
