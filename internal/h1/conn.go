@@ -62,6 +62,9 @@ type conn struct {
 	werr error // the first write error; the connection is not reused after one
 
 	lastMethod string
+	// headerSize is the field count of the last response's header map:
+	// the next one is made that big (see response.Header).
+	headerSize int
 	handedOver bool                 // given to Server.HTTP2: not closed here
 	body       [bodyBufferSize]byte // a response's held body, reused request after request
 }

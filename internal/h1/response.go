@@ -53,12 +53,23 @@ type response struct {
 	deadlineSet       bool // the handler set a write deadline: cleared after
 }
 
+// Header makes the map as big as the last response's on the connection:
+// a client's requests on one connection tend to get answers with the same
+// fields, and a map made for them does not grow as they are set (Go's map
+// turns into a table at the 9th entry and doubles it at 7/8 full;
+// gatehouse's answer to a limited key has 15 fields, so each answer grew
+// its map twice).
 func (w *response) Header() http.Header {
 	if w.header == nil {
-		w.header = make(http.Header)
+		w.header = make(http.Header, w.c.headerSize)
 	}
 	return w.header
 }
+
+// maxHeaderHint bounds the size a map is made at: one answer with a
+// great many fields does not make every later map on its connection that
+// big.
+const maxHeaderHint = 32
 
 func (w *response) WriteHeader(code int) {
 	if w.wroteHeader {
@@ -95,16 +106,17 @@ func (w *response) WriteHeader(code int) {
 // writeInterim sends a 1xx response at once (103 Early Hints and the
 // like), with the header fields set so far.
 func (w *response) writeInterim(code int) {
-	bw := w.c.bufw
-	writeStatusLine(bw, w.req.ProtoAtLeast(1, 1), code)
+	bw := newBlockWriter(w.c.bufw)
+	bw.statusLine(w.req.ProtoAtLeast(1, 1), code)
 	for k, vv := range w.header {
 		if k == "Content-Length" || k == "Transfer-Encoding" || strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		writeField(bw, k, vv)
+		bw.field(k, vv)
 	}
-	_, _ = bw.WriteString("\r\n")
-	_ = bw.Flush()
+	bw.str("\r\n")
+	bw.flush()
+	_ = w.c.bufw.Flush()
 }
 
 // writeContinue sends 100 Continue: the handler began reading a body its
@@ -263,6 +275,7 @@ func (w *response) reuse() bool {
 // fields that frame it, when they depend on that.
 func (w *response) writeHead() {
 	h := w.header
+	w.c.headerSize = min(len(h), maxHeaderHint)
 	for _, v := range h["Trailer"] {
 		w.hasTrailers = true
 		w.declareTrailers(v)
@@ -298,14 +311,15 @@ func (w *response) writeHead() {
 		excl |= exConnection
 	}
 
-	bw := w.c.bufw
-	writeStatusLine(bw, w.req.ProtoAtLeast(1, 1), w.status)
+	bw := newBlockWriter(w.c.bufw)
+	bw.statusLine(w.req.ProtoAtLeast(1, 1), w.status)
 	for k, vv := range h {
 		if excl.has(k) || w.hasTrailers && strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		writeField(bw, k, vv)
+		bw.field(k, vv)
 	}
+	bw.flush()
 }
 
 // commit decides the framing and the connection's fate, and writes the
@@ -371,28 +385,35 @@ func (w *response) commit(final bool) {
 		writeField(w.c.bufw, "Connection", w.header["Connection"])
 	}
 
-	bw := w.c.bufw
+	bw := newBlockWriter(w.c.bufw)
+	// Room for all of it but a detected content type (at most 40 bytes).
+	bw.room(len("Content-Length: 18446744073709551615\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nDate: Mon, 02 Jan 2006 15:04:05 GMT\r\n\r\n"))
+	b := bw.b
 	if clen >= 0 {
-		var n [20]byte
-		_, _ = bw.WriteString("Content-Length: ")
-		_, _ = bw.Write(strconv.AppendInt(n[:0], clen, 10))
-		_, _ = bw.WriteString("\r\n")
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, clen, 10)
+		b = append(b, '\r', '\n')
 	}
 	if contentType != "" {
-		_, _ = bw.WriteString("Content-Type: " + contentType + "\r\n")
+		b = append(b, "Content-Type: "...)
+		b = append(b, contentType...)
+		b = append(b, '\r', '\n')
 	}
 	if connection != "" {
-		_, _ = bw.WriteString("Connection: " + connection + "\r\n")
+		b = append(b, "Connection: "...)
+		b = append(b, connection...)
+		b = append(b, '\r', '\n')
 	}
 	if transferEncoding != "" {
-		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
 	}
 	if !w.haveDate {
-		_, _ = bw.WriteString("Date: ")
-		_, _ = bw.Write(w.c.srv.dateValue())
-		_, _ = bw.WriteString("\r\n")
+		b = append(b, "Date: "...)
+		b = append(b, w.c.srv.dateValue()...)
+		b = append(b, '\r', '\n')
 	}
-	_, _ = bw.WriteString("\r\n")
+	bw.b = append(b, '\r', '\n')
+	bw.flush()
 }
 
 // drain reads and throws away what the handler left of the request body
@@ -486,73 +507,22 @@ func bodyAllowed(status int) bool {
 	return (status < 100 || status > 199) && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
-type stringWriter interface {
-	io.Writer
-	io.StringWriter
-}
-
-func writeStatusLine(bw stringWriter, is11 bool, code int) {
+// statusLine gathers the status line.
+func (w *blockWriter) statusLine(is11 bool, code int) {
+	w.room(len("HTTP/1.1 999 status code 999\r\n") + 64)
+	b := w.b
 	if is11 {
-		_, _ = bw.WriteString("HTTP/1.1 ")
+		b = append(b, "HTTP/1.1 "...)
 	} else {
-		_, _ = bw.WriteString("HTTP/1.0 ")
+		b = append(b, "HTTP/1.0 "...)
 	}
-	var n [8]byte
-	_, _ = bw.Write(strconv.AppendInt(n[:0], int64(code), 10))
+	b = strconv.AppendInt(b, int64(code), 10)
 	if text := http.StatusText(code); text != "" {
-		_, _ = bw.WriteString(" " + text + "\r\n")
+		b = append(b, ' ')
+		b = append(b, text...)
 	} else {
-		_, _ = bw.WriteString(" status code " + strconv.Itoa(code) + "\r\n")
+		b = append(b, " status code "...)
+		b = strconv.AppendInt(b, int64(code), 10)
 	}
-}
-
-// writeField writes one header field line per value. A name that is not
-// a plain token is left out (a name is the handler's, but a CR or colon in
-// one would split the header block); a value's control bytes but HTAB
-// become spaces, so no value can end its line early.
-func writeField(bw stringWriter, k string, vv []string) {
-	if !plainName(k) {
-		return
-	}
-	for _, v := range vv {
-		_, _ = bw.WriteString(k)
-		_, _ = bw.WriteString(": ")
-		if clean(v) {
-			_, _ = bw.WriteString(v)
-		} else {
-			_, _ = bw.Write(sanitise(v))
-		}
-		_, _ = bw.WriteString("\r\n")
-	}
-}
-
-func plainName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c <= ' ' || c == ':' || c >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func clean(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func sanitise(v string) []byte {
-	b := []byte(v)
-	for i, c := range b {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			b[i] = ' '
-		}
-	}
-	return b
+	w.b = append(b, '\r', '\n')
 }

@@ -350,12 +350,12 @@ func (x *exchange) limitHeaders(h http.Header) {
 		return
 	}
 	if a.dec.Budgeted {
-		h[hdrBudgetLeft] = []string{a.dec.BudgetLeft.String()}
+		h[hdrBudgetLeft] = x.vals.one(valBudget, a.dec.BudgetLeft.String())
 	}
 	if a.dec.Allowed && x.rt.Limits.HeadersOnRefusal {
 		return
 	}
-	quotaHeaders(h, a.dec.Requests, a.dec.Tokens)
+	quotaHeaders(h, &x.vals, a.dec.Requests, a.dec.Tokens)
 	if a.downgraded != "" {
 		h.Set(hdrDowngradedFrom, a.downgraded)
 	}
@@ -363,8 +363,9 @@ func (x *exchange) limitHeaders(h http.Header) {
 
 // quotaHeaders sets the limit, remaining and reset headers of the request
 // and token buckets (of those with a limit). Every admitted response
-// carries them, so their up to six values share one string and one slice.
-func quotaHeaders(h http.Header, req, tok limit.Quota) {
+// carries them, so their up to six values share one string, kept in
+// vals.
+func quotaHeaders(h http.Header, vals *headerValues, req, tok limit.Quota) {
 	var buf [128]byte
 	var ends [6]int
 	b := buf[:0]
@@ -383,20 +384,13 @@ func quotaHeaders(h http.Header, req, tok limit.Quota) {
 		return
 	}
 	all := string(b)
-	var vals [6]string
 	start := 0
 	for i, end := range ends {
 		if end == 0 {
 			continue
 		}
-		vals[i] = all[start:end]
+		h[quotaHeaderKeys[i]] = vals.one(valQuota+i, all[start:end])
 		start = end
-	}
-	shared := vals[:] // one allocation for the six one-element slices
-	for i, end := range ends {
-		if end != 0 {
-			h[quotaHeaderKeys[i]] = shared[i : i+1 : i+1]
-		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +141,7 @@ func TestQuotaHeaders(t *testing.T) {
 		{"none", limit.Quota{}, limit.Quota{}, map[string]string{}},
 	} {
 		h := http.Header{}
-		quotaHeaders(h, c.req, c.tok)
+		quotaHeaders(h, new(headerValues), c.req, c.tok)
 		if len(h) != len(c.want) {
 			t.Errorf("%s: %d headers %v, want %v", c.name, len(h), h, c.want)
 		}
@@ -159,7 +161,7 @@ func TestQuotaHeaders(t *testing.T) {
 // them, and appending to one leaves the others alone.
 func TestAnsweredBy(t *testing.T) {
 	got, want := http.Header{}, http.Header{}
-	answeredBy(got, "up", "gpt-4o-mini", "2")
+	answeredBy(got, new(headerValues), "up", "gpt-4o-mini", "2")
 	want.Set("x-gatehouse-provider", "up")
 	want.Set("x-gatehouse-model", "gpt-4o-mini")
 	want.Set("x-gatehouse-attempts", "2")
@@ -228,6 +230,29 @@ func TestPrincipalTag(t *testing.T) {
 	} {
 		if got := PrincipalTag(&c.p); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
+	}
+}
+
+// TestHeaderValuesWindows: a field set from every slot of headerValues,
+// then one more value added to each field in turn, leaves every other
+// field as it was (a window's capacity ends at its slot).
+func TestHeaderValuesWindows(t *testing.T) {
+	var v headerValues
+	h := http.Header{}
+	for i := range valCount {
+		h["X-Slot-"+strconv.Itoa(i)] = v.one(i, "v"+strconv.Itoa(i))
+	}
+	for i := range valCount {
+		h.Add("X-Slot-"+strconv.Itoa(i), "added")
+		for j := range valCount {
+			want := []string{"v" + strconv.Itoa(j)}
+			if j <= i {
+				want = append(want, "added")
+			}
+			if got := h["X-Slot-"+strconv.Itoa(j)]; !slices.Equal(got, want) {
+				t.Fatalf("after adding to slot %d, slot %d holds %q, want %q", i, j, got, want)
+			}
 		}
 	}
 }

@@ -204,7 +204,7 @@ func (x *exchange) writeJSON(body []byte) {
 	h := x.w.Header()
 	if x.adm.on {
 		cost := x.costHeader()
-		h[hdrCost] = []string{cost}
+		h[hdrCost] = x.vals.one(valCost, cost)
 		if x.usageSlot.End > 0 { // for clients that read no headers
 			body = llm.SetUsageCostAt(body, x.usageSlot, cost)
 		} else {

@@ -69,6 +69,10 @@ type exchange struct {
 
 	adm   admission // rate limits and budgets (admit.go)
 	cache cacheUse  // the exact cache (cache.go)
+	// vals holds the values of the header fields the exchange sets on
+	// every answer: each field's []string is a window on it, so the
+	// dozen fields of a limited key's answer cost no slice each.
+	vals headerValues
 
 	// For the usage record (usage.go).
 	customer       string            // the customer the request named, if any
@@ -104,7 +108,7 @@ const (
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
 	x.id = newRequestID()
-	w.Header()[hdrRequestID] = []string{x.id}
+	w.Header()[hdrRequestID] = x.vals.one(valRequestID, x.id)
 	x.rt.Metrics.Begin() // ended by record
 	x.span = x.rt.Tracer.Request(r)
 	return x
@@ -233,9 +237,9 @@ func (x *exchange) allowProvider() func(d *provider.Deployment) bool {
 func (x *exchange) headers() {
 	h := x.w.Header()
 	if d := x.deployment; d != nil {
-		answeredBy(h, d.Provider, d.Model, itoa(max(x.attempts, 1)))
+		answeredBy(h, &x.vals, d.Provider, d.Model, itoa(max(x.attempts, 1)))
 	} else if e := x.cache.hit; e != nil {
-		answeredBy(h, e.Provider, e.ServedModel, "0") // who answered when the entry was stored
+		answeredBy(h, &x.vals, e.Provider, e.ServedModel, "0") // who answered when the entry was stored
 	}
 	h[hdrCache] = cacheHeader[x.cacheResult()]
 	x.limitHeaders(h)
@@ -271,10 +275,37 @@ func headerValue(h http.Header, name string) string {
 // answeredBy sets the provider, model and attempts headers. Nearly every
 // response carries them, so they are stored under their canonical names
 // directly (Header.Set would canonicalise each name again) and their
-// values share one slice.
-func answeredBy(h http.Header, provider, model, attempts string) {
-	v := []string{provider, model, attempts}
-	h[hdrProvider], h[hdrModel], h[hdrAttempts] = v[0:1:1], v[1:2:2], v[2:3:3]
+// values are kept in vals.
+func answeredBy(h http.Header, vals *headerValues, provider, model, attempts string) {
+	h[hdrProvider] = vals.one(valProvider, provider)
+	h[hdrModel] = vals.one(valModel, model)
+	h[hdrAttempts] = vals.one(valAttempts, attempts)
+}
+
+// headerValues are the values of the header fields an exchange sets, one
+// slot a field (the val constants), in the exchange itself: a field's
+// value slice is a one-element window on its slot, so setting it
+// allocates nothing. Each window's capacity is one, so Header.Add
+// appends to a copy and never into the next slot; a slot is set once an
+// answer (a second set of the same field writes the same window).
+type headerValues [valCount]string
+
+const (
+	valRequestID = iota
+	valProvider
+	valModel
+	valAttempts
+	valBudget
+	valQuota    // the six x-ratelimit fields, in quotaHeaderKeys' order
+	valOverhead = valQuota + len(quotaHeaderKeys)
+	valCost     = valOverhead + 1
+	valCount    = valCost + 1
+)
+
+// one stores v in slot i and returns the field value that holds it.
+func (v *headerValues) one(i int, s string) []string {
+	v[i] = s
+	return v[i : i+1 : i+1]
 }
 
 // fail answers with err unless the response has already started, and

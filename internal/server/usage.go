@@ -99,7 +99,7 @@ func labelError(param, msg string) *llm.Error {
 func (x *exchange) setOverhead(h http.Header) {
 	x.overhead = max(x.s.now().Sub(x.start)-x.upstreamWait, 0)
 	var buf [24]byte
-	h[hdrOverhead] = []string{string(appendMillis(buf[:0], x.overhead))}
+	h[hdrOverhead] = x.vals.one(valOverhead, string(appendMillis(buf[:0], x.overhead)))
 }
 
 // appendMillis appends d in milliseconds with three decimals ("0.153").
