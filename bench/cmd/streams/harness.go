@@ -133,7 +133,7 @@ func (h *harness) startTarget(ctx context.Context, t targetSpec) (*proc.Proc, st
 		}
 	default:
 		bin := h.o.Gatehouse
-		if t.kind == kindBefore {
+		if t.kind == kindBefore || t.kind == kindBeforeH1 {
 			bin = h.o.before
 		}
 		addrs, err := proc.FreePorts(1)
@@ -142,7 +142,7 @@ func (h *harness) startTarget(ctx context.Context, t targetSpec) (*proc.Proc, st
 		}
 		addr = addrs[0]
 		cfg := filepath.Join(h.root.Dir, file+".yaml")
-		if err := os.WriteFile(cfg, []byte(gatehouseYAML(addr, h.mockAddr, filepath.Join(h.root.Dir, file+".db"), t.kind == kindFullH1)), 0o600); err != nil {
+		if err := os.WriteFile(cfg, []byte(gatehouseYAML(addr, h.mockAddr, filepath.Join(h.root.Dir, file+".db"), t.kind == kindFullH1 || t.kind == kindBeforeH1)), 0o600); err != nil {
 			return nil, "", err
 		}
 		if p, err = h.targets.StartWith(file, opts, bin, "serve", "--config", cfg); err != nil {

@@ -108,7 +108,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.plainproxy, "plainproxy", "", "plainproxy binary (default: built from ./cmd/plainproxy)")
 	fs.StringVar(&o.before, "before", "", "an older gatehouse binary, run with the full config as the before target")
 	counts := fs.String("n", "1000,10000", "concurrent streams per run, comma-separated")
-	targets := fs.String("targets", "plainproxy,full", "targets: plainproxy, full, full-h1 (full on gatehouse's own HTTP/1.x engine), before, each optionally +KEY=VALUE… for its environment (full+GOGC=50)")
+	targets := fs.String("targets", "plainproxy,full", "targets: plainproxy, full, full-h1 (full on gatehouse's own HTTP/1.x engine), before, before-h1 (before on the engine), each optionally +KEY=VALUE… for its environment (full+GOGC=50)")
 	fs.IntVar(&o.events, "events", 50, "data events per stream before [DONE] (role, content…, finish, usage)")
 	fs.DurationVar(&o.gap, "gap", 20*time.Millisecond, "time between content events; the streams' length, and so the window the probes have, is about (events − 3) × gap")
 	fs.IntVar(&o.probes, "probes", 200, "streams of one content chunk opened one at a time while all N are open, for the TTFE goal (0: none)")
@@ -142,7 +142,7 @@ func parseFlags(args []string) (options, error) {
 		if (t.kind == kindFull || t.kind == kindFullH1) && o.Gatehouse == "" {
 			return o, fmt.Errorf("target %s needs -gatehouse", t.name)
 		}
-		if t.kind == kindBefore && o.before == "" {
+		if (t.kind == kindBefore || t.kind == kindBeforeH1) && o.before == "" {
 			return o, fmt.Errorf("target %s needs -before", t.name)
 		}
 	}

@@ -135,7 +135,7 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-// targetSpec is one -targets item: a kind (plainproxy, full, before) and
+// targetSpec is one -targets item: a kind (plainproxy, full, before …) and
 // environment variables added to its process, written kind+KEY=VALUE…
 // (full+GOGC=50), so GC settings can be compared in one run.
 type targetSpec struct {
@@ -150,6 +150,9 @@ const (
 	kindFull   = "full"
 	kindBefore = "before"  // full, run by the -before binary
 	kindFullH1 = "full-h1" // full on gatehouse's own HTTP/1.x engine (server.http1_engine: gatehouse)
+	// kindBeforeH1 is full-h1 run by the -before binary: the engine's own
+	// before and after, side by side.
+	kindBeforeH1 = "before-h1"
 )
 
 // parseTargets parses the -targets flag.
@@ -163,9 +166,9 @@ func parseTargets(s string) ([]targetSpec, error) {
 		parts := strings.Split(f, "+")
 		t := targetSpec{name: f, kind: parts[0]}
 		switch t.kind {
-		case kindPlain, kindFull, kindBefore, kindFullH1:
+		case kindPlain, kindFull, kindBefore, kindFullH1, kindBeforeH1:
 		default:
-			return nil, fmt.Errorf("-targets: unknown target %q (plainproxy, full, full-h1 or before, each optionally +KEY=VALUE)", t.kind)
+			return nil, fmt.Errorf("-targets: unknown target %q (plainproxy, full, full-h1, before or before-h1, each optionally +KEY=VALUE)", t.kind)
 		}
 		for _, kv := range parts[1:] {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
