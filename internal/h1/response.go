@@ -42,7 +42,7 @@ type response struct {
 	handlerCL                                  bool   // a Content-Length
 	haveType, haveDate, haveEncoding, haveConn bool
 
-	body []byte // held body bytes (the connection's buffer)
+	body []byte // held body bytes (the connection's buffer); nil until the first write
 
 	wants10KeepAlive  bool
 	wantsClose        bool
@@ -136,6 +136,9 @@ func (w *response) write(n int, p []byte, s string) (int, error) {
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
+	if w.body == nil {
+		w.body = w.c.holdBody()
+	}
 	w.written += int64(n)
 	if w.contentLength != -1 && w.written > w.contentLength {
 		return 0, http.ErrContentLength
@@ -203,7 +206,13 @@ func (w *response) FlushError() error {
 	if err := w.send(false); err != nil {
 		return err
 	}
-	return w.c.bufw.Flush()
+	err := w.c.bufw.Flush()
+	// A handler that flushes is streaming: between its events the
+	// connection holds no buffer (the next write takes them again).
+	w.body = nil
+	w.c.releaseBody()
+	w.c.bufw.release()
+	return err
 }
 
 // SetReadDeadline and SetWriteDeadline are for http.ResponseController.
