@@ -25,17 +25,26 @@ type lazyWriter struct {
 	bw    *bufio.Writer // nil while none is held
 }
 
-func (l *lazyWriter) buffer() *bufio.Writer {
-	if l.bw == nil {
-		l.bw = writerPool.Get().(*bufio.Writer)
-		l.bw.Reset(l.under)
-	}
-	return l.bw
+// take is the slow path of Write and WriteString: the common write
+// checks one pointer and calls bufio directly.
+func (l *lazyWriter) take() {
+	l.bw = writerPool.Get().(*bufio.Writer)
+	l.bw.Reset(l.under)
 }
 
-func (l *lazyWriter) Write(p []byte) (int, error) { return l.buffer().Write(p) }
+func (l *lazyWriter) Write(p []byte) (int, error) {
+	if l.bw == nil {
+		l.take()
+	}
+	return l.bw.Write(p)
+}
 
-func (l *lazyWriter) WriteString(s string) (int, error) { return l.buffer().WriteString(s) }
+func (l *lazyWriter) WriteString(s string) (int, error) {
+	if l.bw == nil {
+		l.take()
+	}
+	return l.bw.WriteString(s)
+}
 
 // Flush sends what is held; with nothing held there is nothing to send.
 func (l *lazyWriter) Flush() error {
