@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,11 +38,6 @@ const postHandlerDrain = 256 << 10
 // with a Content-Length, a longer one chunked. net/http holds the same.
 const bodyBufferSize = 2048
 
-var (
-	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
-	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
-)
-
 // conn is one connection and the requests it carries, served one after
 // another.
 type conn struct {
@@ -57,16 +51,17 @@ type conn struct {
 	ctx        context.Context // the connection's; each request's derives from it
 
 	r    connReader
-	bufr *bufio.Reader
-	bufw *bufio.Writer
+	bufr *bufio.Reader // nil while a handler runs with its request read (watchForHangUp)
+	bufw *lazyWriter   // &out
+	out  lazyWriter
 	werr error // the first write error; the connection is not reused after one
 
 	lastMethod string
 	// headerSize is the field count of the last response's header map:
 	// the next one is made that big (see response.Header).
 	headerSize int
-	handedOver bool                 // given to Server.HTTP2: not closed here
-	body       [bodyBufferSize]byte // a response's held body, reused request after request
+	handedOver bool                  // given to Server.HTTP2: not closed here
+	body       *[bodyBufferSize]byte // a response's held body, reused request after request; nil: none held
 }
 
 func (c *conn) serve() {
@@ -102,10 +97,9 @@ func (c *conn) serve() {
 	c.r.c = c
 	c.r.cond.L = &c.r.mu
 	c.r.setReadLimit(int64(c.srv.maxHeaderBytes()) + 4096)
-	c.bufr = readerPool.Get().(*bufio.Reader)
-	c.bufr.Reset(&c.r)
-	c.bufw = writerPool.Get().(*bufio.Writer)
-	c.bufw.Reset(connWriter{c})
+	c.takeReader()
+	c.out.under = connWriter{c}
+	c.bufw = &c.out
 
 	if !c.handOver() {
 		return
@@ -164,11 +158,37 @@ func (c *conn) serveRequest(w *response) {
 	req := w.req
 	c.r.setCancel(w.cancel)
 	if req.Body == http.NoBody {
-		c.r.startBackgroundRead()
+		c.watchForHangUp()
 	}
 	c.srv.Handler.ServeHTTP(w, req)
 	w.cancel()
 	w.finish()
+	c.takeReader()
+}
+
+// watchForHangUp starts the background read once the handler has all of
+// its request, and gives the read buffer back to its pool while the
+// handler runs when it holds nothing of a next request: a stream does
+// not keep 4 KiB for its whole life only to notice its client leaving
+// (the background read needs one byte, which it keeps for the next
+// request). Called by the handler's goroutine, or the one reading the
+// body for it, before the handler returns.
+func (c *conn) watchForHangUp() {
+	c.r.startBackgroundRead()
+	if c.bufr != nil && c.bufr.Buffered() == 0 {
+		c.bufr.Reset(nil)
+		readerPool.Put(c.bufr)
+		c.bufr = nil
+	}
+}
+
+// takeReader gives the connection a read buffer again after a handler
+// ran without one.
+func (c *conn) takeReader() {
+	if c.bufr == nil {
+		c.bufr = readerPool.Get().(*bufio.Reader)
+		c.bufr.Reset(&c.r)
+	}
 }
 
 // readRequest reads the next request with net/http's parser and makes
@@ -241,7 +261,6 @@ func (c *conn) readRequest() (*response, error) {
 		wantsClose:       req.Close || hasToken(req.Header.Get("Connection"), "close"),
 		closeAfterReply:  h2Upgrade,
 	}
-	w.body = c.body[:0]
 	if req.Body != http.NoBody {
 		b := &body{ReadCloser: req.Body, w: w, remain: req.ContentLength}
 		if expectsContinue(req) {
@@ -370,10 +389,14 @@ func (c *conn) closeWriteAndWait() {
 func (c *conn) close() {
 	if c.bufw != nil {
 		_ = c.bufw.Flush()
-		c.bufw.Reset(nil)
-		writerPool.Put(c.bufw)
+		if c.out.bw != nil {
+			c.out.bw.Reset(nil)
+			writerPool.Put(c.out.bw)
+			c.out.bw = nil
+		}
 		c.bufw = nil
 	}
+	c.releaseBody()
 	if !c.handedOver {
 		_ = c.nc.Close()
 	}

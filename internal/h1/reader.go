@@ -174,7 +174,7 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF {
 		b.sawEOF = true
-		b.w.c.r.startBackgroundRead()
+		b.w.c.watchForHangUp()
 	} else if err != nil {
 		b.err = err
 	}

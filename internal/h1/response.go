@@ -42,7 +42,7 @@ type response struct {
 	handlerCL                                  bool   // a Content-Length
 	haveType, haveDate, haveEncoding, haveConn bool
 
-	body []byte // held body bytes (the connection's buffer)
+	body []byte // held body bytes (the connection's buffer); nil until the first write
 
 	wants10KeepAlive  bool
 	wantsClose        bool
@@ -106,7 +106,7 @@ func (w *response) WriteHeader(code int) {
 // writeInterim sends a 1xx response at once (103 Early Hints and the
 // like), with the header fields set so far.
 func (w *response) writeInterim(code int) {
-	bw := newBlockWriter(w.c.bufw)
+	bw := newBlockWriter(w.c.bufw.buffer())
 	bw.statusLine(w.req.ProtoAtLeast(1, 1), code)
 	for k, vv := range w.header {
 		if k == "Content-Length" || k == "Transfer-Encoding" || strings.HasPrefix(k, http.TrailerPrefix) {
@@ -147,6 +147,9 @@ func (w *response) write(n int, p []byte, s string) (int, error) {
 	}
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
+	}
+	if w.body == nil {
+		w.body = w.c.holdBody()
 	}
 	w.written += int64(n)
 	if w.contentLength != -1 && w.written > w.contentLength {
@@ -215,7 +218,13 @@ func (w *response) FlushError() error {
 	if err := w.send(false); err != nil {
 		return err
 	}
-	return w.c.bufw.Flush()
+	err := w.c.bufw.Flush()
+	// A handler that flushes is streaming: between its events the
+	// connection holds no buffer (the next write takes them again).
+	w.body = nil
+	w.c.releaseBody()
+	w.c.bufw.release()
+	return err
 }
 
 // SetReadDeadline and SetWriteDeadline are for http.ResponseController.
@@ -311,7 +320,7 @@ func (w *response) writeHead() {
 		excl |= exConnection
 	}
 
-	bw := newBlockWriter(w.c.bufw)
+	bw := newBlockWriter(w.c.bufw.buffer())
 	bw.statusLine(w.req.ProtoAtLeast(1, 1), w.status)
 	for k, vv := range h {
 		if excl.has(k) || w.hasTrailers && strings.HasPrefix(k, http.TrailerPrefix) {
@@ -382,10 +391,10 @@ func (w *response) commit(final bool) {
 		}
 	} else if w.haveConn && !hasToken(w.connField, "close") {
 		// Held back by writeHead, and still true.
-		writeField(w.c.bufw, "Connection", w.header["Connection"])
+		writeField(w.c.bufw.buffer(), "Connection", w.header["Connection"])
 	}
 
-	bw := newBlockWriter(w.c.bufw)
+	bw := newBlockWriter(w.c.bufw.buffer())
 	// Room for all of it but a detected content type (at most 40 bytes).
 	bw.room(len("Content-Length: 18446744073709551615\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nDate: Mon, 02 Jan 2006 15:04:05 GMT\r\n\r\n"))
 	b := bw.b
@@ -465,7 +474,7 @@ func (w *response) declareTrailers(v string) {
 // writeTrailers writes the trailer fields: the declared names' values as
 // the handler left them, and the http.TrailerPrefix fields.
 func (w *response) writeTrailers() {
-	bw := w.c.bufw
+	bw := w.c.bufw.buffer()
 	for _, k := range w.trailers {
 		if vv, ok := w.header[k]; ok {
 			writeField(bw, k, vv)

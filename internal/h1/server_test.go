@@ -11,12 +11,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"go/build"
 	"io"
 	"log"
 	"math/big"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -460,5 +462,95 @@ func TestContinueWhileAnswering(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || string(b) != "answer" || strings.Contains(string(b), "100 Continue") {
 			t.Fatalf("status %d, body %q, in %q", resp.StatusCode, b, all)
 		}
+	}
+}
+
+// TestStreamHoldsNoBuffers: while a handler streams, with its request
+// read, its connection holds no read buffer and, between flushes, no
+// write or body buffer; a next request pipelined meanwhile (its first
+// byte taken by the background read) is still answered, and one that
+// came in with the body (buffered) too.
+func TestStreamHoldsNoBuffers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		together  bool // the next request is sent with the first
+		wantEmpty bool // no read buffer held while the first streams
+	}{
+		{"next-while-streaming", false, true},
+		{"next-with-the-body", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flushed := make(chan struct{})
+			sent := make(chan struct{})
+			addr := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, err := io.ReadAll(r.Body)
+				if err != nil || r.URL.Path == "/first" && string(b) != "hello" {
+					t.Errorf("body %q, %v", b, err)
+				}
+				if r.URL.Path != "/first" {
+					io.WriteString(w, "second")
+					return
+				}
+				c := w.(*response).c
+				if got := c.bufr == nil; got != tc.wantEmpty {
+					t.Errorf("read buffer released: %v, want %v", got, tc.wantEmpty)
+				}
+				io.WriteString(w, "data: one\n\n")
+				w.(http.Flusher).Flush()
+				if c.out.bw != nil || c.body != nil {
+					t.Errorf("after a flush the connection holds a write buffer (%v) or a body buffer (%v)", c.out.bw != nil, c.body != nil)
+				}
+				close(flushed)
+				<-sent
+				if !tc.together {
+					// The background read takes the next request's
+					// first byte: wait for it, so that the rest comes
+					// through a read buffer taken again.
+					for {
+						c.r.mu.Lock()
+						got := c.r.hasByte
+						c.r.mu.Unlock()
+						if got {
+							break
+						}
+						runtime.Gosched()
+					}
+				}
+				if err := r.Context().Err(); err != nil {
+					t.Errorf("first request's context: %v", err)
+				}
+				io.WriteString(w, "data: two\n\n")
+			})})
+			c := dial(t, addr)
+			// A lost request would leave ReadAll waiting: a failure, not
+			// a hang (no figure is judged by this deadline).
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			first := "POST /first HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+			second := "POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"
+			if tc.together {
+				io.WriteString(c, first+second)
+			} else {
+				io.WriteString(c, first)
+			}
+			<-flushed
+			if !tc.together {
+				io.WriteString(c, second)
+			}
+			close(sent)
+			out, _ := io.ReadAll(c)
+			br := bufio.NewReader(bytes.NewReader(out))
+			var bodies []string
+			for {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					break
+				}
+				b, _ := io.ReadAll(resp.Body)
+				bodies = append(bodies, string(b))
+			}
+			if want := []string{"data: one\n\ndata: two\n\n", "second"}; fmt.Sprint(bodies) != fmt.Sprint(want) {
+				t.Errorf("bodies %q, want %q", bodies, want)
+			}
+		})
 	}
 }

@@ -135,7 +135,7 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-// targetSpec is one -targets item: a kind (plainproxy, full, before) and
+// targetSpec is one -targets item: a kind (plainproxy, full, before …) and
 // environment variables added to its process, written kind+KEY=VALUE…
 // (full+GOGC=50), so GC settings can be compared in one run.
 type targetSpec struct {
@@ -150,8 +150,8 @@ const (
 	kindFull   = "full"
 	kindBefore = "before"  // full, run by the -before binary
 	kindFullH1 = "full-h1" // full on gatehouse's own HTTP/1.x engine (server.http1_engine: gatehouse)
-	// before-h1 is full-h1 run by the -before binary: a change measured
-	// on the engine against the binary before it.
+	// kindBeforeH1 is full-h1 run by the -before binary: the engine's own
+	// before and after, side by side.
 	kindBeforeH1 = "before-h1"
 )
 

@@ -133,12 +133,12 @@ func TestParseCounts(t *testing.T) {
 }
 
 func TestParseTargets(t *testing.T) {
-	got, err := parseTargets("plainproxy, full+GOGC=50+GOMEMLIMIT=1GiB,before")
+	got, err := parseTargets("plainproxy, full+GOGC=50+GOMEMLIMIT=1GiB,before,before-h1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[1].kind != kindFull || got[1].name != "full+GOGC=50+GOMEMLIMIT=1GiB" ||
-		len(got[1].env) != 2 || got[1].env[1] != "GOMEMLIMIT=1GiB" || got[2].kind != kindBefore {
+	if len(got) != 4 || got[1].kind != kindFull || got[1].name != "full+GOGC=50+GOMEMLIMIT=1GiB" ||
+		len(got[1].env) != 2 || got[1].env[1] != "GOMEMLIMIT=1GiB" || got[2].kind != kindBefore || got[3].kind != kindBeforeH1 {
 		t.Fatalf("parseTargets = %+v", got)
 	}
 	if got, err := parseTargets("before-h1"); err != nil || got[0].kind != kindBeforeH1 {
