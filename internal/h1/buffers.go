@@ -68,6 +68,14 @@ func (l *lazyWriter) Flush() error {
 // closes).
 func (l *lazyWriter) release() {
 	if l.bw != nil && l.bw.Buffered() == 0 {
+		l.drop()
+	}
+}
+
+// drop gives the buffer back to the pool, with whatever it still holds
+// (the connection is closing).
+func (l *lazyWriter) drop() {
+	if l.bw != nil {
 		l.bw.Reset(nil)
 		writerPool.Put(l.bw)
 		l.bw = nil

@@ -389,11 +389,7 @@ func (c *conn) closeWriteAndWait() {
 func (c *conn) close() {
 	if c.bufw != nil {
 		_ = c.bufw.Flush()
-		if c.out.bw != nil {
-			c.out.bw.Reset(nil)
-			writerPool.Put(c.out.bw)
-			c.out.bw = nil
-		}
+		c.out.drop()
 		c.bufw = nil
 	}
 	c.releaseBody()

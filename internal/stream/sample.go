@@ -26,18 +26,9 @@ func appendChoicesText(dst, v []byte) []byte {
 	}
 	v = v[len(choicesKey):]
 	if text, ok := onlyContent(v); ok {
-		// onlyContent found text's closing quote with StringEnd, which
-		// is what appendString checks first; what it checks besides is
-		// left to check here.
-		if len(text) <= 2 || bytes.IndexByte(text, '\n') >= 0 {
-			return dst
-		}
-		if dst == nil {
-			// The sample's first text: room for a few chunks' at once,
-			// instead of growing through every small size.
-			dst = make([]byte, 0, sampleStart)
-		}
-		return append(append(dst, text...), '\n')
+		// onlyContent found text's closing quote with StringEnd: it is a
+		// whole JSON string, which appendString would check again.
+		return appendLine(dst, text)
 	}
 	choices := llm.Walk(v, '[')
 	for _, c, ok := choices.Next(); ok; _, c, ok = choices.Next() {
@@ -123,8 +114,19 @@ func appendString(dst, v []byte) []byte {
 	if escapes%2 == 1 { // the last quote is escaped: the string was cut
 		return dst
 	}
-	if bytes.IndexByte(v, '\n') >= 0 { // not JSON, and it would split the line
+	return appendLine(dst, v)
+}
+
+// appendLine appends v, a whole JSON string, and a line break, unless v
+// is "" or holds a raw line break (not JSON, and it would split the line).
+func appendLine(dst, v []byte) []byte {
+	if len(v) <= 2 || bytes.IndexByte(v, '\n') >= 0 {
 		return dst
+	}
+	if dst == nil {
+		// The sample's first text: room for a few chunks' at once,
+		// instead of growing through every small size.
+		dst = make([]byte, 0, sampleStart)
 	}
 	return append(append(dst, v...), '\n')
 }
