@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,22 +224,25 @@ func TestTransportErrorTLS(t *testing.T) {
 func TestCallIdleDeadlineCountsFromLastEvent(t *testing.T) {
 	for _, firstByte := range []time.Duration{0, time.Hour} {
 		call := StartCall(context.Background(), Timeouts{FirstByte: firstByte, Idle: time.Minute})
-		var now time.Duration
-		call.clock = func() time.Duration { return now }
+		// The clock is read by the call's own timer too: a deadline
+		// moved to 1 ns away fires at once on the timer's goroutine.
+		var clock atomic.Int64
+		call.clock = func() time.Duration { return time.Duration(clock.Load()) }
+		at := func(d time.Duration) { clock.Store(int64(d)) }
 		call.Progress() // the response's headers, at 0
-		now = 40 * time.Second
-		call.Progress()   // an event at 40 s
-		now = time.Minute // the timer set at 0 fires: 20 s since the last event
+		at(40 * time.Second)
+		call.Progress() // an event at 40 s
+		at(time.Minute) // the timer set at 0 fires: 20 s since the last event
 		call.gapExpired()
 		if err := context.Cause(call.Context()); err != nil {
 			t.Fatalf("first byte %v: cancelled %v 20 s after the last event, want the deadline at 100 s", firstByte, err)
 		}
-		now = 100*time.Second - 1
+		at(100*time.Second - 1)
 		call.gapExpired()
 		if err := context.Cause(call.Context()); err != nil {
 			t.Fatalf("first byte %v: cancelled %v just before the deadline", firstByte, err)
 		}
-		now = 100 * time.Second
+		at(100 * time.Second)
 		call.gapExpired()
 		if err := context.Cause(call.Context()); err != ErrIdleTimeout {
 			t.Fatalf("first byte %v: cause %v at the deadline, want %v", firstByte, err, ErrIdleTimeout)

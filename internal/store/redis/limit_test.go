@@ -424,8 +424,9 @@ func (p *proxy) forward(client, server net.Conn) {
 
 // proxiedClient is a client of the test Redis that talks through a
 // proxy the test can cut, with no client-side cache or retries (they
-// would hide the cut); the client closes with the test.
-func proxiedClient(t *testing.T) (rueidis.Client, *proxy) {
+// would hide the cut); the client closes with the test. set changes the
+// client's options before it is made.
+func proxiedClient(t *testing.T, set ...func(*rueidis.ClientOption)) (rueidis.Client, *proxy) {
 	t.Helper()
 	opt, err := rueidis.ParseURL(os.Getenv("GATEHOUSE_TEST_REDIS"))
 	if err != nil {
@@ -435,6 +436,9 @@ func proxiedClient(t *testing.T) (rueidis.Client, *proxy) {
 	opt.InitAddress = []string{p.ln.Addr().String()}
 	opt.DisableCache = true
 	opt.DisableRetry = true
+	for _, f := range set {
+		f(&opt)
+	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		t.Fatal(err)
@@ -570,11 +574,17 @@ func TestFailClosedRecoversAtOnce(t *testing.T) {
 // local admission is told from Redis's by whether it is allowed. While
 // Redis is away, the probes are the only calls that wait for it: one per
 // cooldown. A connection the client made while Redis was away can fail
-// its first call after, so the probe may fail once per client connection
-// (4) before one lands; the test moves the clock to the next probe after
+// its first call after, so the probe may fail once (the client has one
+// connection here) before one lands; the test moves the clock to the next probe after
 // each, a Cooldown on, where the outage is not over yet.
 func TestFailOpenRecoversAtOnce(t *testing.T) {
-	c, p := proxiedClient(t)
+	// One connection: rueidis picks one of its connections at random for
+	// each command, so with several a connection broken by the cut can
+	// answer its first command (EOF) after the probe that ended the
+	// outage went through another one, and start a new outage. What is
+	// tested here is the fallback's recovery, not when the client's
+	// connections find out they were cut.
+	c, p := proxiedClient(t, func(o *rueidis.ClientOption) { o.PipelineMultiplex = -1 })
 	l := newLimiter(t, c, Options{Prefix: testPrefix(t, testClient(t)), Timeout: 200 * time.Millisecond})
 	ctx := context.Background()
 	local, err := limit.NewEmbedded(ctx, limit.Options{})
@@ -622,8 +632,8 @@ func TestFailOpenRecoversAtOnce(t *testing.T) {
 	}
 	probes := 0
 	for admitted := false; !admitted; {
-		if probes++; probes > 5 {
-			t.Fatalf("Redis back: %d probes failed, want at most one per client connection (4)", probes-1)
+		if probes++; probes > 2 {
+			t.Fatalf("Redis back: %d probes failed, want at most one (the client's one connection)", probes-1)
 		}
 		clk.Advance(time.Hour) // the next probe is due, the outage not over
 		if !f.Degraded() {
