@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"flag"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,6 +203,17 @@ func BenchmarkRequestPath(b *testing.B) {
 				default:
 					if !strings.HasPrefix(v.extra, "cluster") {
 						pace = pacing{sinkBatch: benchSinkBatch, manual: true}
+					}
+					// As gatehouse serve runs (heapsampling.go): no heap
+					// profile sampling, unless -memprofile asks for one.
+					// The plain proxy and the direct calls keep Go's
+					// default, as bench/cmd/plainproxy runs in the
+					// throughput harness.
+					if f := flag.Lookup("test.memprofile"); f == nil || f.Value.String() == "" {
+						before := runtime.MemProfileRate
+						if stopHeapSampling() {
+							b.Cleanup(func() { runtime.MemProfileRate = before })
+						}
 					}
 					gw := startPacedGateway(b, yaml, v.bare, pace)
 					base = gw.URL
