@@ -366,7 +366,7 @@ func (x *exchange) finish() {
 			return
 		}
 		bp := linePool.Get().(*[]byte)
-		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, end, level, "request")}
+		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, end, level)}
 		x.logFields(&line, end)
 		line.b = append(line.b, '}', '\n')
 		_, _ = w.Write(line.b)
@@ -382,8 +382,12 @@ func (x *exchange) finish() {
 // logFields emits the fields of the request's log line, in order; each
 // key is its member text (see fieldSink). end is when the request ended.
 func (x *exchange) logFields(f fieldSink, end time.Time) {
-	f.addString(`,"request_id":`, x.id)
-	f.addString(`,"method":`, x.r.Method)
+	f.addPlain(`,"request_id":`, x.id) // newRequestID's: "gh-" and hex digits
+	if m := x.r.Method; plainMethod(m) {
+		f.addPlain(`,"method":`, m)
+	} else {
+		f.addString(`,"method":`, m)
+	}
 	f.addString(`,"path":`, x.r.URL.Path)
 	f.addInt(`,"status":`, x.status)
 	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
@@ -410,7 +414,7 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		f.addMillis(`,"ttft_ms":`, x.ttft)
 	}
 	if a := &x.adm; a.settled {
-		f.addString(`,"cost_usd":`, a.costText)
+		f.addPlain(`,"cost_usd":`, a.costText) // limit.Micros.Append's digits
 		if x.estimated {
 			f.addInt(`,"estimated_prompt_tokens":`, x.promptTokens)
 		}

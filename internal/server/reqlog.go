@@ -21,6 +21,11 @@ type fieldSink interface {
 	// addQuoted adds v, whose JSON form q may hold already (see
 	// llm.AppendQuoted): the names of a key or a deployment, made once.
 	addQuoted(key, v string, q llm.Quoted)
+	// addPlain adds v, which holds only bytes a JSON string keeps as
+	// they are (printable ASCII but '"' and '\\'): a request ID gatehouse
+	// made, a formatted number. The line writes it between quotes
+	// without looking at it.
+	addPlain(key, v string)
 	addInt(key string, v int)
 	// addMillis adds d in milliseconds, as the float64 ms(d).
 	addMillis(key string, d time.Duration)
@@ -37,6 +42,9 @@ type jsonLine struct{ b []byte }
 func (l *jsonLine) addString(k, v string) { l.b = llm.AppendQuote(append(l.b, k...), v) }
 func (l *jsonLine) addQuoted(k, v string, q llm.Quoted) {
 	l.b = llm.AppendQuoted(append(l.b, k...), q, v)
+}
+func (l *jsonLine) addPlain(k, v string) {
+	l.b = append(append(append(append(l.b, k...), '"'), v...), '"')
 }
 func (l *jsonLine) addInt(k string, v int) { l.b = appendInt(append(l.b, k...), v) }
 func (l *jsonLine) addMillis(k string, d time.Duration) {
@@ -86,17 +94,33 @@ func appendMillisFloat(b []byte, d time.Duration) []byte {
 	return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }
 
-// appendLineStart opens a log line as slog's JSON handler does:
-// {"time":"<RFC 3339, nanoseconds>","level":"INFO","msg":"…" — the keys
-// are constants, so they need no escaping. The time is written by
-// stamps.
-func appendLineStart(b []byte, stamps *lineStamps, t time.Time, level slog.Level, msg string) []byte {
+// appendLineStart opens a request's log line as slog's JSON handler
+// does: {"time":"<RFC 3339, nanoseconds>","level":"INFO","msg":"request"
+// — the keys, the message and a request line's two levels are
+// constants, written as one copy each. The time is written by stamps.
+func appendLineStart(b []byte, stamps *lineStamps, t time.Time, level slog.Level) []byte {
 	b = append(b, `{"time":"`...)
 	b = stamps.append(b, t)
+	switch level {
+	case slog.LevelInfo:
+		return append(b, `","level":"INFO","msg":"request"`...)
+	case slog.LevelWarn:
+		return append(b, `","level":"WARN","msg":"request"`...)
+	}
 	b = append(b, `","level":"`...)
 	b = append(b, level.String()...)
-	b = append(b, `","msg":`...)
-	return llm.AppendQuote(b, msg)
+	return append(b, `","msg":"request"`...)
+}
+
+// plainMethod reports whether m is one of the methods gatehouse serves,
+// whose text needs no escaping. Any other method a client sends is
+// quoted as it is.
+func plainMethod(m string) bool {
+	switch m {
+	case "POST", "GET", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS":
+		return true
+	}
+	return false
 }
 
 // linePool recycles the buffers of log lines: the writer copies a line
@@ -111,6 +135,7 @@ func (a *attrList) addString(k, v string) { *a = append(*a, slog.String(memberNa
 func (a *attrList) addQuoted(k, v string, _ llm.Quoted) {
 	*a = append(*a, slog.String(memberName(k), v))
 }
+func (a *attrList) addPlain(k, v string)   { *a = append(*a, slog.String(memberName(k), v)) }
 func (a *attrList) addInt(k string, v int) { *a = append(*a, slog.Int(memberName(k), v)) }
 func (a *attrList) addMillis(k string, d time.Duration) {
 	*a = append(*a, slog.Float64(memberName(k), ms(d)))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"gatehouse/internal/auth"
+	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 )
@@ -228,6 +230,58 @@ func TestRequestLineEndIsTheRecords(t *testing.T) {
 		}
 		if end := r.Time.Add(time.Duration(r.LatencyMS * 1e6)); direct && !line.Time.Equal(end) {
 			t.Errorf("line time %v, the record's end %v", line.Time, end)
+		}
+	}
+}
+
+// TestPlainFieldsNeedNoQuoting: the values the log line writes without
+// quoting them (addPlain) are text AppendQuote would leave as it is —
+// request IDs, costs, the methods plainMethod lists — and a method it
+// does not list is quoted.
+func TestPlainFieldsNeedNoQuoting(t *testing.T) {
+	plain := func(what, v string) {
+		t.Helper()
+		if got, want := string(llm.AppendQuote(nil, v)), `"`+v+`"`; got != want {
+			t.Errorf("%s %q quotes to %s, not as it is", what, v, got)
+		}
+	}
+	for range 1000 {
+		plain("request ID", newRequestID())
+	}
+	for _, m := range []limit.Micros{0, 1, -1, 999_999, 1_000_000, 123_456_789, math.MaxInt64, math.MinInt64} {
+		plain("cost", m.String())
+	}
+	for range 1000 {
+		plain("cost", limit.Micros(rand.Int64()).String())
+	}
+	for _, m := range []string{"POST", "GET", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS", `PO"ST`, "P\\", "GE\x01T", "pos\u2028t"} {
+		if plainMethod(m) {
+			plain("method", m)
+		}
+	}
+
+	s, _ := newTestServer(t)
+	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), id: "ID", status: 200}
+	x.r.Method = `PO"ST`
+	var l jsonLine
+	x.logFields(&l, time.Time{})
+	if want := `,"method":"PO\"ST",`; !strings.Contains(string(l.b), want) {
+		t.Errorf("line %s lacks %s", l.b, want)
+	}
+}
+
+// TestLineStartLevels: a request line opens as slog's JSON handler opens
+// it, at the two levels written as constants and at any other.
+func TestLineStartLevels(t *testing.T) {
+	at := time.Date(2026, 11, 28, 7, 0, 0, 5, time.UTC)
+	var stamps lineStamps
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelWarn, slog.LevelError, slog.LevelDebug, slog.LevelInfo + 2} {
+		var buf bytes.Buffer
+		h := slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
+		_ = h.Handle(context.Background(), slog.NewRecord(at, level, "request", 0))
+		want := strings.TrimSuffix(buf.String(), "}\n")
+		if got := string(appendLineStart(nil, &stamps, at, level)); got != want {
+			t.Errorf("level %v: %s, slog %s", level, got, want)
 		}
 	}
 }
