@@ -82,9 +82,14 @@ type Sink struct {
 	store RecordStore
 	spill *spill
 
-	mu     sync.RWMutex // guards closing ch against concurrent Adds
+	// mu guards closed and queue. The queue is a slice the writer takes
+	// whole and replaces with its spare, not a channel: a record is
+	// copied once on its way in and written from where it lies, where a
+	// channel copied it in, out, and into the batch (BENCHMARKS.md,
+	// "recordcut3").
+	mu     sync.Mutex
 	closed bool
-	ch     chan Record
+	queue  []Record      // waiting for the writer, at most o.Queue
 	kick   chan struct{} // wakes the writer before its tick when a batch is waiting
 	done   chan struct{}
 	prune  chan struct{} // closed by Close: stops the retention loop
@@ -101,7 +106,7 @@ func NewSink(store RecordStore, o SinkOptions) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{o: o, store: store, spill: sp, ch: make(chan Record, o.Queue), kick: make(chan struct{}, 1),
+	s := &Sink{o: o, store: store, spill: sp, kick: make(chan struct{}, 1),
 		done: make(chan struct{}), prune: make(chan struct{}), pruned: make(chan struct{})}
 	go s.run()
 	if o.Retention > 0 {
@@ -116,19 +121,18 @@ func NewSink(store RecordStore, o SinkOptions) (*Sink, error) {
 // is full the record is appended to the spill file instead (no fsync on
 // this path: the writer's next batch syncs the file).
 func (s *Sink) Add(r Record) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		s.spillNow([]Record{r}, true) // late: a request that outlived Close
+	s.mu.Lock()
+	if s.closed || len(s.queue) >= s.o.Queue {
+		late := s.closed // a request that outlived Close
+		s.mu.Unlock()
+		s.spillNow([]Record{r}, late)
 		return
 	}
-	select {
-	case s.ch <- r:
-		if len(s.ch) >= s.o.Batch {
-			s.wake()
-		}
-	default:
-		s.spillNow([]Record{r}, false)
+	s.queue = append(s.queue, r)
+	n := len(s.queue)
+	s.mu.Unlock()
+	if n >= s.o.Batch {
+		s.wake()
 	}
 }
 
@@ -141,7 +145,11 @@ func (s *Sink) wake() {
 }
 
 // Stats of the sink, for metrics.
-func (s *Sink) Depth() int         { return len(s.ch) }
+func (s *Sink) Depth() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
 func (s *Sink) Written() uint64    { return s.written.Load() }
 func (s *Sink) Spilled() uint64    { return s.spilled.Load() }
 func (s *Sink) Replayed() uint64   { return s.replayed.Load() }
@@ -156,7 +164,6 @@ func (s *Sink) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
-		close(s.ch)
 		close(s.prune)
 		s.wake()
 	}
@@ -187,7 +194,7 @@ func (s *Sink) spillNow(rs []Record, sync bool) {
 // join the spill behind it).
 func (s *Sink) run() {
 	defer close(s.done)
-	batch := make([]Record, 0, s.o.Batch)
+	var spare []Record // the queue the writer took last, for Add's next
 	tick := time.NewTicker(s.o.Interval)
 	defer tick.Stop()
 	retry := s.o.Retry
@@ -199,7 +206,7 @@ func (s *Sink) run() {
 			all = false
 		case <-tick.C:
 		}
-		batch, open = s.drain(batch, all)
+		spare, open = s.drain(spare, all)
 		if s.spill.pending() && !s.o.Now().Before(nextReplay) {
 			if s.replay() {
 				retry = s.o.Retry
@@ -212,33 +219,29 @@ func (s *Sink) run() {
 	}
 }
 
-// drain takes what is queued without waiting for more and writes it a
-// full batch at a time; with all, the last partial batch too, otherwise
-// that stays in the returned batch for the next call. It reports false
-// once the queue is closed and empty, everything written.
-func (s *Sink) drain(batch []Record, all bool) ([]Record, bool) {
-	for {
-		select {
-		case r, ok := <-s.ch:
-			if !ok {
-				if len(batch) > 0 {
-					s.write(batch)
-				}
-				return batch[:0], false
-			}
-			batch = append(batch, r)
-			if len(batch) == s.o.Batch {
-				s.write(batch)
-				batch = batch[:0]
-			}
-		default:
-			if all && len(batch) > 0 {
-				s.write(batch)
-				batch = batch[:0]
-			}
-			return batch, true
-		}
+// drain takes what is queued, leaving spare (emptied) in its place, and
+// writes it a full batch at a time; with all, or once the sink is
+// closed, the last partial batch too, otherwise that stays queued, ahead
+// of what comes next. It returns the buffer it took, for the next call's
+// spare, and reports false once the sink is closed and everything
+// queued is written.
+func (s *Sink) drain(spare []Record, all bool) ([]Record, bool) {
+	batch := s.o.Batch
+	s.mu.Lock()
+	closed := s.closed
+	q := s.queue
+	n := len(q)
+	if !all && !closed {
+		n -= n % batch
 	}
+	s.queue = append(spare[:0], q[n:]...) // the partial batch left, if any
+	s.mu.Unlock()
+	for i := 0; i < n; i += batch {
+		j := min(i+batch, n)
+		s.write(q[i:j:j]) // capped: a store that appends cannot reach the next batch
+	}
+	clear(q) // the records' bodies and strings are not kept alive by the spare
+	return q[:0], !closed
 }
 
 // write stores one batch, or spills it.

@@ -356,3 +356,66 @@ func TestSinkFreshBatches(t *testing.T) {
 		}
 	}
 }
+
+// appendingStore records each batch's ids and then appends to the slice
+// it was given, as a store is free to: the sink must not let that reach
+// records it has not written yet.
+type appendingStore struct {
+	memStore
+	sizes []int
+}
+
+func (a *appendingStore) WriteRecords(ctx context.Context, rs []Record) error {
+	a.sizes = append(a.sizes, len(rs))
+	if err := a.memStore.WriteRecords(ctx, rs); err != nil {
+		return err
+	}
+	_ = append(rs, Record{RequestID: "scribbled"})
+	return nil
+}
+
+// TestSinkDrainQueue drives the writer's drain by hand (no writer
+// goroutine): a kick writes the full batches and leaves the partial one
+// queued ahead of later records; a tick or Close writes everything; the
+// order holds throughout, each batch at most Batch long, and a store
+// appending to its batch does not change the next.
+func TestSinkDrainQueue(t *testing.T) {
+	sp, err := openSpill(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &appendingStore{memStore: *newMemStore()}
+	s := &Sink{o: SinkOptions{Batch: 3, Queue: 100}, store: st, spill: sp, kick: make(chan struct{}, 1)}
+	s.o.defaults()
+	for i := range 7 {
+		s.Add(rec(i))
+	}
+	spare, open := s.drain(nil, false) // a kick: 0-2 and 3-5; 6 stays
+	if !open || s.Depth() != 1 {
+		t.Fatalf("after a kick: open %v, %d queued; want true, 1", open, s.Depth())
+	}
+	s.Add(rec(7))
+	s.Add(rec(8))
+	s.Add(rec(9))
+	spare, _ = s.drain(spare, false) // 6-8; 9 stays
+	spare, _ = s.drain(spare, true)  // a tick: 9
+	for i := 10; i < 15; i++ {
+		s.Add(rec(i))
+	}
+	s.mu.Lock() // what Close does before it waits for the writer
+	s.closed = true
+	s.mu.Unlock()
+	if _, open := s.drain(spare, false); open || s.Depth() != 0 {
+		t.Fatalf("after Close: open %v, %d queued; want false, 0", open, s.Depth())
+	}
+	s.Add(rec(15)) // late: spilled, not queued
+	if s.Spilled() != 1 || s.Depth() != 0 {
+		t.Fatalf("a late record: %d spilled, %d queued; want 1, 0", s.Spilled(), s.Depth())
+	}
+	if diff := cmp.Diff(ids(0, 15), st.stored()); diff != "" {
+		t.Fatalf("stored (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{3, 3, 3, 1, 3, 2}, st.sizes); diff != "" {
+		t.Fatalf("batch sizes (-want +got):\n%s", diff)
+	}
+}
