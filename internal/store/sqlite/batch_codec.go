@@ -76,28 +76,29 @@ func (e *batchEncoder) blob() []byte {
 	return e.buf
 }
 
-// str appends s, or the mark of a repeat when it equals prev, and
-// reports whether it did the latter.
-func (e *batchEncoder) str(s, prev string) bool {
+// appendStr appends s, or the mark of a repeat when it equals prev, and
+// reports whether it did the latter. The encoder's appends are functions
+// of a local slice, not methods writing e.buf: the slice stays in
+// registers across a record's thirty fields instead of being loaded and
+// stored back around each.
+func appendStr(b []byte, s, prev string) ([]byte, bool) {
 	if s == prev {
-		e.buf = append(e.buf, 0)
-		return true
+		return append(b, 0), true
 	}
-	e.buf = binary.AppendUvarint(e.buf, uint64(len(s))+1)
-	e.buf = append(e.buf, s...)
-	return false
+	b = binary.AppendUvarint(b, uint64(len(s))+1)
+	return append(b, s...), false
 }
 
-func (e *batchEncoder) whole(s string) {
-	e.buf = binary.AppendUvarint(e.buf, uint64(len(s)))
-	e.buf = append(e.buf, s...)
+func appendWhole(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
-func (e *batchEncoder) f64(v float64) {
+func appendF64(b []byte, v float64) []byte {
 	if v != v {
 		v = 0 // NaN: stored as 0, as the other stores do
 	}
-	e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(v))
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 }
 
 // noRecord is the previous record of a batch's first: all empty.
@@ -115,56 +116,59 @@ func (e *batchEncoder) addHashed(r *account.Record, id uint32) {
 		e.minT, e.maxT, e.started = at, at, true
 	}
 	e.minT, e.maxT = min(e.minT, at), max(e.maxT, at)
-	p := e.prev
-	e.whole(r.RequestID)
-	e.buf = binary.AppendVarint(e.buf, at-e.prevAt)
-	e.str(r.Endpoint, p.Endpoint)
+	p, first := e.prev, e.n == 0
+	b := appendWhole(e.buf, r.RequestID)
+	b = binary.AppendVarint(b, at-e.prevAt)
+	b, _ = appendStr(b, r.Endpoint, p.Endpoint)
 	// A value the previous record had is in the summary already.
-	if !e.str(r.KeyID, p.KeyID) || e.n == 0 {
+	var same bool
+	if b, same = appendStr(b, r.KeyID, p.KeyID); !same || first {
 		e.sum.put(sumKey, r.KeyID)
 	}
-	if !e.str(r.ProjectID, p.ProjectID) || e.n == 0 {
+	if b, same = appendStr(b, r.ProjectID, p.ProjectID); !same || first {
 		e.sum.put(sumProjectID, r.ProjectID)
 	}
-	if !e.str(r.Project, p.Project) || e.n == 0 {
+	if b, same = appendStr(b, r.Project, p.Project); !same || first {
 		e.sum.put(sumProject, r.Project)
 	}
-	if !e.str(r.Customer, p.Customer) || e.n == 0 {
+	if b, same = appendStr(b, r.Customer, p.Customer); !same || first {
 		e.sum.put(sumCustomer, r.Customer)
 	}
-	if !e.str(r.Model, p.Model) || e.n == 0 {
+	if b, same = appendStr(b, r.Model, p.Model); !same || first {
 		e.sum.put(sumModel, r.Model)
 	}
-	e.str(r.ServedModel, p.ServedModel)
-	if !e.str(r.Provider, p.Provider) || e.n == 0 {
+	b, _ = appendStr(b, r.ServedModel, p.ServedModel)
+	if b, same = appendStr(b, r.Provider, p.Provider); !same || first {
 		e.sum.put(sumProvider, r.Provider)
 	}
-	e.str(r.Deployment, p.Deployment)
-	if r.Status != p.Status || e.n == 0 {
+	b, _ = appendStr(b, r.Deployment, p.Deployment)
+	if r.Status != p.Status || first {
 		e.sum.putStatus(r.Status)
 	}
-	e.buf = binary.AppendUvarint(e.buf, uint64(max(r.Status, 0)))
-	e.str(r.ErrorKind, p.ErrorKind)
-	for _, v := range [...]int64{int64(r.PromptTokens), int64(r.CompletionTokens), int64(r.CachedTokens),
-		int64(r.ReasoningTokens), int64(r.Cost), int64(r.Saved)} {
-		e.buf = binary.AppendVarint(e.buf, v)
-	}
-	e.str(r.UsageSource, p.UsageSource)
-	e.f64(r.LatencyMS)
-	e.f64(r.TTFTMS)
-	e.f64(r.OverheadMS)
-	if !e.str(r.Cache, p.Cache) || e.n == 0 {
+	b = binary.AppendUvarint(b, uint64(max(r.Status, 0)))
+	b, _ = appendStr(b, r.ErrorKind, p.ErrorKind)
+	b = binary.AppendVarint(b, int64(r.PromptTokens))
+	b = binary.AppendVarint(b, int64(r.CompletionTokens))
+	b = binary.AppendVarint(b, int64(r.CachedTokens))
+	b = binary.AppendVarint(b, int64(r.ReasoningTokens))
+	b = binary.AppendVarint(b, int64(r.Cost))
+	b = binary.AppendVarint(b, int64(r.Saved))
+	b, _ = appendStr(b, r.UsageSource, p.UsageSource)
+	b = appendF64(b, r.LatencyMS)
+	b = appendF64(b, r.TTFTMS)
+	b = appendF64(b, r.OverheadMS)
+	if b, same = appendStr(b, r.Cache, p.Cache); !same || first {
 		e.sum.put(sumCache, r.Cache)
 	}
-	e.buf = binary.AppendUvarint(e.buf, uint64(max(r.Attempts, 0)))
+	b = binary.AppendUvarint(b, uint64(max(r.Attempts, 0)))
 	if r.Stream {
-		e.buf = append(e.buf, 1)
+		b = append(b, 1)
 	} else {
-		e.buf = append(e.buf, 0)
+		b = append(b, 0)
 	}
-	e.labels(r.Labels)
-	e.whole(r.RequestBody)
-	e.whole(r.ResponseBody)
+	b = appendLabels(b, r.Labels)
+	b = appendWhole(b, r.RequestBody)
+	e.buf = appendWhole(b, r.ResponseBody)
 
 	e.prev = r
 	e.prevAt = at
@@ -172,17 +176,16 @@ func (e *batchEncoder) addHashed(r *account.Record, id uint32) {
 	e.n++
 }
 
-func (e *batchEncoder) labels(m map[string]string) {
-	e.buf = binary.AppendUvarint(e.buf, uint64(len(m)))
+func appendLabels(b []byte, m map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(m)))
 	switch len(m) {
 	case 0:
-		return
+		return b
 	case 1:
 		for k, v := range m {
-			e.whole(k)
-			e.whole(v)
+			b = appendWhole(appendWhole(b, k), v)
 		}
-		return
+		return b
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -190,9 +193,9 @@ func (e *batchEncoder) labels(m map[string]string) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		e.whole(k)
-		e.whole(m[k])
+		b = appendWhole(appendWhole(b, k), m[k])
 	}
+	return b
 }
 
 // idHash is the 32-bit FNV-1a hash of a request id: what a batch row
