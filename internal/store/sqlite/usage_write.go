@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -65,6 +66,7 @@ type recordWriter struct {
 	sum    []byte
 	order  []uint64 // id hash << 32 | index, sorted: the batch's ids for the duplicate checks
 	hashes []uint32 // the idHash of each record of the batch, by index
+	slots  []int32  // repeatedIDs' table: index+1 of a record, 0 empty
 }
 
 // The indexes in recordWriter.stmts, in writerSQL's order.
@@ -283,6 +285,9 @@ func (w *recordWriter) insertEncoded(ctx context.Context) error {
 // one request id in rs, and with checkStored those whose id is stored.
 // nil when there are none, which is nearly always.
 func (w *recordWriter) duplicates(ctx context.Context, rs []account.Record, checkStored bool) ([]bool, error) {
+	if !checkStored {
+		return w.repeatedIDs(rs), nil
+	}
 	w.order, w.hashes = w.order[:0], w.hashes[:0]
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for i := range rs {
@@ -336,6 +341,46 @@ func (w *recordWriter) duplicates(ctx context.Context, rs []account.Record, chec
 		}
 	}
 	return skip, nil
+}
+
+// repeatedIDs is duplicates without the look among stored records (a
+// fresh batch): it marks the second and later of equal ids in rs, and
+// fills w.hashes. The ids' hashes go into an open-addressed table of at
+// least twice len(rs) slots, cleared per batch, where duplicates sorts
+// them: a record costs an insert, a few instructions, where the sort
+// cost it a hundred or so (BENCHMARKS.md, "recordcut3"); the sorted
+// order is needed only to look the batch's hashes up among stored
+// batches' (suspectBatches).
+func (w *recordWriter) repeatedIDs(rs []account.Record) []bool {
+	if len(rs) == 0 {
+		w.hashes = w.hashes[:0]
+		return nil
+	}
+	size := 1 << bits.Len(uint(2*len(rs)-1)) // a power of two, ≥ 2·len(rs)
+	w.slots = slices.Grow(w.slots[:0], size)[:size]
+	clear(w.slots)
+	w.hashes = w.hashes[:0]
+	mask := uint32(size - 1)
+	var skip []bool
+	for i := range rs {
+		h := idHash(rs[i].RequestID)
+		w.hashes = append(w.hashes, h)
+		for at := h & mask; ; at = (at + 1) & mask {
+			j := w.slots[at]
+			if j == 0 {
+				w.slots[at] = int32(i + 1)
+				break
+			}
+			if w.hashes[j-1] == h && rs[j-1].RequestID == rs[i].RequestID {
+				if skip == nil {
+					skip = make([]bool, len(rs))
+				}
+				skip[i] = true // the first of its id is in the table
+				break
+			}
+		}
+	}
+	return skip
 }
 
 // suspectBatches lists the stored batches in [lo, hi] holding an id
