@@ -62,6 +62,7 @@ type conn struct {
 	headerSize int
 	handedOver bool                  // given to Server.HTTP2: not closed here
 	body       *[bodyBufferSize]byte // a response's held body, reused request after request; nil: none held
+	fieldBuf   []byte                // the lines a handler hands over (FieldWriter), reused request after request
 }
 
 func (c *conn) serve() {

@@ -43,6 +43,9 @@ type response struct {
 	haveType, haveDate, haveEncoding, haveConn bool
 
 	body []byte // held body bytes (the connection's buffer); nil until the first write
+	// fields are the lines the handler handed over (FieldWriter), in the
+	// connection's field buffer; nil: none.
+	fields []byte
 
 	wants10KeepAlive  bool
 	wantsClose        bool
@@ -327,6 +330,10 @@ func (w *response) writeHead() {
 			continue
 		}
 		bw.field(k, vv)
+	}
+	if w.fields != nil {
+		bw.bytes(w.fields)
+		w.keepFields()
 	}
 	bw.flush()
 }

@@ -1,0 +1,90 @@
+package h1
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestFieldWriter: lines handed over through FieldWriter go out with the
+// map's fields, once, on every answer of a connection (the buffer is
+// reused), in a header net/http's client parses; lines handed over after
+// the header, and the map's changes after it, are not sent; a 1xx does
+// not carry them.
+func TestFieldWriter(t *testing.T) {
+	addr := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fw := w.(FieldWriter)
+		n := r.URL.Query().Get("n")
+		w.Header().Set("X-Map", "m"+n)
+		b := fw.FieldBuffer()
+		b = append(b, "X-Raw-One: 1-"...)
+		b = append(b, n...)
+		b = append(b, "\r\nX-Raw-Two: two\r\n"...)
+		fw.AppendFields(b)
+		// Formatted elsewhere: copied.
+		fw.AppendFields([]byte("X-Raw-Three: " + strings.Repeat("3", 600) + "\r\n"))
+		if r.URL.Path == "/early" {
+			w.WriteHeader(http.StatusEarlyHints)
+		}
+		w.WriteHeader(http.StatusCreated)
+		fw.AppendFields([]byte("X-Late: late\r\n"))
+		w.Header().Set("X-Late-Map", "late")
+		_, _ = io.WriteString(w, "body "+n)
+	})})
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	for _, n := range []string{"1", "22", "333"} {
+		for _, path := range []string{"/", "/early"} {
+			if _, err := io.WriteString(c, "GET "+path+"?n="+n+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			if path == "/early" {
+				// The 1xx: the map's fields only.
+				line, _ := br.ReadString('\n')
+				if line != "HTTP/1.1 103 Early Hints\r\n" {
+					t.Fatalf("interim status line %q", line)
+				}
+				var head []string
+				for {
+					l, err := br.ReadString('\n')
+					if err != nil {
+						t.Fatal(err)
+					}
+					if l == "\r\n" {
+						break
+					}
+					head = append(head, l)
+				}
+				if diff := cmp.Diff([]string{"X-Map: m" + n + "\r\n"}, head); diff != "" {
+					t.Errorf("%s?n=%s: 103 fields (-want +got):\n%s", path, n, diff)
+				}
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated || string(body) != "body "+n {
+				t.Fatalf("%s?n=%s: %d %q", path, n, resp.StatusCode, body)
+			}
+			resp.Header.Del("Date")
+			want := http.Header{
+				"X-Map":          {"m" + n},
+				"X-Raw-One":      {"1-" + n},
+				"X-Raw-Two":      {"two"},
+				"X-Raw-Three":    {strings.Repeat("3", 600)},
+				"Content-Length": {strconv.Itoa(len(body))},
+				"Content-Type":   {"text/plain; charset=utf-8"},
+			}
+			if diff := cmp.Diff(want, resp.Header); diff != "" {
+				t.Errorf("%s?n=%s: header (-want +got):\n%s", path, n, diff)
+			}
+		}
+	}
+}
