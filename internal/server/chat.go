@@ -197,14 +197,30 @@ func (x *exchange) chatStream(call *provider.Call, resp *http.Response, a route.
 	return x.opened(o)
 }
 
-// writeJSON sends a successful JSON body.
+// writeJSON sends a successful JSON body. The exchange's own fields go
+// to a fieldWriter as lines when there is one; Content-Type and
+// Content-Length stay in the map, which is where the engine looks for
+// the fields that frame the body.
 func (x *exchange) writeJSON(body []byte) {
-	x.headers()
+	fw := x.fw
+	if x.mapHeaders {
+		fw = nil
+	}
+	var lines []byte
+	if fw != nil {
+		lines = x.appendHeaders(fw.FieldBuffer())
+	} else {
+		x.headers()
+	}
 	x.written = true
 	h := x.w.Header()
 	if x.adm.on {
 		cost := x.costHeader()
-		h[hdrCost] = x.vals.one(valCost, cost)
+		if fw != nil {
+			lines = appendField(lines, hdrCost, cost)
+		} else {
+			h[hdrCost] = x.vals.one(valCost, cost)
+		}
 		if x.usageSlot.End > 0 { // for clients that read no headers
 			body = llm.SetUsageCostAt(body, x.usageSlot, cost)
 		} else {
@@ -213,6 +229,9 @@ func (x *exchange) writeJSON(body []byte) {
 	}
 	if x.cache.pending != nil {
 		x.storeAnswer()
+	}
+	if fw != nil {
+		fw.AppendFields(lines)
 	}
 	h[hdrContentType] = jsonContentType
 	if len(body) > autoContentLength {
