@@ -88,3 +88,18 @@ func TestFieldWriter(t *testing.T) {
 		}
 	}
 }
+
+// TestGetIsHeaderGet: get finds what Header.Get finds for the names
+// writeHead looks up, however the handler set them.
+func TestGetIsHeaderGet(t *testing.T) {
+	for _, name := range []string{"Content-Length", "Transfer-Encoding", "Connection", "Content-Encoding"} {
+		if c := http.CanonicalHeaderKey(name); c != name {
+			t.Errorf("%q is not canonical (%q)", name, c)
+		}
+		for _, h := range []http.Header{{}, {name: {"a", "b"}}, {name: {}}, {strings.ToLower(name): {"x"}}} {
+			if got, want := get(h, name), h.Get(name); got != want {
+				t.Errorf("%v: get %q, Header.Get %q", h, got, want)
+			}
+		}
+	}
+}

@@ -95,7 +95,7 @@ func (w *response) WriteHeader(code int) {
 	w.wroteHeader = true
 	w.status = code
 	h := w.header
-	if cl := h.Get("Content-Length"); cl != "" {
+	if cl := get(h, "Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.contentLength = v
 		} else {
@@ -292,12 +292,12 @@ func (w *response) writeHead() {
 		w.hasTrailers = true
 		w.declareTrailers(v)
 	}
-	w.te = h.Get("Transfer-Encoding")
-	w.handlerCL = h.Get("Content-Length") != ""
-	w.connField = h.Get("Connection")
+	w.te = get(h, "Transfer-Encoding")
+	w.handlerCL = get(h, "Content-Length") != ""
+	w.connField = get(h, "Connection")
 	_, w.haveType = h["Content-Type"]
 	_, w.haveDate = h["Date"]
-	w.haveEncoding = h.Get("Content-Encoding") != ""
+	w.haveEncoding = get(h, "Content-Encoding") != ""
 	_, w.haveConn = h["Connection"]
 
 	// The handler's fields left out of the block: as net/http's
@@ -517,6 +517,15 @@ func (e exclusions) has(k string) bool {
 		return e&exConnection != 0
 	}
 	return false
+}
+
+// get is h.Get for a name already canonical: the same lookup without
+// canonicalising the constant name again (five of them an answer).
+func get(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func bodyAllowed(status int) bool {
