@@ -122,3 +122,24 @@ func TestExchangeFieldLines(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendValue: a value goes out as it is when every byte may be in
+// a header value, with the others turned into spaces otherwise, at
+// every position of an eight-byte word and in the tail.
+func TestAppendValue(t *testing.T) {
+	for _, c := range []byte{0, '\t', '\n', '\r', 0x1f, ' ', 'a', '~', 0x7f, 0x80, 0xff} {
+		for n := 1; n <= 19; n++ {
+			for i := 0; i < n; i++ {
+				v := []byte(strings.Repeat("m", n))
+				v[i] = c
+				in := string(v)
+				if (c < ' ' && c != '\t') || c == 0x7f {
+					v[i] = ' '
+				}
+				if got, want := string(appendValue(nil, in)), string(v); got != want {
+					t.Errorf("byte %#x at %d of %d: %q, want %q", c, i, n, got, want)
+				}
+			}
+		}
+	}
+}
