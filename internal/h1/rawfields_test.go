@@ -103,3 +103,19 @@ func TestGetIsHeaderGet(t *testing.T) {
 		}
 	}
 }
+
+// TestHasToken: a token counts between spaces, tabs and commas, as
+// net/http's server reads Connection and Expect.
+func TestHasToken(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want bool
+	}{
+		{"close", true}, {"Close", true}, {"0 Close", true}, {"keep-alive, close", true}, {"x,\tclose ", true},
+		{"closed", false}, {"unclose", false}, {"clo", false}, {"", false}, {"close-ish", false},
+	} {
+		if got := hasToken(c.v, "close"); got != c.want {
+			t.Errorf("hasToken(%q, close) = %v, want %v", c.v, got, c.want)
+		}
+	}
+}
