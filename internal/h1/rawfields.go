@@ -16,16 +16,22 @@ package h1
 // The lines go out in the response's header block, after the map's
 // fields, and only there: not in a 1xx interim response, not in the
 // trailers, and the map never sees them (Header().Get does not find
-// them, Header().Del does not remove them). Lines handed over after the
-// header was written are dropped, as changes to the map are.
+// them, Header().Del does not remove them), and they go out whatever the
+// status. A field is in one place, the lines or the map, never both.
+// The lines carry no field that frames the body (Content-Length,
+// Transfer-Encoding, Connection, Trailer) nor Date: the engine decides
+// those from the map. Content-Type may be among them, said so by typed,
+// so the engine sniffs none. Lines handed over after the header was
+// written are dropped, as changes to the map are.
 type FieldWriter interface {
 	// FieldBuffer returns an empty buffer with room to format lines
 	// into (the connection's, reused from answer to answer), as
 	// bufio.Writer.AvailableBuffer does: append to it, then hand the
 	// result to AppendFields.
 	FieldBuffer() []byte
-	// AppendFields adds lines to those the header block will carry.
-	AppendFields(lines []byte)
+	// AppendFields adds lines to those the header block will carry;
+	// typed: a Content-Type field is among them.
+	AppendFields(lines []byte, typed bool)
 }
 
 var _ FieldWriter = (*response)(nil)
@@ -47,10 +53,11 @@ func (w *response) FieldBuffer() []byte {
 	return w.fields[len(w.fields):len(w.fields)]
 }
 
-func (w *response) AppendFields(lines []byte) {
+func (w *response) AppendFields(lines []byte, typed bool) {
 	if w.wroteHeader || len(lines) == 0 {
 		return
 	}
+	w.typedFields = w.typedFields || typed
 	if w.fields == nil {
 		w.FieldBuffer()
 	}

@@ -25,14 +25,14 @@ func TestFieldWriter(t *testing.T) {
 		b = append(b, "X-Raw-One: 1-"...)
 		b = append(b, n...)
 		b = append(b, "\r\nX-Raw-Two: two\r\n"...)
-		fw.AppendFields(b)
+		fw.AppendFields(b, false)
 		// Formatted elsewhere: copied.
-		fw.AppendFields([]byte("X-Raw-Three: " + strings.Repeat("3", 600) + "\r\n"))
+		fw.AppendFields([]byte("X-Raw-Three: "+strings.Repeat("3", 600)+"\r\n"), false)
 		if r.URL.Path == "/early" {
 			w.WriteHeader(http.StatusEarlyHints)
 		}
 		w.WriteHeader(http.StatusCreated)
-		fw.AppendFields([]byte("X-Late: late\r\n"))
+		fw.AppendFields([]byte("X-Late: late\r\n"), false)
 		w.Header().Set("X-Late-Map", "late")
 		_, _ = io.WriteString(w, "body "+n)
 	})})
@@ -116,6 +116,30 @@ func TestHasToken(t *testing.T) {
 	} {
 		if got := hasToken(c.v, "close"); got != c.want {
 			t.Errorf("hasToken(%q, close) = %v, want %v", c.v, got, c.want)
+		}
+	}
+}
+
+// TestFieldWriterTyped: a Content-Type handed over as a line, said so,
+// is the answer's only one (the engine sniffs none from the body); one
+// not said so gets a sniffed one next to it, which is why typed exists.
+func TestFieldWriterTyped(t *testing.T) {
+	addr := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.(FieldWriter).AppendFields([]byte("Content-Type: application/json\r\n"), r.URL.Path == "/typed")
+		_, _ = io.WriteString(w, "<html>{}</html>")
+	})})
+	for path, want := range map[string][]string{
+		"/typed":   {"application/json"},
+		"/untyped": {"application/json", "text/html; charset=utf-8"},
+	} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if diff := cmp.Diff(want, resp.Header["Content-Type"]); diff != "" {
+			t.Errorf("%s: Content-Type (-want +got):\n%s", path, diff)
 		}
 	}
 }

@@ -45,7 +45,8 @@ type response struct {
 	body []byte // held body bytes (the connection's buffer); nil until the first write
 	// fields are the lines the handler handed over (FieldWriter), in the
 	// connection's field buffer; nil: none.
-	fields []byte
+	fields      []byte
+	typedFields bool // fields carry a Content-Type
 
 	wants10KeepAlive  bool
 	wantsClose        bool
@@ -296,6 +297,7 @@ func (w *response) writeHead() {
 	w.handlerCL = get(h, "Content-Length") != ""
 	w.connField = get(h, "Connection")
 	_, w.haveType = h["Content-Type"]
+	w.haveType = w.haveType || w.typedFields
 	_, w.haveDate = h["Date"]
 	w.haveEncoding = get(h, "Content-Encoding") != ""
 	_, w.haveConn = h["Connection"]

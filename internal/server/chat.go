@@ -198,8 +198,8 @@ func (x *exchange) chatStream(call *provider.Call, resp *http.Response, a route.
 }
 
 // writeJSON sends a successful JSON body. The exchange's own fields go
-// to a fieldWriter as lines when there is one; Content-Type and
-// Content-Length stay in the map, which is where the engine looks for
+// to a fieldWriter as lines when there is one, Content-Type with them;
+// Content-Length stays in the map, which is where the engine looks for
 // the fields that frame the body.
 func (x *exchange) writeJSON(body []byte) {
 	fw := x.fw
@@ -213,13 +213,12 @@ func (x *exchange) writeJSON(body []byte) {
 		x.headers()
 	}
 	x.written = true
-	h := x.w.Header()
 	if x.adm.on {
 		cost := x.costHeader()
 		if fw != nil {
 			lines = appendField(lines, hdrCost, cost)
 		} else {
-			h[hdrCost] = x.vals.one(valCost, cost)
+			x.w.Header()[hdrCost] = x.vals.one(valCost, cost)
 		}
 		if x.usageSlot.End > 0 { // for clients that read no headers
 			body = llm.SetUsageCostAt(body, x.usageSlot, cost)
@@ -231,11 +230,12 @@ func (x *exchange) writeJSON(body []byte) {
 		x.storeAnswer()
 	}
 	if fw != nil {
-		fw.AppendFields(lines)
+		fw.AppendFields(append(lines, hdrContentType+": application/json\r\n"...), true)
+	} else {
+		x.w.Header()[hdrContentType] = jsonContentType
 	}
-	h[hdrContentType] = jsonContentType
 	if len(body) > autoContentLength {
-		h["Content-Length"] = []string{itoa(len(body))}
+		x.w.Header()["Content-Length"] = []string{itoa(len(body))}
 	}
 	x.w.WriteHeader(http.StatusOK)
 	_, _ = x.w.Write(body)

@@ -116,7 +116,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
 	x.id = newRequestID()
 	if x.fw = fieldWriterOf(w); x.fw != nil {
-		x.fw.AppendFields(appendField(x.fw.FieldBuffer(), hdrRequestID, x.id))
+		x.fw.AppendFields(appendField(x.fw.FieldBuffer(), hdrRequestID, x.id), false)
 	} else {
 		w.Header()[hdrRequestID] = x.vals.one(valRequestID, x.id)
 	}

@@ -9,7 +9,7 @@ import "net/http"
 // map entries nor the engine's per-field checks.
 type fieldWriter interface {
 	FieldBuffer() []byte
-	AppendFields(lines []byte)
+	AppendFields(lines []byte, typed bool)
 }
 
 // fieldWriterOf finds w's fieldWriter, through the wrappers that unwrap

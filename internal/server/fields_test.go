@@ -32,7 +32,7 @@ func (f *fieldRecorder) Write(p []byte) (int, error) {
 
 func (f *fieldRecorder) FieldBuffer() []byte { return f.lines[len(f.lines):] }
 
-func (f *fieldRecorder) AppendFields(lines []byte) {
+func (f *fieldRecorder) AppendFields(lines []byte, _ bool) {
 	if !f.wrote {
 		f.lines = append(f.lines, lines...)
 	}

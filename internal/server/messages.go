@@ -37,7 +37,7 @@ func (s *Server) beginAnthropic(w http.ResponseWriter, r *http.Request) *exchang
 	x.dialect = dialectAnthropic
 	// Where Anthropic's SDKs look for it.
 	if x.fw != nil {
-		x.fw.AppendFields(appendField(x.fw.FieldBuffer(), "Request-Id", x.id))
+		x.fw.AppendFields(appendField(x.fw.FieldBuffer(), "Request-Id", x.id), false)
 	} else {
 		w.Header()["Request-Id"] = []string{x.id}
 	}
