@@ -62,6 +62,7 @@ type conn struct {
 	headerSize int
 	handedOver bool                  // given to Server.HTTP2: not closed here
 	body       *[bodyBufferSize]byte // a response's held body, reused request after request; nil: none held
+	fieldBuf   []byte                // the lines a handler hands over (FieldWriter), reused request after request
 }
 
 func (c *conn) serve() {
@@ -417,18 +418,27 @@ func (w connWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// hasToken reports whether v, a comma-separated header value, holds
-// token (ASCII case-insensitive).
+// hasToken reports whether v holds token (ASCII, compared without case)
+// between boundaries: the value's ends, spaces, tabs or commas. That is
+// net/http's server's reading, looser than a comma-separated list: it
+// takes "0 close" in a Connection field for close, and the engine must
+// answer as net/http does (FuzzDifferential).
 func hasToken(v, token string) bool {
-	for v != "" {
-		var f string
-		f, v, _ = strings.Cut(v, ",")
-		if strings.EqualFold(strings.Trim(f, " \t"), token) {
+	for i := 0; i+len(token) <= len(v); i++ {
+		if i > 0 && !tokenBoundary(v[i-1]) {
+			continue
+		}
+		if end := i + len(token); end < len(v) && !tokenBoundary(v[end]) {
+			continue
+		}
+		if strings.EqualFold(v[i:i+len(token)], token) {
 			return true
 		}
 	}
 	return false
 }
+
+func tokenBoundary(c byte) bool { return c == ' ' || c == ',' || c == '\t' }
 
 // http2Preface is the part of the HTTP/2 client preface that tells it
 // from an HTTP/1.x request line (what net/http's own check reads).

@@ -40,6 +40,12 @@ func (w *blockWriter) str(s string) {
 	w.b = append(w.b, s...)
 }
 
+// bytes gathers p as it is (lines the handler vouched for, FieldWriter).
+func (w *blockWriter) bytes(p []byte) {
+	w.room(len(p))
+	w.b = append(w.b, p...)
+}
+
 // field gathers one line per value of the handler's field k. A name that
 // is not a plain token is left out (a name is the handler's, but a CR or
 // colon in one would split the header block); a value's control bytes

@@ -43,6 +43,10 @@ type response struct {
 	haveType, haveDate, haveEncoding, haveConn bool
 
 	body []byte // held body bytes (the connection's buffer); nil until the first write
+	// fields are the lines the handler handed over (FieldWriter), in the
+	// connection's field buffer; nil: none.
+	fields      []byte
+	typedFields bool // fields carry a Content-Type
 
 	wants10KeepAlive  bool
 	wantsClose        bool
@@ -92,7 +96,7 @@ func (w *response) WriteHeader(code int) {
 	w.wroteHeader = true
 	w.status = code
 	h := w.header
-	if cl := h.Get("Content-Length"); cl != "" {
+	if cl := get(h, "Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.contentLength = v
 		} else {
@@ -289,12 +293,13 @@ func (w *response) writeHead() {
 		w.hasTrailers = true
 		w.declareTrailers(v)
 	}
-	w.te = h.Get("Transfer-Encoding")
-	w.handlerCL = h.Get("Content-Length") != ""
-	w.connField = h.Get("Connection")
+	w.te = get(h, "Transfer-Encoding")
+	w.handlerCL = get(h, "Content-Length") != ""
+	w.connField = get(h, "Connection")
 	_, w.haveType = h["Content-Type"]
+	w.haveType = w.haveType || w.typedFields
 	_, w.haveDate = h["Date"]
-	w.haveEncoding = h.Get("Content-Encoding") != ""
+	w.haveEncoding = get(h, "Content-Encoding") != ""
 	_, w.haveConn = h["Connection"]
 
 	// The handler's fields left out of the block: as net/http's
@@ -327,6 +332,10 @@ func (w *response) writeHead() {
 			continue
 		}
 		bw.field(k, vv)
+	}
+	if w.fields != nil {
+		bw.bytes(w.fields)
+		w.keepFields()
 	}
 	bw.flush()
 }
@@ -510,6 +519,15 @@ func (e exclusions) has(k string) bool {
 		return e&exConnection != 0
 	}
 	return false
+}
+
+// get is h.Get for a name already canonical: the same lookup without
+// canonicalising the constant name again (five of them an answer).
+func get(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func bodyAllowed(status int) bool {

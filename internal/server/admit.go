@@ -361,6 +361,37 @@ func (x *exchange) limitHeaders(h http.Header) {
 	}
 }
 
+// appendLimitFields is limitHeaders as lines; the downgrade's model name
+// is the client's, so it goes into the map, which the server checks.
+func (x *exchange) appendLimitFields(b []byte) []byte {
+	a := &x.adm
+	if !a.on {
+		return b
+	}
+	if a.dec.Budgeted {
+		b = append(b, hdrBudgetLeft+": "...)
+		b = append(a.dec.BudgetLeft.Append(b), '\r', '\n')
+	}
+	if a.dec.Allowed && x.rt.Limits.HeadersOnRefusal {
+		return b
+	}
+	for i, q := range [2]limit.Quota{a.dec.Requests, a.dec.Tokens} {
+		if q.Limit <= 0 {
+			continue
+		}
+		b = append(b, quotaHeaderKeys[3*i]...)
+		b = append(strconv.AppendInt(append(b, ':', ' '), q.Limit, 10), '\r', '\n')
+		b = append(b, quotaHeaderKeys[3*i+1]...)
+		b = append(strconv.AppendInt(append(b, ':', ' '), max(q.Remaining, 0), 10), '\r', '\n')
+		b = append(b, quotaHeaderKeys[3*i+2]...)
+		b = append(appendReset(append(b, ':', ' '), q.Reset), '\r', '\n')
+	}
+	if a.downgraded != "" {
+		x.w.Header().Set(hdrDowngradedFrom, a.downgraded)
+	}
+	return b
+}
+
 // quotaHeaders sets the limit, remaining and reset headers of the request
 // and token buckets (of those with a limit). Every admitted response
 // carries them, so their up to six values share one string, kept in

@@ -197,14 +197,29 @@ func (x *exchange) chatStream(call *provider.Call, resp *http.Response, a route.
 	return x.opened(o)
 }
 
-// writeJSON sends a successful JSON body.
+// writeJSON sends a successful JSON body. The exchange's own fields go
+// to a fieldWriter as lines when there is one, Content-Type with them;
+// Content-Length stays in the map, which is where the engine looks for
+// the fields that frame the body.
 func (x *exchange) writeJSON(body []byte) {
-	x.headers()
+	fw := x.fw
+	if x.mapHeaders {
+		fw = nil
+	}
+	var lines []byte
+	if fw != nil {
+		lines = x.appendHeaders(fw.FieldBuffer())
+	} else {
+		x.headers()
+	}
 	x.written = true
-	h := x.w.Header()
 	if x.adm.on {
 		cost := x.costHeader()
-		h[hdrCost] = x.vals.one(valCost, cost)
+		if fw != nil {
+			lines = appendField(lines, hdrCost, cost)
+		} else {
+			x.w.Header()[hdrCost] = x.vals.one(valCost, cost)
+		}
 		if x.usageSlot.End > 0 { // for clients that read no headers
 			body = llm.SetUsageCostAt(body, x.usageSlot, cost)
 		} else {
@@ -214,9 +229,13 @@ func (x *exchange) writeJSON(body []byte) {
 	if x.cache.pending != nil {
 		x.storeAnswer()
 	}
-	h[hdrContentType] = jsonContentType
+	if fw != nil {
+		fw.AppendFields(append(lines, hdrContentType+": application/json\r\n"...), true)
+	} else {
+		x.w.Header()[hdrContentType] = jsonContentType
+	}
 	if len(body) > autoContentLength {
-		h["Content-Length"] = []string{itoa(len(body))}
+		x.w.Header()["Content-Length"] = []string{itoa(len(body))}
 	}
 	x.w.WriteHeader(http.StatusOK)
 	_, _ = x.w.Write(body)

@@ -73,6 +73,13 @@ type exchange struct {
 	// every answer: each field's []string is a window on it, so the
 	// dozen fields of a limited key's answer cost no slice each.
 	vals headerValues
+	// fw takes the header lines the exchange formats itself, when the
+	// server's ResponseWriter can (h1.FieldWriter); nil: they go into
+	// the header map. mapHeaders: headers put them in the map already
+	// (a stream's attempt), so a later answer must too, or they would
+	// go out twice.
+	fw         fieldWriter
+	mapHeaders bool
 
 	// For the usage record (usage.go).
 	customer       string            // the customer the request named, if any
@@ -108,7 +115,11 @@ const (
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
 	x.id = newRequestID()
-	w.Header()[hdrRequestID] = x.vals.one(valRequestID, x.id)
+	if x.fw = fieldWriterOf(w); x.fw != nil {
+		x.fw.AppendFields(appendField(x.fw.FieldBuffer(), hdrRequestID, x.id), false)
+	} else {
+		w.Header()[hdrRequestID] = x.vals.one(valRequestID, x.id)
+	}
 	x.rt.Metrics.Begin() // ended by record
 	x.span = x.rt.Tracer.Request(r)
 	return x
@@ -235,6 +246,7 @@ func (x *exchange) allowProvider() func(d *provider.Deployment) bool {
 
 // headers sets the routing headers every answered request carries.
 func (x *exchange) headers() {
+	x.mapHeaders = true
 	h := x.w.Header()
 	if d := x.deployment; d != nil {
 		answeredBy(h, &x.vals, d.Provider, d.Model, itoa(max(x.attempts, 1)))
@@ -244,6 +256,32 @@ func (x *exchange) headers() {
 	h[hdrCache] = cacheHeader[x.cacheResult()]
 	x.limitHeaders(h)
 	x.setOverhead(h)
+}
+
+// appendHeaders formats the fields headers sets into b, for a
+// fieldWriter: the same fields, as lines.
+func (x *exchange) appendHeaders(b []byte) []byte {
+	if d := x.deployment; d != nil {
+		b = appendAnsweredBy(b, d.Provider, d.Model, max(x.attempts, 1))
+	} else if e := x.cache.hit; e != nil {
+		b = appendAnsweredBy(b, e.Provider, e.ServedModel, 0)
+	}
+	b = appendField(b, hdrCache, cacheHeader[x.cacheResult()][0])
+	b = x.appendLimitFields(b)
+	return x.appendOverhead(b)
+}
+
+// appendAnsweredBy is answeredBy as lines. The names come from the
+// configuration (or a cache entry stored from it), not from a client,
+// but nothing checked them for header use: appendValue does.
+func appendAnsweredBy(b []byte, provider, model string, attempts int) []byte {
+	b = append(b, hdrProvider+": "...)
+	b = appendValue(b, provider)
+	b = append(b, "\r\n"+hdrModel+": "...)
+	b = appendValue(b, model)
+	b = append(b, "\r\n"+hdrAttempts+": "...)
+	b = strconv.AppendInt(b, int64(attempts), 10)
+	return append(b, '\r', '\n')
 }
 
 // The headers saying who answered, in canonical form.

@@ -35,7 +35,12 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 func (s *Server) beginAnthropic(w http.ResponseWriter, r *http.Request) *exchange {
 	x := s.begin(w, r)
 	x.dialect = dialectAnthropic
-	w.Header().Set("Request-Id", x.id) // where Anthropic's SDKs look for it
+	// Where Anthropic's SDKs look for it.
+	if x.fw != nil {
+		x.fw.AppendFields(appendField(x.fw.FieldBuffer(), "Request-Id", x.id), false)
+	} else {
+		w.Header()["Request-Id"] = []string{x.id}
+	}
 	return x
 }
 

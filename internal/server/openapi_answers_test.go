@@ -3,9 +3,13 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/internal/openapitest"
 )
@@ -173,8 +177,27 @@ func all(checks ...func(t *testing.T, a *answer)) func(t *testing.T, a *answer) 
 // that succeed and requests that fail in each documented way, holds each
 // answer to the document, and requires every documented status of every
 // operation to have been seen.
+//
+// It runs on both HTTP/1 engines, and each answer must carry the same
+// header fields on both.
 func TestOpenAPIAnswers(t *testing.T) {
-	e := newAPIEnv(t)
+	fields := map[string]map[string]string{}
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) { fields[engine] = openAPIAnswers(t, engine) })
+	}
+	if t.Failed() {
+		return
+	}
+	if diff := cmp.Diff(fields["net/http"], fields["gatehouse"]); diff != "" {
+		t.Errorf("header fields by call, net/http's server (-) and gatehouse's (+):\n%s", diff)
+	}
+}
+
+// openAPIAnswers runs TestOpenAPIAnswers' calls on engine and returns
+// the names of each answer's header fields, by call.
+func openAPIAnswers(t *testing.T, engine string) map[string]string {
+	fields := map[string]string{}
+	e := newAPIEnv(t, engine)
 	main := bearer(keyMain)
 	big := `{"model":"chat","messages":[{"role":"user","content":"` + strings.Repeat("a", 70<<10) + `"}]}`
 	const chat, embed, msgs, count = "/v1/chat/completions", "/v1/embeddings", "/v1/messages", "/v1/messages/count_tokens"
@@ -418,6 +441,9 @@ func TestOpenAPIAnswers(t *testing.T) {
 			if c.check != nil {
 				c.check(t, a)
 			}
+			names := slices.Sorted(maps.Keys(a.header))
+			names = slices.DeleteFunc(names, func(k string) bool { return k == "Date" })
+			fields[c.name] = strings.Join(names, " ")
 		})
 	}
 	e.t = t
@@ -465,6 +491,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 	for _, m := range e.unexercised() {
 		t.Errorf("documented, never answered: %s", m)
 	}
+	return fields
 }
 
 // storedResponses walks a stored response through GET and DELETE, and

@@ -7,7 +7,9 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +20,7 @@ import (
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/cache"
+	"gatehouse/internal/h1"
 	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/metrics"
@@ -238,7 +241,7 @@ func (a failingAuth) Authenticate(*http.Request) (*auth.Principal, error) {
 	return nil, a.err
 }
 
-func newAPIEnv(t *testing.T) *apiEnv {
+func newAPIEnv(t *testing.T, engine string) *apiEnv {
 	t.Helper()
 	up := httptest.NewServer(mockllm.New(mockllm.Options{}))
 	t.Cleanup(up.Close)
@@ -321,9 +324,32 @@ func newAPIEnv(t *testing.T) *apiEnv {
 		Responses: stored,
 	}
 	s := New(rt, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	return &apiEnv{t: t, spec: loadSpec(t), s: s, url: srv.URL, seen: map[string]bool{}, stored: stored}
+	url := serveOn(t, engine, s.Handler())
+	return &apiEnv{t: t, spec: loadSpec(t), s: s, url: url, seen: map[string]bool{}, stored: stored}
+}
+
+// engines are the HTTP/1 servers gatehouse serve runs on
+// (server.http1_engine): the exchange hands its header fields to
+// gatehouse's own as lines (fieldWriter), to net/http's through the map.
+var engines = []string{"gatehouse", "net/http"}
+
+// serveOn serves h on a loopback port with the engine named and returns
+// its URL.
+func serveOn(t *testing.T, engine string, h http.Handler) string {
+	t.Helper()
+	if engine == "net/http" {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &h1.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
 }
 
 // reasonerModel is an OpenAI-compatible upstream whose answers carry
@@ -396,11 +422,23 @@ func (e *apiEnv) do(method, path string, header http.Header, body string) *answe
 		e.t.Fatalf("%s %s: reading the body: %v", method, path, err)
 	}
 	a := &answer{status: resp.StatusCode, header: resp.Header.Clone(), body: raw}
+	for k, vs := range resp.Header {
+		if len(vs) > 1 && gatehouseField(k) {
+			e.t.Errorf("%s %s: %s sent %d times: %q", method, path, k, len(vs), vs)
+		}
+	}
 	for k, vs := range resp.Trailer {
 		a.header[k] = vs
 	}
 	e.check(method, path, a)
 	return a
+}
+
+// gatehouseField reports whether the gateway sets field k itself, once
+// an answer (as a line handed to the engine, or in the map).
+func gatehouseField(k string) bool {
+	return strings.HasPrefix(k, "X-Gatehouse-") || strings.HasPrefix(k, "X-Ratelimit-") ||
+		k == "Request-Id" || k == "Content-Type" || k == "Content-Length" || k == "Retry-After"
 }
 
 // check holds an answer to the document and notes which documented

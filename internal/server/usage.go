@@ -102,6 +102,13 @@ func (x *exchange) setOverhead(h http.Header) {
 	h[hdrOverhead] = x.vals.one(valOverhead, string(appendMillis(buf[:0], x.overhead)))
 }
 
+// appendOverhead is setOverhead as a line.
+func (x *exchange) appendOverhead(b []byte) []byte {
+	x.overhead = max(x.s.now().Sub(x.start)-x.upstreamWait, 0)
+	b = append(b, hdrOverhead+": "...)
+	return append(appendMillis(b, x.overhead), '\r', '\n')
+}
+
 // appendMillis appends d in milliseconds with three decimals ("0.153").
 func appendMillis(b []byte, d time.Duration) []byte {
 	us := d.Microseconds()

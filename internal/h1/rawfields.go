@@ -1,0 +1,80 @@
+package h1
+
+// FieldWriter is implemented by the engine's http.ResponseWriter: a
+// handler that sets the same fields on every answer formats them itself,
+// once, as header lines, and hands them over here instead of through
+// the http.Header map. A field in the map costs a map assignment (and
+// the map's growth), an iteration step and the engine's checks of its
+// name and value; a handed-over line costs a copy.
+//
+// The lines are trusted: each is "Name: value\r\n" with a plain token
+// as name and a value of printable ASCII (or HTAB), which the caller
+// guarantees (constant names, values it formatted itself). A value that
+// carries a client's or an upstream's bytes belongs in the map, which
+// the engine checks.
+//
+// The lines go out in the response's header block, after the map's
+// fields, and only there: not in a 1xx interim response, not in the
+// trailers, and the map never sees them (Header().Get does not find
+// them, Header().Del does not remove them), and they go out whatever the
+// status. A field is in one place, the lines or the map, never both.
+// The lines carry no field that frames the body (Content-Length,
+// Transfer-Encoding, Connection, Trailer) nor Date: the engine decides
+// those from the map. Content-Type may be among them, said so by typed,
+// so the engine sniffs none. Lines handed over after the header was
+// written are dropped, as changes to the map are.
+type FieldWriter interface {
+	// FieldBuffer returns an empty buffer with room to format lines
+	// into (the connection's, reused from answer to answer), as
+	// bufio.Writer.AvailableBuffer does: append to it, then hand the
+	// result to AppendFields.
+	FieldBuffer() []byte
+	// AppendFields adds lines to those the header block will carry;
+	// typed: a Content-Type field is among them.
+	AppendFields(lines []byte, typed bool)
+}
+
+var _ FieldWriter = (*response)(nil)
+
+// fieldBufferSize is the room a connection's field buffer starts with:
+// a limited key's answer hands over about 400 bytes.
+const fieldBufferSize = 512
+
+// maxFieldBuffer bounds the buffer a connection keeps between answers.
+const maxFieldBuffer = 4 << 10
+
+func (w *response) FieldBuffer() []byte {
+	if w.fields == nil {
+		if w.c.fieldBuf == nil {
+			w.c.fieldBuf = make([]byte, 0, fieldBufferSize)
+		}
+		w.fields = w.c.fieldBuf[:0]
+	}
+	return w.fields[len(w.fields):len(w.fields)]
+}
+
+func (w *response) AppendFields(lines []byte, typed bool) {
+	if w.wroteHeader || len(lines) == 0 {
+		return
+	}
+	w.typedFields = w.typedFields || typed
+	if w.fields == nil {
+		w.FieldBuffer()
+	}
+	n := len(w.fields)
+	if len(lines) <= cap(w.fields)-n && &w.fields[:n+1][n] == &lines[0] {
+		// Formatted in FieldBuffer's room: already in place.
+		w.fields = w.fields[:n+len(lines)]
+		return
+	}
+	w.fields = append(w.fields, lines...)
+}
+
+// keepFields gives the field buffer back to the connection for its next
+// answer, once the header block has carried the lines.
+func (w *response) keepFields() {
+	if w.fields != nil && cap(w.fields) <= maxFieldBuffer {
+		w.c.fieldBuf = w.fields[:0]
+	}
+	w.fields = nil
+}

@@ -1,0 +1,84 @@
+package server
+
+import "net/http"
+
+// fieldWriter is h1.FieldWriter, gatehouse's HTTP/1 engine's way to take
+// header lines a handler formatted itself, found by its methods (this
+// package does not import the engine). The exchange sets a dozen fields
+// on every answer; as lines formatted into one buffer they cost neither
+// map entries nor the engine's per-field checks.
+type fieldWriter interface {
+	FieldBuffer() []byte
+	AppendFields(lines []byte, typed bool)
+}
+
+// fieldWriterOf finds w's fieldWriter, through the wrappers that unwrap
+// as http.ResponseController's do; nil when there is none (net/http's
+// server, a recorder), and the fields then go into the map.
+func fieldWriterOf(w http.ResponseWriter) fieldWriter {
+	for {
+		switch v := w.(type) {
+		case fieldWriter:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+// appendField appends the line "name: value": name is one of the
+// package's canonical constants and value the gateway's own text (an id
+// it made, a figure it formatted, a constant), which needs no check.
+func appendField(b []byte, name, value string) []byte {
+	b = append(b, name...)
+	b = append(b, ':', ' ')
+	b = append(b, value...)
+	return append(b, '\r', '\n')
+}
+
+// appendValue appends v with every byte a header value may not carry
+// (control bytes but HTAB, DEL) turned into a space, as the engine does
+// to the map's values: a line handed over is not checked again. Names
+// of deployments are mostly letters, digits, dashes and dots, which
+// printable tests eight at a time.
+func appendValue(b []byte, v string) []byte {
+	if printable(v) {
+		return append(b, v...)
+	}
+	return appendSanitised(b, v)
+}
+
+// printable reports whether every byte of v is printable ASCII, testing
+// eight bytes at a time (a byte of 0x80 or above, or HTAB, fails it and
+// goes to appendSanitised, which keeps what a value may carry).
+func printable(v string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; len(v) >= 8; v = v[8:] {
+		w := uint64(v[0]) | uint64(v[1])<<8 | uint64(v[2])<<16 | uint64(v[3])<<24 |
+			uint64(v[4])<<32 | uint64(v[5])<<40 | uint64(v[6])<<48 | uint64(v[7])<<56
+		// A byte below 0x20 borrows into its top bit in w-0x20…; one of
+		// 0x7f or above has its top bit set in w+1… or in w.
+		if (w-ones*' ')&^w&highs != 0 || ((w+ones)|w)&highs != 0 {
+			return false
+		}
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < ' ' || v[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func appendSanitised(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return b
+}
