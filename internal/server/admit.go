@@ -63,6 +63,10 @@ type admission struct {
 	costText   string // cost formatted, once
 	settled    bool
 
+	// req is the Admission admission builds, kept here rather than
+	// allocated on its own for every limited request; its Rates and
+	// Budgets use the arrays below.
+	req     limit.Admission
 	rates   [3]limit.Rate
 	budgets [4]limit.Budget
 }
@@ -169,7 +173,8 @@ func (x *exchange) reserve(adm *limit.Admission) bool {
 func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	a := &x.adm
 	p := x.principal
-	adm := &limit.Admission{Tag: a.tag, Rates: a.rates[:0], Budgets: a.budgets[:0]}
+	adm := &a.req
+	*adm = limit.Admission{Tag: a.tag, Rates: a.rates[:0], Budgets: a.budgets[:0]}
 	projectID := p.ProjectID
 	if projectID == "" {
 		projectID = a.tag
