@@ -17,14 +17,21 @@ func SetUsageCost(body []byte, cost string) ([]byte, bool) {
 // SetUsageCostAt is SetUsageCost for a body whose usage object CheckUsage
 // has already found (at.End > 0): nothing is walked again.
 func SetUsageCostAt(body []byte, at UsageSlot, cost string) []byte {
-	out := make([]byte, 0, len(body)+len(cost)+9)
-	if at.CostEnd > 0 {
-		return append(append(append(out, body[:at.CostStart]...), cost...), body[at.CostEnd:]...)
+	head, field, tail := UsageCostSplice(at)
+	out := make([]byte, 0, head+len(field)+len(cost)+len(body)-tail)
+	return append(append(append(append(out, body[:head]...), field...), cost...), body[tail:]...)
+}
+
+// UsageCostSplice says where SetUsageCostAt puts the cost, for a writer
+// that sends the body in parts rather than build a new one: body[:head],
+// then field, then the cost, then body[tail:]. at.End must be > 0.
+func UsageCostSplice(at UsageSlot) (head int, field string, tail int) {
+	if at.CostEnd > 0 { // the cost already there is replaced
+		return at.CostStart, "", at.CostEnd
 	}
 	end := at.End - 1 // the object's closing brace
-	out = append(out, body[:end]...)
-	if !at.Empty {
-		out = append(out, ',')
+	if at.Empty {
+		return end, `"cost":`, end
 	}
-	return append(append(append(out, `"cost":`...), cost...), body[end:]...)
+	return end, `,"cost":`, end
 }

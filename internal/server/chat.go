@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"time"
 
@@ -197,29 +198,41 @@ func (x *exchange) chatStream(call *provider.Call, resp *http.Response, a route.
 	return x.opened(o)
 }
 
-// writeJSON sends a successful JSON body.
+// writeJSON sends a successful JSON body. A limited request's cost goes
+// into the body's usage object as the body is written: the parts around
+// it are sent as they are, where splicing it in copied the whole answer
+// into a new buffer.
 func (x *exchange) writeJSON(body []byte) {
 	x.headers()
 	x.written = true
 	h := x.w.Header()
+	var field, cost string // what goes between body and rest
+	var rest []byte
+	spliced := false
 	if x.adm.on {
-		cost := x.costHeader()
-		h[hdrCost] = x.vals.one(valCost, cost)
+		c := x.costHeader()
+		h[hdrCost] = x.vals.one(valCost, c)
 		if x.usageSlot.End > 0 { // for clients that read no headers
-			body = llm.SetUsageCostAt(body, x.usageSlot, cost)
+			head, f, tail := llm.UsageCostSplice(x.usageSlot)
+			body, field, cost, rest, spliced = body[:head], f, c, body[tail:], true
 		} else {
-			body, _ = llm.SetUsageCost(body, cost)
+			body, _ = llm.SetUsageCost(body, c)
 		}
 	}
 	if x.cache.pending != nil {
 		x.storeAnswer()
 	}
 	h[hdrContentType] = jsonContentType
-	if len(body) > autoContentLength {
-		h["Content-Length"] = []string{itoa(len(body))}
+	if n := len(body) + len(field) + len(cost) + len(rest); n > autoContentLength {
+		h["Content-Length"] = []string{itoa(n)}
 	}
 	x.w.WriteHeader(http.StatusOK)
 	_, _ = x.w.Write(body)
+	if spliced {
+		_, _ = io.WriteString(x.w, field)
+		_, _ = io.WriteString(x.w, cost)
+		_, _ = x.w.Write(rest)
+	}
 }
 
 // autoContentLength is the largest body net/http sends with a
