@@ -50,22 +50,29 @@ const (
 	stepsSize  = 1 << 14
 )
 
-// nextRow and halves are the automaton: for state s and byte c, at
-// s<<8|c, the next state's row (s'<<8) and the half-tokens the byte adds
-// (plus stepBias); a backslash, a quote or a non-ASCII byte leads to
-// stopRow (an escape to decode, a JSON string's end). Two
-// tables rather than one of pairs: a step then is two loads and no
-// unpacking. The size is a power of two so that an index is masked, not
-// bounds-checked.
+// steps is the automaton: for state s and byte c, at s<<8|c, the next
+// state's row (s'<<8) in the low bits and the half-tokens the byte adds
+// (plus stepBias) from bit halvesShift; a backslash, a quote or a
+// non-ASCII byte leads to stopRow (an escape to decode, a JSON string's
+// end), and every entry of stopRow's own row is stopRow with nothing
+// added. One table of packed entries rather than a table of rows and one
+// of halves: a step is then one load, and the mask that keeps the index
+// in the table (its size is a power of two, so an index is masked, not
+// bounds-checked) also drops the halves from the next index, so nothing
+// is unpacked on the way. The scans add whole entries and shift the sum
+// once every eight bytes; the rows' part of such a sum stays below
+// 1<<halvesShift (8 × stopRow), so it never reaches the halves.
 //
 // stateEst is the est each state stands for (n is 0), and pendingOf what
 // close would add to it.
 type asciiAutomaton struct {
-	nextRow   [stepsSize]uint16
-	halves    [stepsSize]uint8
+	steps     [stepsSize]uint32
 	stateEst  [stateCount]est
 	pendingOf [stateCount]int
 }
+
+// halvesShift is where an entry of steps keeps its half-tokens.
+const halvesShift = 20
 
 // automaton is built once, when the package is loaded, and only read
 // after: a value, not a pointer, so a step indexes it directly.
@@ -74,6 +81,9 @@ var automaton = buildAutomaton()
 // buildAutomaton runs feed from every state on every ASCII byte, so feed
 // stays the only definition of the estimate.
 func buildAutomaton() (a asciiAutomaton) {
+	if 8*stopRow >= 1<<halvesShift || stopRow >= stepsSize {
+		panic("tokens: the ASCII automaton's rows do not fit below its halves")
+	}
 	for s := range stateCount {
 		a.stateEst[s] = estOfState(s)
 		a.pendingOf[s] = pending(&a.stateEst[s])
@@ -88,15 +98,15 @@ func buildAutomaton() (a asciiAutomaton) {
 			if !ok || d%halfToken != 0 || h < 0 || h > 0xff {
 				panic("tokens: the ASCII automaton cannot hold what feed does")
 			}
-			a.nextRow[s<<stateShift|c], a.halves[s<<stateShift|c] = uint16(next<<stateShift), uint8(h)
+			a.steps[s<<stateShift|c] = uint32(h)<<halvesShift | uint32(next<<stateShift)
 		}
 		for c := utf8.RuneSelf; c < 1<<stateShift; c++ {
-			a.nextRow[s<<stateShift|c] = stopRow
+			a.steps[s<<stateShift|c] = stopRow
 		}
-		a.nextRow[s<<stateShift|'\\'], a.nextRow[s<<stateShift|'"'] = stopRow, stopRow
+		a.steps[s<<stateShift|'\\'], a.steps[s<<stateShift|'"'] = stopRow, stopRow
 	}
 	for c := range 1 << stateShift {
-		a.nextRow[stopRow|c] = stopRow
+		a.steps[stopRow|c] = stopRow
 	}
 	return a
 }
@@ -189,8 +199,8 @@ func (e *est) leave(row uint, value int) {
 // step is one transition: the row reached from row on ASCII byte c, and
 // the half-tokens it adds (plus stepBias).
 func step(row uint, c byte) (uint, uint) {
-	k := (row | uint(c)) % stepsSize
-	return uint(automaton.nextRow[k]), uint(automaton.halves[k])
+	e := uint(automaton.steps[(row|uint(c))%stepsSize])
+	return e % stepsSize, e >> halvesShift
 }
 
 // scanASCII runs the automaton over s from i, from row, up to the end or
@@ -205,35 +215,34 @@ func scanASCII[T string | []byte](s T, i int, row uint) (int, uint, int) {
 	var h uint
 	for ; i+8 <= len(s); i += 8 {
 		w := s[i : i+8]
-		// step written out: an inlined call leaves a no-op behind
-		r, g := row, h
-		k0 := (r | uint(w[0])) % stepsSize
-		r, g = uint(automaton.nextRow[k0]), g+uint(automaton.halves[k0])
-		k1 := (r | uint(w[1])) % stepsSize
-		r, g = uint(automaton.nextRow[k1]), g+uint(automaton.halves[k1])
-		k2 := (r | uint(w[2])) % stepsSize
-		r, g = uint(automaton.nextRow[k2]), g+uint(automaton.halves[k2])
-		k3 := (r | uint(w[3])) % stepsSize
-		r, g = uint(automaton.nextRow[k3]), g+uint(automaton.halves[k3])
-		k4 := (r | uint(w[4])) % stepsSize
-		r, g = uint(automaton.nextRow[k4]), g+uint(automaton.halves[k4])
-		k5 := (r | uint(w[5])) % stepsSize
-		r, g = uint(automaton.nextRow[k5]), g+uint(automaton.halves[k5])
-		k6 := (r | uint(w[6])) % stepsSize
-		r, g = uint(automaton.nextRow[k6]), g+uint(automaton.halves[k6])
-		k7 := (r | uint(w[7])) % stepsSize
-		r, g = uint(automaton.nextRow[k7]), g+uint(automaton.halves[k7])
-		if r == stopRow {
+		// step written out (an inlined call leaves a no-op behind), each
+		// entry added whole: its row's bits are shifted out at the end
+		e := uint(automaton.steps[(row|uint(w[0]))%stepsSize])
+		g := e
+		e = uint(automaton.steps[(e|uint(w[1]))%stepsSize])
+		g += e
+		e = uint(automaton.steps[(e|uint(w[2]))%stepsSize])
+		g += e
+		e = uint(automaton.steps[(e|uint(w[3]))%stepsSize])
+		g += e
+		e = uint(automaton.steps[(e|uint(w[4]))%stepsSize])
+		g += e
+		e = uint(automaton.steps[(e|uint(w[5]))%stepsSize])
+		g += e
+		e = uint(automaton.steps[(e|uint(w[6]))%stepsSize])
+		g += e
+		e = uint(automaton.steps[(e|uint(w[7]))%stepsSize])
+		if e == stopRow {
 			break
 		}
-		row, h = r, g
+		row, h = e%stepsSize, h+(g+e)>>halvesShift
 	}
 	for ; i < len(s); i++ {
-		k := (row | uint(s[i])) % stepsSize
-		if automaton.nextRow[k] == stopRow {
+		e := uint(automaton.steps[(row|uint(s[i]))%stepsSize])
+		if e == stopRow {
 			break
 		}
-		row, h = uint(automaton.nextRow[k]), h+uint(automaton.halves[k])
+		row, h = e%stepsSize, h+e>>halvesShift
 	}
 	return i, row, int(h) - stepBias*(i-start)
 }

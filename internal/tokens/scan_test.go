@@ -83,6 +83,21 @@ func TestEstimateEqualsReference(t *testing.T) {
 	}
 }
 
+// TestHighRowsEqualReference: long runs that keep the automaton in its
+// highest rows for whole eight-byte blocks (punctuation, digits, long
+// words, spaces after a newline), where the scan's sum of packed entries
+// holds the most row bits below the half-tokens, estimate as before.
+func TestHighRowsEqualReference(t *testing.T) {
+	for _, unit := range []string{"!", "?!", ".,", "9", "a", "aB", "\n ", "\n  ", " ", "-_", "a!"} {
+		for n := 1; n <= 80; n++ {
+			s := strings.Repeat(unit, n)
+			checkSame(t, s)
+			checkSame(t, "x"+s)
+			checkSame(t, s+"é"+s)
+		}
+	}
+}
+
 // TestEstimateChatEqualsReference: whole requests, with tools, images and
 // tool calls, estimate as before.
 func TestEstimateChatEqualsReference(t *testing.T) {

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"gatehouse/internal/auth"
+	"gatehouse/internal/limit"
+	"gatehouse/internal/tokens"
+)
+
+// hangUpAdmitter cancels the request's context once it has admitted it,
+// as a client hanging up does, and notes what its Settle was given.
+type hangUpAdmitter struct {
+	limit.Admitter
+	cancel context.CancelFunc
+
+	settles    int
+	err        error
+	done       bool // Done() was closed
+	value      any
+	noDeadline bool
+}
+
+type hangUpKey struct{}
+
+func (h *hangUpAdmitter) Admit(ctx context.Context, a limit.Admission) (limit.Decision, error) {
+	d, err := h.Admitter.Admit(ctx, a)
+	h.cancel()
+	return d, err
+}
+
+func (h *hangUpAdmitter) Settle(ctx context.Context, r limit.Reservation, actual limit.Actual) error {
+	h.settles++
+	h.err = ctx.Err()
+	select {
+	case <-ctx.Done():
+		h.done = true
+	default:
+	}
+	_, ok := ctx.Deadline()
+	h.noDeadline = !ok
+	h.value = ctx.Value(hangUpKey{})
+	return h.Admitter.Settle(ctx, r, actual)
+}
+
+// TestSettleOutlivesHangUp: the settlement of a request whose client has
+// gone runs under a context that is not cancelled and has no deadline,
+// yet carries the request's values.
+func TestSettleOutlivesHangUp(t *testing.T) {
+	s, _ := newTestServer(t) // its one model, "chat", panics once admitted
+	e, err := limit.NewEmbedded(context.Background(), limit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	prices, err := tokens.NewCatalog(tokens.CatalogOptions{Overrides: map[string]tokens.Price{"m": tokens.PerMillion(1, 1, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), hangUpKey{}, "request value"))
+	defer cancel()
+	h := &hangUpAdmitter{Admitter: e, cancel: cancel}
+	rt := *s.Runtime()
+	rt.Limits = &Limits{Admitter: h, Prices: prices}
+	rt.Auth = auth.NewStatic([]auth.StaticKey{{Secret: "k", Principal: auth.Principal{KeyID: "key1", Project: "p", RPM: 10}}})
+	s.Swap(&rt)
+
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"model":"chat","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer k")
+	s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	if ctx.Err() == nil {
+		t.Fatal("the request's context was not cancelled: the test tests nothing")
+	}
+	if h.settles != 1 {
+		t.Fatalf("%d settles, want 1", h.settles)
+	}
+	if h.err != nil || h.done {
+		t.Errorf("settle's context cancelled (err %v, done %v)", h.err, h.done)
+	}
+	if !h.noDeadline {
+		t.Error("settle's context has a deadline")
+	}
+	if h.value != "request value" {
+		t.Errorf("settle's context value %v, want the request's", h.value)
+	}
+}
