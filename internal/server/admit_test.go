@@ -31,19 +31,27 @@ func TestResetString(t *testing.T) {
 	}
 }
 
-// TestPanicSettles: a request that panics after admission still settles,
-// once, to zero: its reservation does not stay counted.
-func TestPanicSettles(t *testing.T) {
-	s, _ := newTestServer(t)
+// embeddedLimits is an in-process admitter, closed with the test, and a
+// price catalog with model "m" at $1 per million tokens of each kind.
+func embeddedLimits(t *testing.T) (*limit.Embedded, *tokens.Catalog) {
+	t.Helper()
 	e, err := limit.NewEmbedded(context.Background(), limit.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close(context.Background())
+	t.Cleanup(func() { e.Close(context.Background()) })
 	prices, err := tokens.NewCatalog(tokens.CatalogOptions{Overrides: map[string]tokens.Price{"m": tokens.PerMillion(1, 1, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, prices
+}
+
+// TestPanicSettles: a request that panics after admission still settles,
+// once, to zero: its reservation does not stay counted.
+func TestPanicSettles(t *testing.T) {
+	s, _ := newTestServer(t)
+	e, prices := embeddedLimits(t)
 	rt := *s.Runtime()
 	rt.Limits = &Limits{Admitter: e, Prices: prices}
 	rt.Auth = auth.NewStatic([]auth.StaticKey{{Secret: "k", Principal: auth.Principal{KeyID: "key1", Project: "p", RPM: 10,

@@ -9,7 +9,6 @@ import (
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/limit"
-	"gatehouse/internal/tokens"
 )
 
 // hangUpAdmitter cancels the request's context once it has admitted it,
@@ -52,15 +51,7 @@ func (h *hangUpAdmitter) Settle(ctx context.Context, r limit.Reservation, actual
 // yet carries the request's values.
 func TestSettleOutlivesHangUp(t *testing.T) {
 	s, _ := newTestServer(t) // its one model, "chat", panics once admitted
-	e, err := limit.NewEmbedded(context.Background(), limit.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(context.Background())
-	prices, err := tokens.NewCatalog(tokens.CatalogOptions{Overrides: map[string]tokens.Price{"m": tokens.PerMillion(1, 1, 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, prices := embeddedLimits(t)
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), hangUpKey{}, "request value"))
 	defer cancel()
 	h := &hangUpAdmitter{Admitter: e, cancel: cancel}
