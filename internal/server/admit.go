@@ -69,23 +69,7 @@ type admission struct {
 	req     limit.Admission
 	rates   [3]limit.Rate
 	budgets [4]limit.Budget
-
-	// detached is the context settling runs under, kept here: a
-	// context.WithoutCancel of the request's was an allocation of its own
-	// for every limited request.
-	detached detachedCtx
 }
-
-// detachedCtx is context.WithoutCancel's context without its allocation:
-// the request's values, none of its cancellation or deadline, so that a
-// client's hang-up does not stop the settlement it owes. It is used by
-// pointer from the exchange, which outlives every use of it.
-type detachedCtx struct{ parent context.Context }
-
-func (*detachedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (*detachedCtx) Done() <-chan struct{}       { return nil }
-func (*detachedCtx) Err() error                  { return nil }
-func (c *detachedCtx) Value(key any) any         { return c.parent.Value(key) }
 
 // admitRequest is what admission needs from a parsed request (the prompt
 // estimate it takes from the exchange, when a limit needs it).
@@ -586,8 +570,12 @@ func (x *exchange) settle() {
 	}
 	// The request's context may be gone (client hang-up); the settle must
 	// still happen, and neither admitter blocks on it.
-	a.detached.parent = x.r.Context()
-	if err := x.rt.Limits.Admitter.Settle(&a.detached, res, actual); err != nil {
+	// context.WithoutCancel, not a context type of gatehouse's own (which
+	// saved its allocation): that type's Value passed every key on,
+	// the context package's private key for the request's cancellation
+	// state among them, and only how context.Cause is written today
+	// (it reads Err first) kept the hang-up from showing through it.
+	if err := x.rt.Limits.Admitter.Settle(context.WithoutCancel(x.r.Context()), res, actual); err != nil {
 		x.s.log.Error("settle failed", "request_id", x.id, "err", err.Error())
 	}
 }

@@ -19,6 +19,7 @@ type hangUpAdmitter struct {
 
 	settles    int
 	err        error
+	cause      error
 	done       bool // Done() was closed
 	value      any
 	noDeadline bool
@@ -35,6 +36,7 @@ func (h *hangUpAdmitter) Admit(ctx context.Context, a limit.Admission) (limit.De
 func (h *hangUpAdmitter) Settle(ctx context.Context, r limit.Reservation, actual limit.Actual) error {
 	h.settles++
 	h.err = ctx.Err()
+	h.cause = context.Cause(ctx)
 	select {
 	case <-ctx.Done():
 		h.done = true
@@ -47,8 +49,8 @@ func (h *hangUpAdmitter) Settle(ctx context.Context, r limit.Reservation, actual
 }
 
 // TestSettleOutlivesHangUp: the settlement of a request whose client has
-// gone runs under a context that is not cancelled and has no deadline,
-// yet carries the request's values.
+// gone runs under a context that is not cancelled, has no cause and no
+// deadline, yet carries the request's values.
 func TestSettleOutlivesHangUp(t *testing.T) {
 	s, _ := newTestServer(t) // its one model, "chat", panics once admitted
 	e, prices := embeddedLimits(t)
@@ -70,8 +72,8 @@ func TestSettleOutlivesHangUp(t *testing.T) {
 	if h.settles != 1 {
 		t.Fatalf("%d settles, want 1", h.settles)
 	}
-	if h.err != nil || h.done {
-		t.Errorf("settle's context cancelled (err %v, done %v)", h.err, h.done)
+	if h.err != nil || h.done || h.cause != nil {
+		t.Errorf("settle's context cancelled (err %v, done %v, cause %v)", h.err, h.done, h.cause)
 	}
 	if !h.noDeadline {
 		t.Error("settle's context has a deadline")
