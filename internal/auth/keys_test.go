@@ -86,8 +86,8 @@ func TestKeysPrincipal(t *testing.T) {
 			if err != c.err {
 				t.Fatalf("%q: error %v, want %v", c.secret, err, c.err)
 			}
-			// The quoted names are made with the principal, for the log line.
-			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "QuotedProject")); diff != "" {
+			// The quoted names and rate texts are made with the principal, for the log line and headers.
+			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "QuotedProject"), cmpopts.IgnoreUnexported(auth.Principal{})); diff != "" {
 				t.Errorf("%q: principal (-want +got):\n%s", c.secret, diff)
 			}
 			if got != nil && (got.QuotedKeyID != llm.Quote(got.KeyID) || got.QuotedProject != llm.Quote(got.Project)) {
