@@ -403,13 +403,12 @@ func (x *exchange) finish() {
 		if !x.s.log.Enabled(ctx, level) {
 			return
 		}
-		bp := linePool.Get().(*[]byte)
-		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, end, level)}
-		x.logFields(&line, end)
+		line := linePool.Get().(*jsonLine)
+		line.b = appendLineStart(line.b[:0], &x.s.stamps, end, level)
+		x.logFields(line, end)
 		line.b = append(line.b, '}', '\n')
 		_, _ = w.Write(line.b)
-		*bp = line.b
-		linePool.Put(bp)
+		linePool.Put(line)
 		return
 	}
 	attrs := attrList(make([]slog.Attr, 0, 24))
