@@ -189,7 +189,9 @@ func (s *Static) Lookup(secret string) (*Principal, bool) {
 // Header.Get would canonicalise the constant name again on each request.
 func Credential(r *http.Request) string {
 	if v := first(r.Header[hdrAuthorization]); v != "" {
-		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		// The scheme as the SDKs write it is one compare; any other case
+		// of it is folded (RFC 9110 §11.1: the scheme is case-insensitive).
+		if len(v) > 7 && (v[:7] == "Bearer " || strings.EqualFold(v[:7], "bearer ")) {
 			return strings.TrimSpace(v[7:])
 		}
 		return ""

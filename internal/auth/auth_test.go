@@ -17,6 +17,8 @@ func TestCredential(t *testing.T) {
 	}{
 		{map[string]string{"Authorization": "Bearer gh-abc"}, "gh-abc"},
 		{map[string]string{"Authorization": "bearer   gh-abc  "}, "gh-abc"},
+		{map[string]string{"Authorization": "BEARER gh-abc"}, "gh-abc"},
+		{map[string]string{"Authorization": "Bearer"}, ""},
 		{map[string]string{"Authorization": "Basic Zm9v"}, ""},
 		{map[string]string{"X-Api-Key": "gh-xyz"}, "gh-xyz"},
 		{map[string]string{"Authorization": "Bearer gh-a", "X-Api-Key": "gh-b"}, "gh-a"},
