@@ -547,6 +547,10 @@ func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error
 	return nil
 }
 
+// SettlesWithoutContext implements ContextFreeSettler: Settle works in
+// memory and never reads its context.
+func (e *Embedded) SettlesWithoutContext() {}
+
 // settle applies a claimed reservation's actual usage.
 func (e *Embedded) settle(r Reservation, actual Actual) {
 	a := &r.Admission
@@ -655,4 +659,4 @@ func (e *Embedded) sweep(now time.Time) {
 	}
 }
 
-var _ Admitter = (*Embedded)(nil)
+var _ ContextFreeSettler = (*Embedded)(nil)

@@ -866,3 +866,35 @@ func TestSpendFoundByCounter(t *testing.T) {
 		t.Fatalf("persisted (-want +got):\n%s", diff)
 	}
 }
+
+// TestSettleUnderCancelledContext: Embedded is a ContextFreeSettler, so
+// the server hands it a request's context even after the client has
+// gone: the settlement must land all the same (tokens and spend).
+func TestSettleUnderCancelledContext(t *testing.T) {
+	st := &memSpend{}
+	clk := newClock(t0)
+	e := newEmbedded(t, Options{Now: clk.Now, Spend: st, FlushEvery: time.Hour})
+	a := Admission{Tag: "p", Rates: []Rate{keyRate("k", 0, 1000)}, Tokens: 600,
+		Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Total}}, Cost: USD(0.5)}
+	d, _ := e.Admit(context.Background(), a)
+	if !d.Allowed {
+		t.Fatalf("refused: %+v", d)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("client went away"))
+	if err := e.Settle(ctx, d.Reservation, Actual{Tokens: 100, Cost: USD(0.1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Spent(ScopeKey, "k", Total, t0); got != USD(0.1) {
+		t.Errorf("spent %v after settling 0.1 under a cancelled context", got)
+	}
+	if d2, _ := e.Admit(context.Background(), Admission{Rates: a.Rates, Tokens: 900}); !d2.Allowed {
+		t.Errorf("900 tokens refused with 900 left after settling 600 → 100: %+v", d2.Tokens)
+	}
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.m[BudgetKey{Tag: "p", Scope: ScopeKey, ID: "k", Period: Total}]; got != 100_000 {
+		t.Errorf("persisted %d micros, want 100000", got)
+	}
+}

@@ -588,7 +588,13 @@ func (x *exchange) settle() {
 	// the context package's private key for the request's cancellation
 	// state among them, and only how context.Cause is written today
 	// (it reads Err first) kept the hang-up from showing through it.
-	if err := x.rt.Limits.Admitter.Settle(context.WithoutCancel(x.r.Context()), res, actual); err != nil {
+	// An admitter that settles in memory reads no context at all
+	// (limit.ContextFreeSettler): it gets the request's as it is.
+	ctx, adm := x.r.Context(), x.rt.Limits.Admitter
+	if _, free := adm.(limit.ContextFreeSettler); !free {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := adm.Settle(ctx, res, actual); err != nil {
 		x.s.log.Error("settle failed", "request_id", x.id, "err", err.Error())
 	}
 }
