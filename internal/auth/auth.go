@@ -176,8 +176,11 @@ func NewStatic(keys []StaticKey) *Static {
 }
 
 // Lookup finds the principal for a secret.
-func (s *Static) Lookup(secret string) (*Principal, bool) {
-	p, ok := s.keys[HashKey(secret)]
+func (s *Static) Lookup(secret string) (*Principal, bool) { return s.LookupHash(HashKey(secret)) }
+
+// LookupHash finds the principal for a secret hashed already (HashKey).
+func (s *Static) LookupHash(h Hash) (*Principal, bool) {
+	p, ok := s.keys[h]
 	return p, ok
 }
 
