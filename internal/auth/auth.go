@@ -12,7 +12,6 @@ package auth
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"net/http"
 	"strconv"
 	"strings"
@@ -154,23 +153,8 @@ func HashKey(secret string) Hash {
 // Static authenticates against a fixed table of keys (those in the config
 // file). It is read-only after construction and safe for concurrent use.
 type Static struct {
-	// keys holds the principals by the first eight bytes of their
-	// secret's hash: a map keyed by a word, where a map keyed by the
-	// whole hash hashes its 32 bytes again on every request. The rest is
-	// compared in the entries (a chain, should two keys share those
-	// bytes).
-	keys map[uint64]*staticEntry
+	keys map[Hash]*Principal
 }
-
-// staticEntry is a principal of a Static table and its secret's hash.
-type staticEntry struct {
-	hash Hash
-	p    *Principal
-	next *staticEntry // another key whose hash begins alike
-}
-
-// hashWord is the first eight bytes of h, Static's map key.
-func hashWord(h *Hash) uint64 { return binary.LittleEndian.Uint64(h[:8]) }
 
 // StaticKey is one entry for NewStatic.
 type StaticKey struct {
@@ -181,22 +165,12 @@ type StaticKey struct {
 // NewStatic builds the table. The secrets are hashed and dropped; the
 // principals are copied and marked ReadOnly.
 func NewStatic(keys []StaticKey) *Static {
-	s := &Static{keys: make(map[uint64]*staticEntry, len(keys))}
+	s := &Static{keys: make(map[Hash]*Principal, len(keys))}
 	for _, k := range keys {
 		p := k.Principal
 		p.ReadOnly = true
 		p.quoteNames()
-		h := HashKey(k.Secret)
-		w := hashWord(&h)
-		e := s.keys[w]
-		for e != nil && e.hash != h {
-			e = e.next
-		}
-		if e != nil { // a secret listed again: the last one stands
-			e.p = &p
-			continue
-		}
-		s.keys[w] = &staticEntry{hash: h, p: &p, next: s.keys[w]}
+		s.keys[HashKey(k.Secret)] = &p
 	}
 	return s
 }
@@ -206,12 +180,8 @@ func (s *Static) Lookup(secret string) (*Principal, bool) { return s.LookupHash(
 
 // LookupHash finds the principal for a secret hashed already (HashKey).
 func (s *Static) LookupHash(h Hash) (*Principal, bool) {
-	for e := s.keys[hashWord(&h)]; e != nil; e = e.next {
-		if e.hash == h {
-			return e.p, true
-		}
-	}
-	return nil, false
+	p, ok := s.keys[h]
+	return p, ok
 }
 
 // Credential extracts the client's secret from "Authorization: Bearer …"

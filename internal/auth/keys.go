@@ -85,7 +85,7 @@ type KeysOptions struct {
 // plus one per store lookup in flight; Close stops and waits for them all.
 type Keys struct {
 	store  KeyStore
-	static atomic.Pointer[Static]
+	static atomic.Pointer[map[Hash]*Principal]
 	cache  cache
 	misses *bucket
 	touch  toucher
@@ -173,7 +173,8 @@ func NewKeys(ctx context.Context, store KeyStore, static []StaticKey, opts KeysO
 // SetStatic replaces the static keys, as a config reload does; requests
 // in flight finish with the table they started with.
 func (k *Keys) SetStatic(static []StaticKey) {
-	k.static.Store(NewStatic(static))
+	t := NewStatic(static).keys
+	k.static.Store(&t)
 }
 
 func orDefault[T comparable](v, def T) T {
@@ -225,7 +226,7 @@ func (k *Keys) Resolve(ctx context.Context, secret string) (*Principal, error) {
 // caller that looked it up elsewhere first: the secret is hashed once a
 // request, not once a table.
 func (k *Keys) ResolveHash(ctx context.Context, h Hash) (*Principal, error) {
-	if p, ok := k.static.Load().LookupHash(h); ok {
+	if p := (*k.static.Load())[h]; p != nil {
 		return p, nil
 	}
 	now := k.now().UnixNano()
