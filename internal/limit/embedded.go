@@ -61,13 +61,10 @@ const nShards = 64
 type shard struct {
 	mu sync.RWMutex
 	m  map[cellKey]*cell
-	// hints holds, by the hash of the ID of an admission's first
-	// counter (the one that picked the shard), the counters that
-	// owner's admissions found last (see lockAll): a look-up by a word,
-	// where the ID would be hashed again. Two IDs of one hash share an
-	// entry, and each finds nothing in the other's: a hint's keys are
-	// compared whole. The sweeper empties it with the counters it drops.
-	hints map[uint64]*hint
+	// hints holds, by the ID of an admission's first counter, the
+	// counters that owner's admissions found last (see lockAll). The
+	// sweeper empties it with the counters it drops.
+	hints map[string]*hint
 }
 
 // maxHint is how many counters a hint keeps: a key's rates and budgets,
@@ -143,7 +140,7 @@ func NewEmbedded(ctx context.Context, o Options) (*Embedded, error) {
 	}
 	for i := range e.shards {
 		e.shards[i].m = map[cellKey]*cell{}
-		e.shards[i].hints = map[uint64]*hint{}
+		e.shards[i].hints = map[string]*hint{}
 	}
 	if o.Spend != nil {
 		m, err := o.Spend.LoadSpend(ctx, Since(e.now()))
@@ -374,11 +371,10 @@ func (e *Embedded) lockAll(ops []op) {
 		return
 	}
 	hinted := true
-	var s *shard  // the hint's
-	var hv uint64 // its key in s.hints
+	var s *shard // the hint's
 	for {
 		if hinted {
-			s, hv = e.fromHint(ops)
+			s = e.fromHint(ops)
 		}
 		missed := false
 		for i := range ops {
@@ -388,7 +384,7 @@ func (e *Embedded) lockAll(ops []op) {
 			}
 		}
 		if missed {
-			e.keepHint(s, hv, ops)
+			e.keepHint(s, ops)
 		}
 		dead := -1
 		for i := range ops {
@@ -409,12 +405,12 @@ func (e *Embedded) lockAll(ops []op) {
 }
 
 // fromHint sets the cell of every op the hint of ops[0]'s owner has
-// (nil for the others) and returns the hint's shard and key there.
-func (e *Embedded) fromHint(ops []op) (*shard, uint64) {
-	hv := maphash.String(e.seed, ops[0].key.id)
-	s := &e.shards[hv%nShards]
+// (nil for the others) and returns the hint's shard.
+func (e *Embedded) fromHint(ops []op) *shard {
+	id := ops[0].key.id
+	s := &e.shards[maphash.String(e.seed, id)%nShards]
 	s.mu.RLock()
-	h := s.hints[hv]
+	h := s.hints[id]
 	s.mu.RUnlock()
 	for i := range ops {
 		ops[i].c = nil
@@ -435,15 +431,16 @@ func (e *Embedded) fromHint(ops []op) (*shard, uint64) {
 			}
 		}
 	}
-	return s, hv
+	return s
 }
 
-// keepHint replaces the hint of ops[0]'s owner, in shard s under hv, by
-// the cells of ops, then as many of the old hint's other cells as fit, so that an
+// keepHint replaces the hint of ops[0]'s owner, in shard s, by the cells
+// of ops, then as many of the old hint's other cells as fit, so that an
 // owner whose admissions differ (a per-model rate for each model) keeps
 // the counters of each. It is called with no cell locked: the sweeper
 // locks a shard and then its cells.
-func (e *Embedded) keepHint(s *shard, hv uint64, ops []op) {
+func (e *Embedded) keepHint(s *shard, ops []op) {
+	id := ops[0].key.id
 	h := &hint{}
 	for i := range ops {
 		if h.n == maxHint {
@@ -453,7 +450,7 @@ func (e *Embedded) keepHint(s *shard, hv uint64, ops []op) {
 		h.n++
 	}
 	s.mu.Lock()
-	if old := s.hints[hv]; old != nil {
+	if old := s.hints[id]; old != nil {
 	next:
 		for j := range old.n {
 			if h.n == maxHint {
@@ -468,7 +465,7 @@ func (e *Embedded) keepHint(s *shard, hv uint64, ops []op) {
 			h.n++
 		}
 	}
-	s.hints[hv] = h
+	s.hints[id] = h
 	s.mu.Unlock()
 }
 
