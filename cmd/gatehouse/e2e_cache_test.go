@@ -106,6 +106,11 @@ func TestExactCacheServesRepeatsFree(t *testing.T) {
 	first, resp := ask(c, "what is the capital of france?")
 	expect(resp, "miss", 1)
 	paid := resp.Header.Get("X-Gatehouse-Cost-Usd")
+	// The upstream's answer gets its cost written into it in place
+	// (llm.SetUsageCostOwned): the body must say what the header says.
+	if got := first.Usage.JSON.ExtraFields["cost"].Raw(); paid == "" || got != paid {
+		t.Fatalf("the answer's usage.cost is %s, its header %q", got, paid)
+	}
 	missID := resp.Header.Get("X-Gatehouse-Request-Id")
 	again, resp := ask(c, "what is the capital of france?")
 	expect(resp, "hit", 1)

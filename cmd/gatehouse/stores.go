@@ -258,10 +258,13 @@ func (a clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
 	if secret == "" {
 		return nil, auth.ErrMissingKey
 	}
-	if p, ok := a.static.Lookup(secret); ok {
+	// Hashed once for both tables: a virtual key's request hashed it
+	// twice, a SHA-256 more per request.
+	h := auth.HashKey(secret)
+	if p, ok := a.static.LookupHash(h); ok {
 		return p, nil
 	}
-	return a.keys.Resolve(r.Context(), secret)
+	return a.keys.ResolveHash(r.Context(), h)
 }
 
 // adminHandler builds the admin API for one config generation; nil when

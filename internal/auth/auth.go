@@ -13,6 +13,7 @@ package auth
 import (
 	"crypto/sha256"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,15 +77,49 @@ type Principal struct {
 	// its limit counters (server.PrincipalTag), made once with the
 	// principal rather than concatenated for every admitted request.
 	StaticTag string
+	// rates are the key's and its project's rates in decimal, made once
+	// with the principal (quoteNames) for the x-ratelimit-limit-*
+	// headers every admitted answer carries; see RateText.
+	rates [4]rateText
+}
+
+// rateText is a rate and its decimal form.
+type rateText struct {
+	n    int64
+	text string
+}
+
+// RateText returns n in decimal when it is one of the rates the
+// principal was made with (its own or its project's requests or tokens
+// per minute), without formatting it again; "" otherwise. The text is
+// kept with the value it was made from, so a principal copied and
+// changed afterwards never gets another value's text.
+func (p *Principal) RateText(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	for i := range p.rates {
+		if p.rates[i].n == n {
+			return p.rates[i].text
+		}
+	}
+	return ""
 }
 
 // StaticTagPrefix begins the counters' hash tag of a project that exists
 // only in the config, whose name is then all there is to tell it by.
 const StaticTagPrefix = "static:"
 
-// quoteNames fills QuotedKeyID, QuotedProject and StaticTag.
+// quoteNames fills QuotedKeyID, QuotedProject, StaticTag and the rates
+// RateText returns.
 func (p *Principal) quoteNames() {
 	p.QuotedKeyID, p.QuotedProject = llm.Quote(p.KeyID), llm.Quote(p.Project)
+	for i, n := range [4]int{p.RPM, p.TPM, p.ProjectLimits.RPM, p.ProjectLimits.TPM} {
+		p.rates[i] = rateText{}
+		if n > 0 {
+			p.rates[i] = rateText{int64(n), strconv.Itoa(n)}
+		}
+	}
 	if p.ProjectID == "" && p.Project != "" {
 		p.StaticTag = StaticTagPrefix + p.Project
 	}
@@ -141,8 +176,11 @@ func NewStatic(keys []StaticKey) *Static {
 }
 
 // Lookup finds the principal for a secret.
-func (s *Static) Lookup(secret string) (*Principal, bool) {
-	p, ok := s.keys[HashKey(secret)]
+func (s *Static) Lookup(secret string) (*Principal, bool) { return s.LookupHash(HashKey(secret)) }
+
+// LookupHash finds the principal for a secret hashed already (HashKey).
+func (s *Static) LookupHash(h Hash) (*Principal, bool) {
+	p, ok := s.keys[h]
 	return p, ok
 }
 
@@ -154,7 +192,9 @@ func (s *Static) Lookup(secret string) (*Principal, bool) {
 // Header.Get would canonicalise the constant name again on each request.
 func Credential(r *http.Request) string {
 	if v := first(r.Header[hdrAuthorization]); v != "" {
-		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		// The scheme as the SDKs write it is one compare; any other case
+		// of it is folded (RFC 9110 §11.1: the scheme is case-insensitive).
+		if len(v) > 7 && (v[:7] == "Bearer " || strings.EqualFold(v[:7], "bearer ")) {
 			return strings.TrimSpace(v[7:])
 		}
 		return ""

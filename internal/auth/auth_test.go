@@ -17,6 +17,8 @@ func TestCredential(t *testing.T) {
 	}{
 		{map[string]string{"Authorization": "Bearer gh-abc"}, "gh-abc"},
 		{map[string]string{"Authorization": "bearer   gh-abc  "}, "gh-abc"},
+		{map[string]string{"Authorization": "BEARER gh-abc"}, "gh-abc"},
+		{map[string]string{"Authorization": "Bearer"}, ""},
 		{map[string]string{"Authorization": "Basic Zm9v"}, ""},
 		{map[string]string{"X-Api-Key": "gh-xyz"}, "gh-xyz"},
 		{map[string]string{"Authorization": "Bearer gh-a", "X-Api-Key": "gh-b"}, "gh-a"},
@@ -122,5 +124,33 @@ func TestCredentialOnTheWire(t *testing.T) {
 			}
 		}
 		ts.Close()
+	}
+}
+
+// TestRateText: the texts are the principal's own and its project's
+// rates as made with it; another value, zero, or a rate changed on a copy
+// afterwards gets none (the caller formats it), never a wrong one.
+func TestRateText(t *testing.T) {
+	s := NewStatic([]StaticKey{{Secret: "gh-rates", Principal: Principal{KeyID: "k", Project: "p",
+		RPM: 100, TPM: 1_000_000_000_000, ProjectLimits: Limits{RPM: 7}}}})
+	p, ok := s.Lookup("gh-rates")
+	if !ok {
+		t.Fatal("key not found")
+	}
+	for n, want := range map[int64]string{100: "100", 1_000_000_000_000: "1000000000000", 7: "7", 0: "", -1: "", 8: "", 99: ""} {
+		if got := p.RateText(n); got != want {
+			t.Errorf("RateText(%d) = %q, want %q", n, got, want)
+		}
+	}
+	c := *p
+	c.RPM = 200
+	if got := c.RateText(200); got != "" {
+		t.Errorf("a copy's changed rate: RateText(200) = %q, want none", got)
+	}
+	if got := c.RateText(100); got != "100" {
+		t.Errorf("a copy: RateText(100) = %q, want the text of the value it was made from", got)
+	}
+	if got := (&Principal{RPM: 5}).RateText(5); got != "" {
+		t.Errorf("a principal made without quoteNames: RateText(5) = %q, want none", got)
 	}
 }

@@ -219,7 +219,13 @@ func (k *Keys) Resolve(ctx context.Context, secret string) (*Principal, error) {
 	if secret == "" {
 		return nil, ErrMissingKey
 	}
-	h := HashKey(secret)
+	return k.ResolveHash(ctx, HashKey(secret))
+}
+
+// ResolveHash is Resolve for a secret hashed already (HashKey), by a
+// caller that looked it up elsewhere first: the secret is hashed once a
+// request, not once a table.
+func (k *Keys) ResolveHash(ctx context.Context, h Hash) (*Principal, error) {
 	if p := (*k.static.Load())[h]; p != nil {
 		return p, nil
 	}

@@ -86,8 +86,8 @@ func TestKeysPrincipal(t *testing.T) {
 			if err != c.err {
 				t.Fatalf("%q: error %v, want %v", c.secret, err, c.err)
 			}
-			// The quoted names are made with the principal, for the log line.
-			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "QuotedProject")); diff != "" {
+			// The quoted names and rate texts are made with the principal, for the log line and headers.
+			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "QuotedProject"), cmpopts.IgnoreUnexported(auth.Principal{})); diff != "" {
 				t.Errorf("%q: principal (-want +got):\n%s", c.secret, diff)
 			}
 			if got != nil && (got.QuotedKeyID != llm.Quote(got.KeyID) || got.QuotedProject != llm.Quote(got.Project)) {
@@ -132,6 +132,21 @@ func TestKeysAuthenticate(t *testing.T) {
 	}
 	if _, err := k.Authenticate(req("Authorization", "Bearer gh-nope-secret")); err != auth.ErrBadKey {
 		t.Fatalf("bad key: %v", err)
+	}
+	// A secret hashed by the caller finds the same principal (the
+	// gateway hashes it once for the static table and this one).
+	if got, err := k.ResolveHash(context.Background(), auth.HashKey("gh-http-secret")); err != nil || got.KeyID != key.ID {
+		t.Fatalf("by hash: %+v, %v", got, err)
+	}
+	if _, err := k.ResolveHash(context.Background(), auth.HashKey("gh-nope-secret")); err != auth.ErrBadKey {
+		t.Fatalf("bad key by hash: %v", err)
+	}
+	s := auth.NewStatic([]auth.StaticKey{{Secret: "gh-static", Principal: auth.Principal{KeyID: "s"}}})
+	if p, ok := s.LookupHash(auth.HashKey("gh-static")); !ok || p.KeyID != "s" {
+		t.Fatalf("static by hash: %+v, %v", p, ok)
+	}
+	if _, ok := s.LookupHash(auth.HashKey("gh-http-secret")); ok {
+		t.Fatal("static by hash found a key it does not have")
 	}
 }
 

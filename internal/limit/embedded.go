@@ -547,6 +547,10 @@ func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error
 	return nil
 }
 
+// SettlesWithoutContext implements ContextFreeSettler: Settle works in
+// memory and never reads its context.
+func (e *Embedded) SettlesWithoutContext() {}
+
 // settle applies a claimed reservation's actual usage.
 func (e *Embedded) settle(r Reservation, actual Actual) {
 	a := &r.Admission
@@ -575,9 +579,10 @@ func (e *Embedded) settle(r Reservation, actual Actual) {
 	dc := int64(actual.Cost - a.Cost)
 	for i, b := range a.Budgets {
 		start, _ := e.cal.span(b.Period, r.At)
+		held := e.held(&r, true, i)
 		if dc != 0 {
 			add := func(v int64) int64 { return v + dc }
-			if c := e.held(&r, true, i); c == nil || !c.update(add) {
+			if held == nil || !held.update(add) {
 				if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
 					c.mu.Lock()
 					c.v += dc
@@ -586,7 +591,12 @@ func (e *Embedded) settle(r Reservation, actual Actual) {
 			}
 		}
 		if e.spend != nil {
-			e.spend.Add(BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
+			k := BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}
+			if held != nil {
+				e.spend.addAt(held, k, int64(actual.Cost))
+			} else {
+				e.spend.Add(k, int64(actual.Cost))
+			}
 		}
 	}
 }
@@ -649,4 +659,4 @@ func (e *Embedded) sweep(now time.Time) {
 	}
 }
 
-var _ Admitter = (*Embedded)(nil)
+var _ ContextFreeSettler = (*Embedded)(nil)

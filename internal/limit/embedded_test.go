@@ -388,6 +388,8 @@ type memSpend struct {
 	m    map[BudgetKey]int64
 	fail error
 	adds int
+	// during runs as AddSpend starts, before the store's lock.
+	during func()
 }
 
 func (s *memSpend) LoadSpend(_ context.Context, since string) (map[BudgetKey]int64, error) {
@@ -403,6 +405,9 @@ func (s *memSpend) LoadSpend(_ context.Context, since string) (map[BudgetKey]int
 }
 
 func (s *memSpend) AddSpend(_ context.Context, d map[BudgetKey]int64) error {
+	if s.during != nil {
+		s.during()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -800,5 +805,96 @@ func TestHintAcrossShapes(t *testing.T) {
 	}
 	if got := e.Spent(ScopeKey, "k", Day, t0); got != 3 {
 		t.Fatalf("key budget spent %d, want 3 (three admissions)", got)
+	}
+}
+
+// TestSpendFoundByCounter: spend settled on a kept counter goes to the
+// pending entry found by the counter, and every settle lands in the
+// store exactly once: across flushes (the entry found last belongs to a
+// batch already written), a failed flush (its batch merged back with
+// what came meanwhile), and admissions of one counter under two tags.
+func TestSpendFoundByCounter(t *testing.T) {
+	st := &memSpend{}
+	clk := newClock(t0)
+	ctx := context.Background()
+	e := newEmbedded(t, Options{Now: clk.Now, Spend: st, FlushEvery: time.Hour})
+	b := []Budget{{Scope: ScopeProject, ID: "p", Limit: USD(100), Period: Total}}
+	settle := func(tag string, usd float64) {
+		t.Helper()
+		d, err := e.Admit(ctx, Admission{Tag: tag, Budgets: b, Cost: USD(1)})
+		if err != nil || !d.Allowed {
+			t.Fatalf("admit: %v %+v", err, d)
+		}
+		if e.held(&d.Reservation, true, 0) == nil {
+			t.Fatal("the admission kept no counter: the test needs one")
+		}
+		if err := e.Settle(ctx, d.Reservation, Actual{Cost: USD(usd)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle("a", 0.1)
+	settle("a", 0.2)
+	settle("b", 0.4) // the same counter, another tag
+	settle("a", 0.8)
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settle("a", 1) // after a flush: a new entry, not the written one
+	st.fail = errors.New("disk full")
+	// Settled while the failing batch is being written: merged into it
+	// after, and the entry it went to is then no longer pending.
+	st.during = func() { settle("a", 2) }
+	if err := e.Flush(ctx); err == nil {
+		t.Fatal("flush to a failing store succeeded")
+	}
+	st.during = nil
+	settle("a", 16)
+	settle("b", 4)
+	st.fail = nil
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settle("a", 8) // after the merge: its entries are found afresh
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[BudgetKey]int64{
+		{Tag: "a", Scope: ScopeProject, ID: "p", Period: Total}: 28_100_000,
+		{Tag: "b", Scope: ScopeProject, ID: "p", Period: Total}: 4_400_000,
+	}
+	if diff := cmp.Diff(want, st.m); diff != "" {
+		t.Fatalf("persisted (-want +got):\n%s", diff)
+	}
+}
+
+// TestSettleUnderCancelledContext: Embedded is a ContextFreeSettler, so
+// the server hands it a request's context even after the client has
+// gone: the settlement must land all the same (tokens and spend).
+func TestSettleUnderCancelledContext(t *testing.T) {
+	st := &memSpend{}
+	clk := newClock(t0)
+	e := newEmbedded(t, Options{Now: clk.Now, Spend: st, FlushEvery: time.Hour})
+	a := Admission{Tag: "p", Rates: []Rate{keyRate("k", 0, 1000)}, Tokens: 600,
+		Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Total}}, Cost: USD(0.5)}
+	d, _ := e.Admit(context.Background(), a)
+	if !d.Allowed {
+		t.Fatalf("refused: %+v", d)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("client went away"))
+	if err := e.Settle(ctx, d.Reservation, Actual{Tokens: 100, Cost: USD(0.1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Spent(ScopeKey, "k", Total, t0); got != USD(0.1) {
+		t.Errorf("spent %v after settling 0.1 under a cancelled context", got)
+	}
+	if d2, _ := e.Admit(context.Background(), Admission{Rates: a.Rates, Tokens: 900}); !d2.Allowed {
+		t.Errorf("900 tokens refused with 900 left after settling 600 → 100: %+v", d2.Tokens)
+	}
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.m[BudgetKey{Tag: "p", Scope: ScopeKey, ID: "k", Period: Total}]; got != 100_000 {
+		t.Errorf("persisted %d micros, want 100000", got)
 	}
 }

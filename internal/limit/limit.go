@@ -23,6 +23,18 @@ type Admitter interface {
 	Settle(ctx context.Context, r Reservation, actual Actual) error
 }
 
+// ContextFreeSettler is an Admitter whose Settle reads nothing of its
+// context (neither its cancellation, its deadline nor its values): it
+// settles in memory. A request settling after its client has gone may
+// hand such an admitter its own context as it is; any other admitter
+// needs one that outlives the request (context.WithoutCancel), which
+// costs an allocation a request.
+type ContextFreeSettler interface {
+	Admitter
+	// SettlesWithoutContext marks the type; it does nothing.
+	SettlesWithoutContext()
+}
+
 // ErrUnavailable wraps backend failures (Redis unreachable, timed out):
 // what a FailurePolicy applies to.
 var ErrUnavailable = errors.New("limit backend unavailable")

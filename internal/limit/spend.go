@@ -41,10 +41,17 @@ type SpendLog struct {
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	pending map[BudgetKey]int64
-	spare   map[BudgetKey]int64 // the map the last flush emptied, reused
+	pending map[BudgetKey]*pendingSpend
+	spare   map[BudgetKey]*pendingSpend // the map the last flush emptied, reused
+	// byCell finds the pending entry an Embedded counter's spend went to
+	// last, by the counter's address: one word to hash, where pending's
+	// key is three strings. An entry found there is used only when its
+	// key is the one added to; it is emptied whenever pending is
+	// swapped, so it never leads to an entry no longer pending.
+	byCell map[*cell]*pendingSpend
 
-	flushMu sync.Mutex // one flush at a time (ticker and Close)
+	flushMu sync.Mutex          // one flush at a time (ticker and Close)
+	deltas  map[BudgetKey]int64 // what a flush hands the store; under flushMu
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -59,10 +66,17 @@ func NewSpendLog(s SpendStore, every time.Duration, log *slog.Logger) *SpendLog 
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &SpendLog{store: s, every: every, log: log,
-		pending: map[BudgetKey]int64{}, spare: map[BudgetKey]int64{},
+		pending: map[BudgetKey]*pendingSpend{}, spare: map[BudgetKey]*pendingSpend{},
+		byCell: map[*cell]*pendingSpend{}, deltas: map[BudgetKey]int64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go l.run()
 	return l
+}
+
+// pendingSpend is a counter's spend settled since the last flush.
+type pendingSpend struct {
+	key    BudgetKey
+	micros int64
 }
 
 // Add records micros of settled spend on k.
@@ -71,8 +85,35 @@ func (l *SpendLog) Add(k BudgetKey, micros int64) {
 		return
 	}
 	l.mu.Lock()
-	l.pending[k] += micros
+	l.entryLocked(k).micros += micros
 	l.mu.Unlock()
+}
+
+// addAt is Add for spend settled on Embedded's counter c, found by c
+// while c's spend goes to the same key (a counter's settles all do,
+// unless its admissions' tags differ).
+func (l *SpendLog) addAt(c *cell, k BudgetKey, micros int64) {
+	if micros == 0 {
+		return
+	}
+	l.mu.Lock()
+	e := l.byCell[c]
+	if e == nil || e.key != k {
+		e = l.entryLocked(k)
+		l.byCell[c] = e
+	}
+	e.micros += micros
+	l.mu.Unlock()
+}
+
+// entryLocked returns k's pending entry, made when there is none.
+func (l *SpendLog) entryLocked(k BudgetKey) *pendingSpend {
+	e := l.pending[k]
+	if e == nil {
+		e = &pendingSpend{key: k}
+		l.pending[k] = e
+	}
+	return e
 }
 
 func (l *SpendLog) run() {
@@ -106,16 +147,26 @@ func (l *SpendLog) Flush(ctx context.Context) error {
 	batch := l.pending
 	l.pending = l.spare
 	l.spare = nil
+	clear(l.byCell) // it leads into batch
 	l.mu.Unlock()
 
-	err := l.store.AddSpend(ctx, batch)
+	for k, e := range batch {
+		l.deltas[k] = e.micros
+	}
+	err := l.store.AddSpend(ctx, l.deltas)
+	clear(l.deltas)
 
 	l.mu.Lock()
 	if err != nil {
-		for k, v := range l.pending { // spend added meanwhile
-			batch[k] += v
+		for k, e := range l.pending { // spend added meanwhile
+			if b := batch[k]; b != nil {
+				b.micros += e.micros
+			} else {
+				batch[k] = e
+			}
 		}
 		clear(l.pending)
+		clear(l.byCell) // it leads into the entries just merged
 		l.spare = l.pending
 		l.pending = batch
 	} else {

@@ -28,3 +28,42 @@ func SetUsageCostAt(body []byte, at UsageSlot, cost string) []byte {
 	}
 	return append(append(append(out, `"cost":`...), cost...), body[end:]...)
 }
+
+// SpliceRoom is the spare capacity a body read for SetUsageCostOwned
+// should have past its end: the member `,"cost":` and a cost of up to
+// 24 digits fit in it.
+const SpliceRoom = 32
+
+// SetUsageCostOwned is SetUsageCostAt for a body its caller owns (no one
+// else reads or keeps it): when the array behind it has room past its
+// end (see SpliceRoom), the cost is written into it in place, moving
+// only the bytes after the usage object's cost, which is most often the
+// end of the body; otherwise it is copied as SetUsageCostAt does. The
+// bytes of body are changed either way only in its own array: the
+// result is what SetUsageCostAt returns.
+func SetUsageCostOwned(body []byte, at UsageSlot, cost string) []byte {
+	// The bytes from cut to keep are replaced by sep, `"cost":` (when
+	// name) and cost.
+	cut, keep, sep, name := at.End-1, at.End-1, "", true
+	if at.CostEnd > 0 {
+		cut, keep, name = at.CostStart, at.CostEnd, false
+	} else if !at.Empty {
+		sep = ","
+	}
+	ins := len(sep) + len(cost)
+	if name {
+		ins += len(`"cost":`)
+	}
+	n := len(body) - (keep - cut) + ins
+	if n > cap(body) {
+		return SetUsageCostAt(body, at, cost)
+	}
+	out := body[:n]
+	copy(out[cut+ins:], body[keep:]) // copy moves overlapping bytes correctly
+	w := cut + copy(out[cut:], sep)
+	if name {
+		w += copy(out[w:], `"cost":`)
+	}
+	copy(out[w:], cost)
+	return out
+}

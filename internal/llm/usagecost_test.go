@@ -44,3 +44,41 @@ func FuzzSetUsageCost(f *testing.F) {
 		}
 	})
 }
+
+// TestSetUsageCostOwned: the result is SetUsageCostAt's, written into the
+// body's own array when it has room (and only then), for insertions and
+// for replacements by a longer, shorter or equal cost.
+func TestSetUsageCostOwned(t *testing.T) {
+	bodies := []string{
+		`{"id":"x","usage":{"prompt_tokens":3,"completion_tokens":4}}`,
+		`{"usage":{}, "id":"x"}`,
+		`{"usage":{"prompt_tokens":1,"cost":9.5,"x":1}}`,
+		`{"usage":{"prompt_tokens":1,"cost":123456789.123456}, "tail":"after the usage object"}`,
+		`{"usage" : { "total_tokens" : 7 } }`,
+		`{"usage":{"details":{"a":{}}},"more":{"usage":{}}}`,
+	}
+	for _, in := range bodies {
+		_, _, slot, err := CheckUsage([]byte(in))
+		if err != nil || slot.End == 0 {
+			t.Fatalf("CheckUsage(%s): %v, %+v", in, err, slot)
+		}
+		for _, cost := range []string{"0.001250", "9.5", "1", "123456789012.123456"} {
+			want := string(SetUsageCostAt([]byte(in), slot, cost))
+			for _, room := range []int{0, 1, SpliceRoom} {
+				buf := make([]byte, len(in), len(in)+room)
+				copy(buf, in)
+				got := SetUsageCostOwned(buf, slot, cost)
+				if string(got) != want {
+					t.Errorf("%s, cost %s, room %d: %s, want %s", in, cost, room, got, want)
+				}
+				inPlace := &got[:1][0] == &buf[:1][0]
+				if fits := len(want) <= cap(buf); inPlace != fits {
+					t.Errorf("%s, cost %s, room %d: in place %v, want %v", in, cost, room, inPlace, fits)
+				}
+				if !inPlace && string(buf) != in {
+					t.Errorf("%s, cost %s, room %d: copied, but the body changed to %s", in, cost, room, buf)
+				}
+			}
+		}
+	}
+}

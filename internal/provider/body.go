@@ -36,7 +36,9 @@ func (d *Deployment) ResponseLimit() int64 {
 // together, so the spare byte is never grown into. (bytes.Buffer's
 // ReadFrom would grow even an exactly presized buffer to keep 512 bytes
 // free for the read that finds the end: a second allocation and a copy
-// of every answer.)
+// of every answer.) The buffer has llm.SpliceRoom more past that byte,
+// so that the gateway writes an answer's cost into it in place
+// (llm.SetUsageCostOwned) rather than copying the answer.
 func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 	defer resp.Body.Close()
 	if resp.ContentLength > limit {
@@ -44,7 +46,7 @@ func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 	}
 	size := 512
 	if resp.ContentLength > 0 {
-		size = int(resp.ContentLength) + 1
+		size = int(resp.ContentLength) + 1 + llm.SpliceRoom
 	}
 	buf, err := readAll(resp.Body, make([]byte, 0, size), limit+1)
 	if err != nil {

@@ -360,7 +360,7 @@ func (x *exchange) limitHeaders(h http.Header) {
 	if a.dec.Allowed && x.rt.Limits.HeadersOnRefusal {
 		return
 	}
-	quotaHeaders(h, &x.vals, a.dec.Requests, a.dec.Tokens)
+	quotaHeaders(h, &x.vals, x.principal, a.dec.Requests, a.dec.Tokens)
 	if a.downgraded != "" {
 		h.Set(hdrDowngradedFrom, a.downgraded)
 	}
@@ -385,7 +385,7 @@ func (x *exchange) appendLimitFields(b []byte) []byte {
 			continue
 		}
 		b = append(b, quotaHeaderKeys[3*i]...)
-		b = append(strconv.AppendInt(append(b, ':', ' '), q.Limit, 10), '\r', '\n')
+		b = append(appendRate(append(b, ':', ' '), x.principal, q.Limit), '\r', '\n')
 		b = append(b, quotaHeaderKeys[3*i+1]...)
 		b = append(strconv.AppendInt(append(b, ':', ' '), max(q.Remaining, 0), 10), '\r', '\n')
 		b = append(b, quotaHeaderKeys[3*i+2]...)
@@ -401,7 +401,7 @@ func (x *exchange) appendLimitFields(b []byte) []byte {
 // and token buckets (of those with a limit). Every admitted response
 // carries them, so their up to six values share one string, kept in
 // vals.
-func quotaHeaders(h http.Header, vals *headerValues, req, tok limit.Quota) {
+func quotaHeaders(h http.Header, vals *headerValues, p *auth.Principal, req, tok limit.Quota) {
 	var buf [128]byte
 	var ends [6]int
 	b := buf[:0]
@@ -409,7 +409,7 @@ func quotaHeaders(h http.Header, vals *headerValues, req, tok limit.Quota) {
 		if q.Limit <= 0 {
 			continue
 		}
-		b = strconv.AppendInt(b, q.Limit, 10)
+		b = appendRate(b, p, q.Limit)
 		ends[3*i] = len(b)
 		b = strconv.AppendInt(b, max(q.Remaining, 0), 10)
 		ends[3*i+1] = len(b)
@@ -428,6 +428,19 @@ func quotaHeaders(h http.Header, vals *headerValues, req, tok limit.Quota) {
 		h[quotaHeaderKeys[i]] = vals.one(valQuota+i, all[start:end])
 		start = end
 	}
+}
+
+// appendRate appends a bucket's limit in decimal: the text the principal
+// keeps of its own and its project's rates when it is one of them (the
+// limit headers repeat them on every answer of the key), formatted
+// otherwise (a per-model rate).
+func appendRate(b []byte, p *auth.Principal, n int64) []byte {
+	if p != nil {
+		if t := p.RateText(n); t != "" {
+			return append(b, t...)
+		}
+	}
+	return strconv.AppendInt(b, n, 10)
 }
 
 // The x-ratelimit header names in canonical form, built once: they are
@@ -575,7 +588,13 @@ func (x *exchange) settle() {
 	// the context package's private key for the request's cancellation
 	// state among them, and only how context.Cause is written today
 	// (it reads Err first) kept the hang-up from showing through it.
-	if err := x.rt.Limits.Admitter.Settle(context.WithoutCancel(x.r.Context()), res, actual); err != nil {
+	// An admitter that settles in memory reads no context at all
+	// (limit.ContextFreeSettler): it gets the request's as it is.
+	ctx, adm := x.r.Context(), x.rt.Limits.Admitter
+	if _, free := adm.(limit.ContextFreeSettler); !free {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := adm.Settle(ctx, res, actual); err != nil {
 		x.s.log.Error("settle failed", "request_id", x.id, "err", err.Error())
 	}
 }

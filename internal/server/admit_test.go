@@ -132,6 +132,12 @@ func TestAppendResetMatchesDurationString(t *testing.T) {
 // TestQuotaHeaders: each bucket with a limit gets its three headers, with
 // its own values, whichever of the two is set.
 func TestQuotaHeaders(t *testing.T) {
+	var principals []*auth.Principal
+	for _, k := range []auth.Principal{{KeyID: "a", RPM: 100, TPM: 50000}, {KeyID: "b", RPM: 50000, ProjectLimits: auth.Limits{RPM: 1, TPM: 100}}, {KeyID: "c", RPM: 3, TPM: 4}} {
+		p, _ := auth.NewStatic([]auth.StaticKey{{Secret: "gh-" + k.KeyID, Principal: k}}).Lookup("gh-" + k.KeyID)
+		principals = append(principals, p)
+	}
+	principals = append(principals, nil)
 	req := limit.Quota{Limit: 100, Remaining: 99, Reset: 600 * time.Millisecond}
 	tok := limit.Quota{Limit: 50000, Remaining: -3, Reset: 90 * time.Second}
 	for _, c := range []struct {
@@ -148,19 +154,36 @@ func TestQuotaHeaders(t *testing.T) {
 			"X-Ratelimit-Limit-Tokens": "50000", "X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "1m30s"}},
 		{"none", limit.Quota{}, limit.Quota{}, map[string]string{}},
 	} {
-		h := http.Header{}
-		quotaHeaders(h, new(headerValues), c.req, c.tok)
-		if len(h) != len(c.want) {
-			t.Errorf("%s: %d headers %v, want %v", c.name, len(h), h, c.want)
-		}
-		for k, v := range c.want {
-			if got := h.Values(k); len(got) != 1 || got[0] != v {
-				t.Errorf("%s: %s = %q, want %q", c.name, k, got, v)
+		// No principal, one whose rates are the limits (their texts kept
+		// with it), and one whose rates are other numbers: the same
+		// headers.
+		for _, p := range principals {
+			h := http.Header{}
+			quotaHeaders(h, new(headerValues), p, c.req, c.tok)
+			if len(h) != len(c.want) {
+				t.Errorf("%s: %d headers %v, want %v", c.name, len(h), h, c.want)
 			}
-		}
-		h.Add("X-Ratelimit-Limit-Requests", "extra") // the shared slice must not be overwritten by an append
-		if c.tok.Limit > 0 && h.Get("X-Ratelimit-Remaining-Requests") != c.want["X-Ratelimit-Remaining-Requests"] {
-			t.Errorf("%s: appending to one header changed another", c.name)
+			for k, v := range c.want {
+				if got := h.Values(k); len(got) != 1 || got[0] != v {
+					t.Errorf("%s: %s = %q, want %q", c.name, k, got, v)
+				}
+			}
+			h.Add("X-Ratelimit-Limit-Requests", "extra") // the shared slice must not be overwritten by an append
+			if c.tok.Limit > 0 && h.Get("X-Ratelimit-Remaining-Requests") != c.want["X-Ratelimit-Remaining-Requests"] {
+				t.Errorf("%s: appending to one header changed another", c.name)
+			}
+			x := &exchange{principal: p, rt: &Runtime{Limits: &Limits{}}}
+			x.adm = admission{on: true, dec: limit.Decision{Allowed: true, Requests: c.req, Tokens: c.tok}}
+			lines := string(x.appendLimitFields(nil))
+			var wantLines string
+			for _, k := range quotaHeaderKeys {
+				if v, ok := c.want[k]; ok {
+					wantLines += k + ": " + v + "\r\n"
+				}
+			}
+			if lines != wantLines {
+				t.Errorf("%s: appendLimitFields = %q, want %q", c.name, lines, wantLines)
+			}
 		}
 	}
 }

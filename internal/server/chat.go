@@ -154,7 +154,9 @@ func (x *exchange) chatCompletion(call *provider.Call, resp *http.Response, d *p
 	if !c.HasUsage {
 		x.countCompletion(d.Model, llm.CompletionText(c.Body))
 	}
-	x.usageSlot = slot
+	// Only the adapter's body is the exchange's own: a dialect's
+	// translation may keep what it made (a stored response).
+	x.usageSlot, x.ownBody = slot, rp.completion == nil
 	x.writeJSON(body)
 	return route.Result{FirstByte: x.s.now().Sub(start)}
 }
@@ -220,9 +222,12 @@ func (x *exchange) writeJSON(body []byte) {
 		} else {
 			x.w.Header()[hdrCost] = x.vals.one(valCost, cost)
 		}
-		if x.usageSlot.End > 0 { // for clients that read no headers
+		switch { // for clients that read no headers
+		case x.usageSlot.End > 0 && x.ownBody:
+			body = llm.SetUsageCostOwned(body, x.usageSlot, cost)
+		case x.usageSlot.End > 0:
 			body = llm.SetUsageCostAt(body, x.usageSlot, cost)
-		} else {
+		default:
 			body, _ = llm.SetUsageCost(body, cost)
 		}
 	}

@@ -92,6 +92,11 @@ type exchange struct {
 	// translation wrote it (reply.completion); the cost goes there
 	// without another walk of the body.
 	usageSlot llm.UsageSlot
+	// ownBody: the body writeJSON sends was made for this exchange
+	// alone (an upstream's answer as the adapter read it), so the cost
+	// is written into it in place; a cached answer's bytes are shared,
+	// and a translation's may be kept (a stored response).
+	ownBody bool
 	// upstreamWait is the time spent waiting on upstream calls and
 	// between attempts; overhead the rest, up to the response headers.
 	upstreamWait time.Duration
@@ -403,13 +408,12 @@ func (x *exchange) finish() {
 		if !x.s.log.Enabled(ctx, level) {
 			return
 		}
-		bp := linePool.Get().(*[]byte)
-		line := jsonLine{b: appendLineStart((*bp)[:0], &x.s.stamps, end, level)}
-		x.logFields(&line, end)
+		line := linePool.Get().(*jsonLine)
+		line.b = appendLineStart(line.b[:0], &x.s.stamps, end, level)
+		x.logFields(line, end)
 		line.b = append(line.b, '}', '\n')
 		_, _ = w.Write(line.b)
-		*bp = line.b
-		linePool.Put(bp)
+		linePool.Put(line)
 		return
 	}
 	attrs := attrList(make([]slog.Attr, 0, 24))

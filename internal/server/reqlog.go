@@ -123,9 +123,11 @@ func plainMethod(m string) bool {
 	return false
 }
 
-// linePool recycles the buffers of log lines: the writer copies a line
-// before Write returns (asynclog does).
-var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+// linePool recycles log lines and their buffers: the writer copies a
+// line before Write returns (asynclog does). It holds the jsonLine, not
+// only its buffer: one made for each line escaped to the heap, as
+// logFields takes it as a fieldSink.
+var linePool = sync.Pool{New: func() any { return &jsonLine{b: make([]byte, 0, 512)} }}
 
 // attrList collects the fields as slog attributes, for a server with no
 // request-log writer.

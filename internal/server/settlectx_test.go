@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"gatehouse/internal/auth"
 	"gatehouse/internal/limit"
@@ -80,5 +81,55 @@ func TestSettleOutlivesHangUp(t *testing.T) {
 	}
 	if h.value != "request value" {
 		t.Errorf("settle's context value %v, want the request's", h.value)
+	}
+}
+
+// hangUpEmbedded is the in-memory admitter, a limit.ContextFreeSettler,
+// that cancels the request's context once it has admitted it and notes
+// whether its Settle got a cancelled one.
+type hangUpEmbedded struct {
+	*limit.Embedded
+	cancel    context.CancelFunc
+	settles   int
+	cancelled bool
+}
+
+func (h *hangUpEmbedded) Admit(ctx context.Context, a limit.Admission) (limit.Decision, error) {
+	d, err := h.Embedded.Admit(ctx, a)
+	h.cancel()
+	return d, err
+}
+
+func (h *hangUpEmbedded) Settle(ctx context.Context, r limit.Reservation, actual limit.Actual) error {
+	h.settles++
+	h.cancelled = ctx.Err() != nil
+	return h.Embedded.Settle(ctx, r, actual)
+}
+
+// TestContextFreeSettleAfterHangUp: an admitter that settles in memory
+// is handed the request's own context, cancelled by the hang-up, and
+// the reservation is released all the same; an admitter that is not
+// one (TestSettleOutlivesHangUp) gets a context that outlives it.
+func TestContextFreeSettleAfterHangUp(t *testing.T) {
+	s, _ := newTestServer(t) // its one model, "chat", panics once admitted
+	e, prices := embeddedLimits(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &hangUpEmbedded{Embedded: e, cancel: cancel}
+	rt := *s.Runtime()
+	rt.Limits = &Limits{Admitter: h, Prices: prices}
+	rt.Auth = auth.NewStatic([]auth.StaticKey{{Secret: "k", Principal: auth.Principal{KeyID: "key1", Project: "p", RPM: 10,
+		Budget: &auth.Budget{USD: 1, Period: "total"}}}})
+	s.Swap(&rt)
+
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"model":"chat","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer k")
+	s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	if h.settles != 1 || !h.cancelled {
+		t.Fatalf("%d settles, under a cancelled context: %v; want 1 under the request's own", h.settles, h.cancelled)
+	}
+	if got := e.Spent(limit.ScopeKey, "key1", limit.Total, time.Now()); got != 0 {
+		t.Fatalf("budget still holds %s after the request that hung up", got)
 	}
 }

@@ -453,6 +453,12 @@ type hourCombo struct {
 	keyID, project, model, provider string
 }
 
+// hourRow is a combination of a batch and its sums.
+type hourRow struct {
+	combo hourCombo
+	sums  *hourSums
+}
+
 // hourSums are what a batch adds to one row of usage_hourly.
 type hourSums struct {
 	projectID                                                string
@@ -468,7 +474,12 @@ type hourSums struct {
 func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inserted []bool) error {
 	const hour = int64(time.Hour / time.Microsecond)
 	sums := make(map[hourCombo]*hourSums, 4)
-	var order []hourCombo
+	var order []hourRow
+	// A batch's records mostly repeat the previous one's combination
+	// (one key calling one model, within the hour): that case compares
+	// the combination with the last one's, where the map would hash its
+	// four strings.
+	var last hourRow
 	for i := range rs {
 		if inserted != nil && !inserted[i] {
 			continue
@@ -476,11 +487,14 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 		r := &rs[i]
 		t := unixMicros(r.Time)
 		c := hourCombo{t - t%hour, r.KeyID, r.Project, r.Model, r.Provider}
-		h := sums[c]
-		if h == nil {
-			h = &hourSums{}
-			sums[c] = h
-			order = append(order, c)
+		h := last.sums
+		if h == nil || c != last.combo {
+			if h = sums[c]; h == nil {
+				h = &hourSums{}
+				sums[c] = h
+				order = append(order, hourRow{c, h})
+			}
+			last = hourRow{c, h}
 		}
 		h.projectID = max(h.projectID, r.ProjectID)
 		h.requests++
@@ -501,8 +515,8 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 	}
 	var buf []byte
 	args := w.args[:15]
-	for _, c := range order {
-		h := sums[c]
+	for _, row := range order {
+		c, h := row.combo, row.sums
 		buf = h.latency.AppendJSON(buf[:0])
 		latency := string(buf)
 		buf = h.ttft.AppendJSON(buf[:0])
