@@ -37,8 +37,10 @@ type FieldWriter interface {
 var _ FieldWriter = (*response)(nil)
 
 // fieldBufferSize is the room a connection's field buffer starts with:
-// a limited key's answer hands over about 400 bytes.
-const fieldBufferSize = 512
+// a limited key's JSON answer hands over about 400 bytes, its stream
+// about 600 (the stream's own three fields with them); one that does not
+// fit costs a second buffer and a copy.
+const fieldBufferSize = 768
 
 // maxFieldBuffer bounds the buffer a connection keeps between answers.
 const maxFieldBuffer = 4 << 10

@@ -143,3 +143,45 @@ func TestFieldWriterTyped(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldBufferNotHeldByStream: a connection reuses its field buffer
+// from answer to answer, but a response that flushes (a stream, which
+// may hold the connection for minutes) leaves none behind, and the next
+// answer on the connection makes its own.
+func TestFieldBufferNotHeldByStream(t *testing.T) {
+	bufs := make(chan *byte, 4)
+	addr := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fw := w.(FieldWriter)
+		b := append(fw.FieldBuffer(), "X-Raw: 1\r\n"...)
+		bufs <- &b[0]
+		fw.AppendFields(b, false)
+		_, _ = io.WriteString(w, "data\n")
+		if r.URL.Path == "/stream" {
+			w.(http.Flusher).Flush()
+		}
+	})})
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	var got []*byte
+	for _, path := range []string{"/", "/", "/stream", "/"} {
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.Header.Get("X-Raw") != "1" {
+			t.Fatalf("%s: header %v", path, resp.Header)
+		}
+		got = append(got, <-bufs)
+	}
+	if got[1] != got[0] || got[2] != got[0] {
+		t.Errorf("the buffer was not reused by the answers after a JSON-like one")
+	}
+	if got[3] == got[2] {
+		t.Errorf("the answer after a stream got the stream's buffer: the connection held it through the stream")
+	}
+}
