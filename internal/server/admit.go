@@ -482,9 +482,14 @@ const hdrTrailer = "Trailer"
 // usage is known only at its end, after the headers are gone.
 func (x *exchange) declareCostTrailer() {
 	if x.adm.on {
-		x.w.Header()[hdrTrailer] = []string{hdrCost}
+		x.w.Header()[hdrTrailer] = costTrailer
 	}
 }
+
+// costTrailer is the Trailer field's value, shared by every stream: it
+// is never written (net/http's servers and the engine read it; a
+// handler's Header.Add appends to a full slice, which copies it).
+var costTrailer = []string{hdrCost}
 
 // answeredCost is the cost of what the billed attempt used: its usage at
 // the price of the model that served it. With no usage reported (or no
@@ -565,7 +570,7 @@ func (x *exchange) settle() {
 	a.settled = true
 	cost := x.costHeader()
 	if x.stream && x.written {
-		x.w.Header()[hdrCost] = []string{cost}
+		x.w.Header()[hdrCost] = x.vals.one(valCost, cost) // the trailer (a stream's answer set no cost field before)
 	}
 	res := a.dec.Reservation
 	if !res.Valid() {
