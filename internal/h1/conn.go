@@ -62,7 +62,7 @@ type conn struct {
 	headerSize int
 	handedOver bool                  // given to Server.HTTP2: not closed here
 	body       *[bodyBufferSize]byte // a response's held body, reused request after request; nil: none held
-	fieldBuf   []byte                // the lines a handler hands over (FieldWriter), reused request after request
+	fieldBuf   *[]byte               // the lines a handler hands over (FieldWriter), reused request after request; nil: none held
 }
 
 func (c *conn) serve() {
@@ -394,6 +394,7 @@ func (c *conn) close() {
 		c.bufw = nil
 	}
 	c.releaseBody()
+	c.releaseFields()
 	if !c.handedOver {
 		_ = c.nc.Close()
 	}

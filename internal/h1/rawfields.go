@@ -25,7 +25,8 @@ package h1
 // written are dropped, as changes to the map are.
 type FieldWriter interface {
 	// FieldBuffer returns an empty buffer with room to format lines
-	// into (the connection's, reused from answer to answer), as
+	// into (the connection's, reused from answer to answer and pooled
+	// while a stream runs: not to be touched once the header is out), as
 	// bufio.Writer.AvailableBuffer does: append to it, then hand the
 	// result to AppendFields.
 	FieldBuffer() []byte
@@ -48,9 +49,9 @@ const maxFieldBuffer = 4 << 10
 func (w *response) FieldBuffer() []byte {
 	if w.fields == nil {
 		if w.c.fieldBuf == nil {
-			w.c.fieldBuf = make([]byte, 0, fieldBufferSize)
+			w.c.fieldBuf = fieldPool.Get().(*[]byte)
 		}
-		w.fields = w.c.fieldBuf[:0]
+		w.fields = (*w.c.fieldBuf)[:0]
 	}
 	return w.fields[len(w.fields):len(w.fields)]
 }
@@ -76,7 +77,7 @@ func (w *response) AppendFields(lines []byte, typed bool) {
 // answer, once the header block has carried the lines.
 func (w *response) keepFields() {
 	if w.fields != nil && cap(w.fields) <= maxFieldBuffer {
-		w.c.fieldBuf = w.fields[:0]
+		*w.c.fieldBuf = w.fields[:0]
 	}
 	w.fields = nil
 }
