@@ -50,6 +50,9 @@ func startStackProbe() {
 	go func() {
 		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/heapprofile" {
+				// Three: a heap profile is as of the collection before
+				// the last (runtime.MemProfile).
+				runtime.GC()
 				runtime.GC()
 				runtime.GC()
 				_ = pprof.Lookup("heap").WriteTo(w, 0)
