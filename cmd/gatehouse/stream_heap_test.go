@@ -26,9 +26,9 @@ const maxStreamHeap = 20 << 10
 // the stack probe, the heap left after two collections before and after
 // a second batch of them: the difference, by stream, is what an open
 // stream holds, in bytes and in objects. Counted after collections, not
-// sampled, it is the same from run to run to within about 100 bytes a
-// stream (19,208–19,313 in three runs at its commit), where the
-// streams harness's RSS spreads by 3–6 KiB.
+// sampled, it is the same from run to run to within a few hundred bytes
+// a stream (18,318–18,833 in three runs), where the streams harness's
+// RSS spreads by 3–6 KiB.
 //
 // With STREAM_HEAP_PROFILES naming a directory, the gateway records
 // every allocation and the test writes its heap profiles at the two
