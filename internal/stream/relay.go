@@ -20,9 +20,6 @@ import (
 
 // Options tune one relay.
 type Options struct {
-	// IncludeUsage forwards the trailing usage chunk; when false the
-	// gateway still reads usage from it but the client never sees it.
-	IncludeUsage bool
 	// OnChunk, when set, runs after every chunk read from upstream (the
 	// caller restarts its idle deadline there).
 	OnChunk func()
@@ -47,6 +44,9 @@ type Options struct {
 	// sent next to them). Ignored by a writer that takes no lines; the
 	// caller then sets its fields in the map.
 	Fields []byte
+	// IncludeUsage forwards the trailing usage chunk; when false the
+	// gateway still reads usage from it but the client never sees it.
+	IncludeUsage bool
 }
 
 // Encoder turns upstream chunks into another SSE dialect (Anthropic's
@@ -64,13 +64,17 @@ type Encoder interface {
 }
 
 // Result says what a relay delivered.
+//
+// (The flags are side by side, as are Options' and Relayer's: a relay is
+// held for as long as its stream runs, and TestRelayerSizeClass keeps it
+// in its size class.)
 type Result struct {
 	Usage      llm.Usage
-	HasUsage   bool
 	Chunks     int       // chunks written to the client
 	FirstChunk time.Time // when the first chunk was written; zero if none
-	Started    bool      // the response headers went out
-	Done       bool      // the stream completed and [DONE] was sent
+	HasUsage   bool
+	Started    bool // the response headers went out
+	Done       bool // the stream completed and [DONE] was sent
 	// Sample holds the text of the first chunks relayed, up to about
 	// SampleBytes: each choice's content, refusal, reasoning and tool-call
 	// names and arguments, as the raw JSON strings the chunks carried
