@@ -46,8 +46,9 @@ type exchange struct {
 	// estimated: promptTokens holds the estimate.
 	estimated bool
 	// mapHeaders: headers put the exchange's fields in the map already
-	// (a stream's attempt, an error), so a later answer must too, or
-	// they would go out twice (see fw).
+	// (on a fieldWriter only an error does, and nothing is answered
+	// after it), so a later answer must too, or they would go out twice
+	// (see fw): a guard for any path that comes to set them early.
 	mapHeaders bool
 	// usageEstimated: usage was counted by the gateway, not reported.
 	usageEstimated bool
