@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	_ "unsafe" // go:linkname
 )
@@ -30,8 +32,10 @@ type runtimeG struct{ lo, hi uintptr }
 func forEachG(fn func(gp *runtimeG))
 
 // startStackProbe serves, when GATEHOUSE_STACKPROBE_LISTEN names an
-// address, the count of goroutines by stack size as "size count" lines,
-// and says where on stderr.
+// address, the count of goroutines by stack size as "size count" lines
+// (and at /heap what the heap holds after two collections: "bytes
+// objects"; at /heapprofile a heap profile after them, which has every
+// allocation with GODEBUG=memprofilerate=1), and says where on stderr.
 func startStackProbe() {
 	addr := os.Getenv("GATEHOUSE_STACKPROBE_LISTEN")
 	if addr == "" {
@@ -44,7 +48,27 @@ func startStackProbe() {
 	}
 	fmt.Fprintf(os.Stderr, "stack probe listening on %s\n", ln.Addr())
 	go func() {
-		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/heapprofile" {
+				// Three: a heap profile is as of the collection before
+				// the last (runtime.MemProfile).
+				runtime.GC()
+				runtime.GC()
+				runtime.GC()
+				_ = pprof.Lookup("heap").WriteTo(w, 0)
+				return
+			}
+			if r.URL.Path == "/heap" {
+				// Two collections: the first moves the pools' contents
+				// to their victim caches, the second frees them, so what
+				// is left is what something holds.
+				runtime.GC()
+				runtime.GC()
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				fmt.Fprintf(w, "%d %d\n", m.HeapAlloc, m.HeapObjects)
+				return
+			}
 			counts := map[uintptr]int{}
 			forEachG(func(gp *runtimeG) { counts[gp.hi-gp.lo]++ })
 			sizes := make([]uintptr, 0, len(counts))

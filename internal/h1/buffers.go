@@ -15,6 +15,7 @@ var (
 	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
 	bodyPool   = sync.Pool{New: func() any { return new([bodyBufferSize]byte) }}
+	fieldPool  = sync.Pool{New: func() any { b := make([]byte, 0, fieldBufferSize); return &b }}
 )
 
 // lazyWriter is the connection's write buffer: a pooled bufio.Writer
@@ -89,6 +90,15 @@ func (c *conn) holdBody() []byte {
 		c.body = bodyPool.Get().(*[bodyBufferSize]byte)
 	}
 	return c.body[:0]
+}
+
+// releaseFields gives the connection's field buffer (FieldWriter) back
+// to the pool: the header block that carried its lines is written.
+func (c *conn) releaseFields() {
+	if c.fieldBuf != nil {
+		fieldPool.Put(c.fieldBuf)
+		c.fieldBuf = nil
+	}
 }
 
 // releaseBody gives the connection's body buffer back to the pool; the

@@ -48,7 +48,7 @@ type conn struct {
 
 	remoteAddr string
 	tlsState   *tls.ConnectionState
-	ctx        context.Context // the connection's; each request's derives from it
+	ctx        context.Context // the connection's (its values; never canceled); each request's derives from it
 
 	r    connReader
 	bufr *bufio.Reader // nil while a handler runs with its request read (watchForHangUp)
@@ -62,7 +62,7 @@ type conn struct {
 	headerSize int
 	handedOver bool                  // given to Server.HTTP2: not closed here
 	body       *[bodyBufferSize]byte // a response's held body, reused request after request; nil: none held
-	fieldBuf   []byte                // the lines a handler hands over (FieldWriter), reused request after request
+	fieldBuf   *[]byte               // the lines a handler hands over (FieldWriter), reused request after request; nil: none held
 }
 
 func (c *conn) serve() {
@@ -88,9 +88,13 @@ func (c *conn) serve() {
 	if f := c.srv.ConnContext; f != nil {
 		ctx = f(ctx, c.nc)
 	}
-	var cancel context.CancelFunc
-	c.ctx, cancel = context.WithCancel(ctx)
-	defer cancel()
+	// No cancel of the connection's own: every request's context is
+	// canceled when its handler returns (serveRequest), on a hang-up (the
+	// background read) or a panic (above), all before the connection
+	// ends, so a cancel here would cancel nothing, and as the parent of
+	// every request's context it would cost each request a children map
+	// and a Done channel, held for as long as a stream runs.
+	c.ctx = ctx
 
 	if d := c.srv.ReadHeaderTimeout; d > 0 {
 		_ = c.nc.SetReadDeadline(time.Now().Add(d))
@@ -394,6 +398,7 @@ func (c *conn) close() {
 		c.bufw = nil
 	}
 	c.releaseBody()
+	c.releaseFields()
 	if !c.handedOver {
 		_ = c.nc.Close()
 	}

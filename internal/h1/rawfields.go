@@ -25,7 +25,8 @@ package h1
 // written are dropped, as changes to the map are.
 type FieldWriter interface {
 	// FieldBuffer returns an empty buffer with room to format lines
-	// into (the connection's, reused from answer to answer), as
+	// into (the connection's, reused from answer to answer and pooled
+	// while a stream runs: not to be touched once the header is out), as
 	// bufio.Writer.AvailableBuffer does: append to it, then hand the
 	// result to AppendFields.
 	FieldBuffer() []byte
@@ -37,8 +38,10 @@ type FieldWriter interface {
 var _ FieldWriter = (*response)(nil)
 
 // fieldBufferSize is the room a connection's field buffer starts with:
-// a limited key's answer hands over about 400 bytes.
-const fieldBufferSize = 512
+// a limited key's JSON answer hands over about 400 bytes, its stream
+// about 600 (the stream's own three fields with them); one that does not
+// fit costs a second buffer and a copy.
+const fieldBufferSize = 768
 
 // maxFieldBuffer bounds the buffer a connection keeps between answers.
 const maxFieldBuffer = 4 << 10
@@ -46,9 +49,9 @@ const maxFieldBuffer = 4 << 10
 func (w *response) FieldBuffer() []byte {
 	if w.fields == nil {
 		if w.c.fieldBuf == nil {
-			w.c.fieldBuf = make([]byte, 0, fieldBufferSize)
+			w.c.fieldBuf = fieldPool.Get().(*[]byte)
 		}
-		w.fields = w.c.fieldBuf[:0]
+		w.fields = (*w.c.fieldBuf)[:0]
 	}
 	return w.fields[len(w.fields):len(w.fields)]
 }
@@ -74,7 +77,7 @@ func (w *response) AppendFields(lines []byte, typed bool) {
 // answer, once the header block has carried the lines.
 func (w *response) keepFields() {
 	if w.fields != nil && cap(w.fields) <= maxFieldBuffer {
-		w.c.fieldBuf = w.fields[:0]
+		*w.c.fieldBuf = w.fields[:0]
 	}
 	w.fields = nil
 }

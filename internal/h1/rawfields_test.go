@@ -143,3 +143,47 @@ func TestFieldWriterTyped(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldBufferNotHeldByStream: a connection keeps its field buffer
+// from answer to answer, but a response that flushes (a stream, which
+// may hold the connection for minutes) gives it back to the pool at
+// once, and the next answer on the connection takes one again.
+func TestFieldBufferNotHeldByStream(t *testing.T) {
+	type seen struct{ heldBefore, heldAfterFlush bool }
+	seenc := make(chan seen, 4)
+	addr := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := w.(*response).c
+		var s seen
+		s.heldBefore = c.fieldBuf != nil
+		fw := w.(FieldWriter)
+		fw.AppendFields(append(fw.FieldBuffer(), "X-Raw: 1\r\n"...), false)
+		_, _ = io.WriteString(w, "data\n")
+		if r.URL.Path == "/stream" {
+			w.(http.Flusher).Flush()
+			s.heldAfterFlush = c.fieldBuf != nil
+		}
+		seenc <- s
+	})})
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	var got []seen
+	for _, path := range []string{"/", "/", "/stream", "/"} {
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.Header.Get("X-Raw") != "1" {
+			t.Fatalf("%s: header %v", path, resp.Header)
+		}
+		got = append(got, <-seenc)
+	}
+	want := []seen{{false, false}, {true, false}, {true, false}, {false, false}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("field buffer held (-want +got):\n%s", diff)
+	}
+}

@@ -174,6 +174,12 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF {
 		b.sawEOF = true
+		// net/http's body reads from the connection's read buffer,
+		// which watchForHangUp gives back to its pool: a reference
+		// kept here would keep that buffer reachable from the request,
+		// and so allocated, for as long as the handler holds it (a
+		// stream's whole life), however often the pool hands it out.
+		b.ReadCloser = http.NoBody
 		b.w.c.watchForHangUp()
 	} else if err != nil {
 		b.err = err

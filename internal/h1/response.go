@@ -224,10 +224,12 @@ func (w *response) FlushError() error {
 	}
 	err := w.c.bufw.Flush()
 	// A handler that flushes is streaming: between its events the
-	// connection holds no buffer (the next write takes them again).
+	// connection holds no buffer (the next write takes them again), nor
+	// a field buffer for a next answer that may be a stream's life away.
 	w.body = nil
 	w.c.releaseBody()
 	w.c.bufw.release()
+	w.c.releaseFields()
 	return err
 }
 

@@ -231,12 +231,18 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 }
 
-// TestPanic: a panicking handler is logged, its connection closed with no
-// answer, and the server goes on.
+// TestPanic: a panicking handler is logged, its request's context
+// canceled (what the handler started under it stops), its connection
+// closed with no answer, and the server goes on.
 func TestPanic(t *testing.T) {
 	var logged syncBuffer
+	canceled := make(chan error, 1)
 	addr := serve(t, &Server{ErrorLog: log.New(&logged, "", 0), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/panic" {
+			go func() {
+				<-r.Context().Done()
+				canceled <- r.Context().Err()
+			}()
 			w.Header().Set("X-Half", "1")
 			panic("handler bug")
 		}
@@ -249,6 +255,9 @@ func TestPanic(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), "handler bug") {
 		t.Errorf("log %q, want the panic", logged.String())
+	}
+	if err := <-canceled; !errors.Is(err, context.Canceled) {
+		t.Errorf("the panicking request's context: %v, want canceled", err)
 	}
 	c2 := dial(t, addr)
 	io.WriteString(c2, "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

@@ -51,24 +51,31 @@ const (
 
 // admission is the admission state of one exchange.
 type admission struct {
-	on         bool // the request went through admission: headers and settlement are due
+	// The flags side by side (each alone would take eight bytes).
+	on       bool // the request went through admission: headers and settlement are due
+	budgeted bool // some budget applies: an unknown price cannot be served
+	costed   bool // cost holds the answer's cost (computed once: header, settlement, log)
+	settled  bool
+
 	tag        string
-	maxOut     int  // output cap the estimate assumes
-	budgeted   bool // some budget applies: an unknown price cannot be served
+	maxOut     int // output cap the estimate assumes
 	dec        limit.Decision
 	customer   *auth.Customer
 	downgraded string // the model the client asked for, when served by a cheaper one
 	cost       limit.Micros
-	costed     bool   // cost holds the answer's cost (computed once: header, settlement, log)
 	costText   string // cost formatted, once
-	settled    bool
 
 	// req is the Admission admission builds, kept here rather than
 	// allocated on its own for every limited request; its Rates and
-	// Budgets use the arrays below.
+	// Budgets use the arrays below, which hold what most keys have (a
+	// key's and its project's rates, a key's and its project's budgets):
+	// a key limited per model too, or a customer's budgets, grows them
+	// (one allocation). Room for the worst case (three rates, four
+	// budgets) would take the exchange, held as long as a stream runs,
+	// into the next size class (TestExchangeSizeClass).
 	req     limit.Admission
-	rates   [3]limit.Rate
-	budgets [4]limit.Budget
+	rates   [2]limit.Rate
+	budgets [2]limit.Budget
 }
 
 // admitRequest is what admission needs from a parsed request (the prompt
@@ -488,9 +495,14 @@ const hdrTrailer = "Trailer"
 // usage is known only at its end, after the headers are gone.
 func (x *exchange) declareCostTrailer() {
 	if x.adm.on {
-		x.w.Header()[hdrTrailer] = []string{hdrCost}
+		x.w.Header()[hdrTrailer] = costTrailer
 	}
 }
+
+// costTrailer is the Trailer field's value, shared by every stream: it
+// is never written (net/http's servers and the engine read it; a
+// handler's Header.Add appends to a full slice, which copies it).
+var costTrailer = []string{hdrCost}
 
 // answeredCost is the cost of what the billed attempt used: its usage at
 // the price of the model that served it. With no usage reported (or no
@@ -571,7 +583,7 @@ func (x *exchange) settle() {
 	a.settled = true
 	cost := x.costHeader()
 	if x.stream && x.written {
-		x.w.Header()[hdrCost] = []string{cost}
+		x.w.Header()[hdrCost] = x.vals.one(valCost, cost) // the trailer (a stream's answer set no cost field before)
 	}
 	res := a.dec.Reservation
 	if !res.Valid() {

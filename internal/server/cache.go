@@ -200,10 +200,9 @@ func (x *exchange) replayHit(e *cache.Entry, req *llm.ChatRequest, rp reply, res
 	if rp.encoder != nil {
 		enc = rp.encoder(free)
 	}
-	x.headers()
-	x.declareCostTrailer()
+	fields := x.streamFields()
 	res, err := stream.Relay(x.w, st, stream.Options{IncludeUsage: req.IncludeUsage, Now: x.s.now, Encoder: enc,
-		UsageCost: free})
+		UsageCost: free, Fields: fields})
 	x.written = true
 	if !res.FirstChunk.IsZero() {
 		x.ttft = res.FirstChunk.Sub(x.start)

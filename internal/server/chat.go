@@ -178,8 +178,7 @@ func (x *exchange) chatStream(call *provider.Call, resp *http.Response, a route.
 	if rp.encoder != nil {
 		enc = rp.encoder(usageCost)
 	}
-	x.headers()
-	x.declareCostTrailer()
+	fields := x.streamFields()
 	o := &openStream{call: call, provider: d.Provider, st: st, start: start, span: x.span.Child(x.rt.Tracer, "stream", false)}
 	model := d.Model
 	o.count = func(res *stream.Result) { x.countStream(model, res) }
@@ -195,6 +194,7 @@ func (x *exchange) chatStream(call *provider.Call, resp *http.Response, a route.
 		Now:          x.s.now,
 		Encoder:      enc,
 		UsageCost:    usageCost,
+		Fields:       fields,
 	})
 	return x.opened(o)
 }

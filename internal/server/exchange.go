@@ -31,14 +31,28 @@ type exchange struct {
 	principal  *auth.Principal
 	model      string
 	deployment *provider.Deployment
-	stream     bool
 	status     int
 	usage      llm.Usage
-	hasUsage   bool
 	ttft       time.Duration
 	err        *llm.Error
-	written    bool // response headers are out: errors can no longer change the status
-	dialect    dialect
+
+	// The exchange's flags, side by side: each alone between wider
+	// fields would take eight bytes, and the exchange is held for as
+	// long as a stream runs.
+	stream   bool
+	hasUsage bool
+	written  bool // response headers are out: errors can no longer change the status
+	dialect  dialect
+	// estimated: promptTokens holds the estimate.
+	estimated bool
+	// mapHeaders: headers put the exchange's fields in the map already
+	// (on a fieldWriter only an error does, and nothing is answered
+	// after it), so a later answer must too, or they would go out twice
+	// (see fw): a guard for any path that comes to set them early.
+	mapHeaders bool
+	// usageEstimated: usage was counted by the gateway, not reported.
+	usageEstimated bool
+
 	// quotedProvider and quotedModel are the answering deployment's
 	// names as JSON strings, for the log line (route.Attempt.Quoted).
 	quotedProvider, quotedModel llm.Quoted
@@ -57,7 +71,6 @@ type exchange struct {
 	// budget. Many requests need none, and the estimate is the largest
 	// part of what admission costs a request.
 	promptTokens int
-	estimated    bool
 	estimate     func() int // how to estimate this request's prompt; nil: never needed
 
 	// open is the stream an attempt left open for runAttempts to relay
@@ -75,18 +88,14 @@ type exchange struct {
 	vals headerValues
 	// fw takes the header lines the exchange formats itself, when the
 	// server's ResponseWriter can (h1.FieldWriter); nil: they go into
-	// the header map. mapHeaders: headers put them in the map already
-	// (a stream's attempt), so a later answer must too, or they would
-	// go out twice.
-	fw         fieldWriter
-	mapHeaders bool
+	// the header map.
+	fw fieldWriter
 
 	// For the usage record (usage.go).
-	customer       string            // the customer the request named, if any
-	labels         map[string]string // x-gatehouse-label-* headers
-	body           []byte            // the request body as read
-	capture        *bodyCapture      // what the client is sent, when the project keeps bodies
-	usageEstimated bool              // usage was counted by the gateway, not reported
+	customer string            // the customer the request named, if any
+	labels   map[string]string // x-gatehouse-label-* headers
+	body     []byte            // the request body as read
+	capture  *bodyCapture      // what the client is sent, when the project keeps bodies
 	// usageSlot locates the usage object of the body writeJSON sends,
 	// when the adapter found it (llm.Completion) or the dialect's
 	// translation wrote it (reply.completion); the cost goes there

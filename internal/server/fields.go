@@ -82,3 +82,22 @@ func appendSanitised(b []byte, v string) []byte {
 	}
 	return b
 }
+
+// streamFields sets a stream's own fields before its relay starts and
+// returns what the relay is to send with its first event
+// (stream.Options.Fields). For a fieldWriter they are lines, formatted
+// now (so the overhead is the time until now, as in the map) into the
+// writer's buffer but not handed over: the relay does that with the
+// first event, so an attempt that fails before it leaves nothing behind
+// for the next attempt's fields or the error's (which go into the map)
+// to be sent next to. Elsewhere they go into the map, as headers puts
+// them. The cost trailer is declared in the map either way: the engine
+// frames the body from the map, and settle puts the trailer there.
+func (x *exchange) streamFields() []byte {
+	x.declareCostTrailer()
+	if x.fw == nil || x.mapHeaders {
+		x.headers()
+		return nil
+	}
+	return x.appendHeaders(x.fw.FieldBuffer())
+}

@@ -68,8 +68,8 @@ func TestFieldWriterOf(t *testing.T) {
 // TestExchangeFieldLines: an exchange on a fieldWriter sends each of its
 // fields once, as a line and not in the map: the request id (and
 // Anthropic's Request-Id) from the start, an answer's fields with it;
-// after headers put them in the map (a stream's attempt), writeJSON
-// leaves them there rather than send them twice.
+// after headers put them in the map, writeJSON leaves them there rather
+// than send them twice.
 func TestExchangeFieldLines(t *testing.T) {
 	s, _ := newTestServer(t)
 	for _, c := range []struct {

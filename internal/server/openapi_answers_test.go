@@ -238,6 +238,12 @@ func openAPIAnswers(t *testing.T, engine string) map[string]string {
 					t.Errorf("stream does not end with an error event: %s", a.body)
 				}
 			}},
+		{name: "chat stream after an attempt broken before its first event", method: "POST", path: chat, header: main,
+			body: chatOf("stream-failover", "fail over", true), status: 200,
+			check: all(streamDone(false), headerIs("X-Gatehouse-Attempts", "2"), headerIs("X-Gatehouse-Provider", "up"))},
+		{name: "chat stream broken before its first event", method: "POST", path: chat, header: main,
+			body: chatOf("stream-broken", "break at once", true), status: 502,
+			check: all(headerIs("X-Gatehouse-Provider", "broken"), headerIs("X-Gatehouse-Cost-Usd", "0.000000"), headerIs("Trailer", ""))},
 		{name: "chat downgraded customer", method: "POST", path: chat, header: bearer(keyMain, "X-Gatehouse-Customer", "cust-broke"),
 			body: chatOf("chat", "downgrade me", false), status: 200, check: headerIs("X-Gatehouse-Downgraded-From", "chat")},
 		{name: "chat labels", method: "POST", path: chat, header: bearer(keyMain, "X-Gatehouse-Label-Team", "blue", "X-Gatehouse-Cache-Ttl", "60"),

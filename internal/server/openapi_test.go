@@ -272,6 +272,14 @@ func newAPIEnv(t *testing.T, engine string) *apiEnv {
 	down := dep(openai.Adapter{}, "gpt-4o-mini")
 	down.BaseURL, down.Client = "http://127.0.0.1:1/v1", &http.Client{}
 	slow := provider.Timeouts{FirstByte: 100 * time.Millisecond}
+	// broken answers a stream's headers and breaks off before its first
+	// event: an attempt that fails after the gateway set its fields.
+	brokenUp := httptest.NewServer(http.HandlerFunc(brokenStream))
+	t.Cleanup(brokenUp.Close)
+	broken := dep(openai.Adapter{}, "gpt-4o-mini")
+	broken.Provider, broken.BaseURL, broken.Client = "broken", brokenUp.URL+"/v1", brokenUp.Client()
+	twoTargets := route.NewPool(route.PoolOptions{}).Group(route.Spec{Name: "stream-failover", Strategy: route.Failover,
+		Targets: []*provider.Deployment{broken, dep(openai.Adapter{}, "gpt-4o-mini")}, Retry: route.Retry{MaxAttempts: 2}})
 	const chatModel, embedModel = "gpt-4o-mini", "text-embedding-3-small"
 	table := route.NewTable([]*route.Group{
 		group("chat", dep(openai.Adapter{}, chatModel), provider.Timeouts{}),
@@ -282,6 +290,8 @@ func newAPIEnv(t *testing.T, engine string) *apiEnv {
 		group("embed", dep(openai.Adapter{}, embedModel), provider.Timeouts{}),
 		group("unpriced", dep(openai.Adapter{}, "unpriced-model-x"), provider.Timeouts{}),
 		group("down", down, provider.Timeouts{}),
+		group("stream-broken", broken, provider.Timeouts{}),
+		twoTargets,
 		group("slow", dep(openai.Adapter{}, chatModel, "X-Mock-Latency", "2s", "X-Mock-Ttft", "2s"), slow),
 		group("cut", dep(openai.Adapter{}, chatModel, "X-Mock-Fail-After", "2"), provider.Timeouts{}),
 		group("fail-422", dep(openai.Adapter{}, chatModel, "X-Mock-Error-Status", "422"), provider.Timeouts{}),
@@ -350,6 +360,15 @@ func serveOn(t *testing.T, engine string, h http.Handler) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String()
+}
+
+// brokenStream starts a stream, headers and all, and breaks the
+// connection before its first event.
+func brokenStream(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	panic(http.ErrAbortHandler)
 }
 
 // reasonerModel is an OpenAI-compatible upstream whose answers carry

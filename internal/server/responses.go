@@ -264,8 +264,7 @@ func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provid
 	st := responses.NewNativeStream(resp)
 	usageCost := x.streamUsageCost(d)
 	enc := &responses.NativeEncoder{UsageCost: usageCost, OnComplete: finished, Stream: st}
-	x.headers()
-	x.declareCostTrailer()
+	fields := x.streamFields()
 	o := &openStream{call: call, provider: d.Provider, st: st, start: start, span: x.span.Child(x.rt.Tracer, "stream", false)}
 	model := d.Model
 	o.count = func(*stream.Result) { x.countCompletion(model, st.Text.String()) }
@@ -275,6 +274,7 @@ func (x *exchange) nativeAttempt(ctx context.Context, a route.Attempt, ra provid
 		Now:       x.s.now,
 		Encoder:   enc,
 		UsageCost: usageCost,
+		Fields:    fields,
 	})
 	return x.opened(o)
 }

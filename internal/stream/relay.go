@@ -20,9 +20,6 @@ import (
 
 // Options tune one relay.
 type Options struct {
-	// IncludeUsage forwards the trailing usage chunk; when false the
-	// gateway still reads usage from it but the client never sees it.
-	IncludeUsage bool
 	// OnChunk, when set, runs after every chunk read from upstream (the
 	// caller restarts its idle deadline there).
 	OnChunk func()
@@ -38,6 +35,18 @@ type Options struct {
 	// and the price goes into that chunk's usage object as "cost" (OpenAI
 	// chunks only: an Encoder writes its own usage).
 	UsageCost func(llm.Usage) string
+	// Fields are header lines the caller formatted ("Name: value\r\n"
+	// each, trusted as h1.FieldWriter's lines are) for a writer that takes
+	// lines, in the room its FieldBuffer gave: they go out with the
+	// stream's own fields when the first event does, and not at all if
+	// the stream fails before it (so a failed attempt's fields never
+	// reach the client, and the next attempt's or the error's are not
+	// sent next to them). Ignored by a writer that takes no lines; the
+	// caller then sets its fields in the map.
+	Fields []byte
+	// IncludeUsage forwards the trailing usage chunk; when false the
+	// gateway still reads usage from it but the client never sees it.
+	IncludeUsage bool
 }
 
 // Encoder turns upstream chunks into another SSE dialect (Anthropic's
@@ -55,13 +64,17 @@ type Encoder interface {
 }
 
 // Result says what a relay delivered.
+//
+// (The flags are side by side, as are Options' and Relayer's: a relay is
+// held for as long as its stream runs, and TestRelayerSizeClass keeps it
+// in its size class.)
 type Result struct {
 	Usage      llm.Usage
-	HasUsage   bool
 	Chunks     int       // chunks written to the client
 	FirstChunk time.Time // when the first chunk was written; zero if none
-	Started    bool      // the response headers went out
-	Done       bool      // the stream completed and [DONE] was sent
+	HasUsage   bool
+	Started    bool // the response headers went out
+	Done       bool // the stream completed and [DONE] was sent
 	// Sample holds the text of the first chunks relayed, up to about
 	// SampleBytes: each choice's content, refusal, reasoning and tool-call
 	// names and arguments, as the raw JSON strings the chunks carried
@@ -223,7 +236,7 @@ func (r *Relayer) step() {
 	if err != nil {
 		if err == io.EOF {
 			if !res.Started {
-				start(w)
+				r.start()
 				res.Started = true
 			}
 			end := doneEvent
@@ -278,7 +291,7 @@ func (r *Relayer) step() {
 		*bp = llm.AppendEvent((*bp)[:0], "", data)
 	}
 	if !res.Started {
-		start(w)
+		r.start()
 		res.Started = true
 		res.FirstChunk = opt.Now()
 	}
@@ -330,17 +343,61 @@ func classify(opt Options, err error) *llm.Error {
 	return llm.AsError(err)
 }
 
-// start sends a stream's status and headers. The names are stored as
-// they are, already canonical (TestStartHeaderNames), and the three
-// values share one allocation; each slice is full, so an Add elsewhere
-// appends to a copy.
-func start(w http.ResponseWriter) {
-	h := w.Header()
+// start sends the stream's status and headers: the caller's fields
+// (Options.Fields) and the stream's own as lines to a writer that takes
+// them, in the map otherwise.
+func (r *Relayer) start() {
+	if fw := fieldWriterOf(r.w); fw != nil {
+		b := r.opt.Fields
+		if b == nil {
+			b = fw.FieldBuffer()
+		}
+		fw.AppendFields(append(b, streamFields...), true)
+		r.opt.Fields = nil // the connection's buffer: not held for the stream's life
+	} else {
+		setStreamHeader(r.w.Header())
+	}
+	r.w.WriteHeader(http.StatusOK)
+}
+
+// streamFields are the stream's own header fields as lines.
+const streamFields = hdrContentType + ": text/event-stream; charset=utf-8\r\n" +
+	hdrCacheControl + ": no-cache\r\n" +
+	hdrAccelBuffering + ": no\r\n" // tell nginx-style proxies not to buffer
+
+// setStreamHeader puts the stream's own fields in h. The names are
+// stored as they are, already canonical (TestStartHeaderNames), and the
+// three values share one allocation; each slice is full, so an Add
+// elsewhere appends to a copy.
+func setStreamHeader(h http.Header) {
 	vals := []string{"text/event-stream; charset=utf-8", "no-cache", "no"}
 	h[hdrContentType] = vals[0:1:1]
 	h[hdrCacheControl] = vals[1:2:2]
 	h[hdrAccelBuffering] = vals[2:3:3] // tell nginx-style proxies not to buffer
-	w.WriteHeader(http.StatusOK)
+}
+
+// fieldWriter is h1.FieldWriter, found by its methods (this package
+// imports no server): gatehouse's HTTP/1 engine takes header lines a
+// handler formatted itself, so a stream's fields cost no map entries
+// held for the stream's life.
+type fieldWriter interface {
+	FieldBuffer() []byte
+	AppendFields(lines []byte, typed bool)
+}
+
+// fieldWriterOf finds w's fieldWriter through wrappers that unwrap as
+// http.ResponseController's do; nil when there is none.
+func fieldWriterOf(w http.ResponseWriter) fieldWriter {
+	for {
+		switch v := w.(type) {
+		case fieldWriter:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 // The stream's header names, in canonical form.

@@ -303,7 +303,7 @@ func TestStartHeaderNames(t *testing.T) {
 		}
 	}
 	w := httptest.NewRecorder()
-	start(w)
+	(&Relayer{w: w}).start()
 	w.Header().Add("cache-control", "no-store")
 	want := http.Header{
 		"Content-Type":      {"text/event-stream; charset=utf-8"},
@@ -316,4 +316,84 @@ func TestStartHeaderNames(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("status %d", w.Code)
 	}
+}
+
+// lineRecorder takes header lines as gatehouse's engine does
+// (h1.FieldWriter), in a buffer of its own whose room FieldBuffer
+// lends: lines handed over after WriteHeader are dropped.
+type lineRecorder struct {
+	*httptest.ResponseRecorder
+	lines []byte
+	typed bool
+	wrote bool
+}
+
+func (l *lineRecorder) WriteHeader(code int) {
+	l.wrote = true
+	l.ResponseRecorder.WriteHeader(code)
+}
+
+func (l *lineRecorder) Write(p []byte) (int, error) {
+	l.wrote = true
+	return l.ResponseRecorder.Write(p)
+}
+
+func (l *lineRecorder) FieldBuffer() []byte { return l.lines[len(l.lines):] }
+
+func (l *lineRecorder) AppendFields(lines []byte, typed bool) {
+	if !l.wrote {
+		l.lines = append(l.lines, lines...)
+		l.typed = l.typed || typed
+	}
+}
+
+// unwrapper hides a writer's methods but Unwrap, as the server's body
+// capture does.
+type unwrapper struct{ http.ResponseWriter }
+
+func (u unwrapper) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+// TestStartFieldLines: on a writer that takes lines (found behind an
+// Unwrap), the caller's fields and the stream's own go out as lines
+// with the first event, typed, and the map stays empty; a stream that
+// fails before its first event hands over nothing, so the caller's
+// fields of a failed attempt never reach the client.
+func TestStartFieldLines(t *testing.T) {
+	const callerLines = "X-Caller: 1\r\nX-Other: two\r\n"
+	t.Run("started", func(t *testing.T) {
+		l := &lineRecorder{ResponseRecorder: httptest.NewRecorder(), lines: make([]byte, 0, 512)}
+		fields := append(l.FieldBuffer(), callerLines...)
+		res, err := Relay(unwrapper{l}, &fakeStream{chunks: chunks(), err: io.EOF}, Options{Fields: fields})
+		if err != nil || !res.Started {
+			t.Fatalf("relay: %v, started %v", err, res.Started)
+		}
+		want := callerLines + "Content-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+		if string(l.lines) != want || !l.typed {
+			t.Errorf("lines %q (typed %v), want %q typed", l.lines, l.typed, want)
+		}
+		if len(l.HeaderMap) != 0 {
+			t.Errorf("the map holds %v", l.HeaderMap)
+		}
+	})
+	t.Run("no caller fields", func(t *testing.T) {
+		l := &lineRecorder{ResponseRecorder: httptest.NewRecorder()}
+		if _, err := Relay(l, &fakeStream{chunks: chunks(), err: io.EOF}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(l.lines), "Content-Type: text/event-stream") || len(l.HeaderMap) != 0 {
+			t.Errorf("lines %q, map %v", l.lines, l.HeaderMap)
+		}
+	})
+	t.Run("failed before the first event", func(t *testing.T) {
+		l := &lineRecorder{ResponseRecorder: httptest.NewRecorder(), lines: make([]byte, 0, 512)}
+		fields := append(l.FieldBuffer(), callerLines...)
+		broken := errors.New("broken")
+		res, err := Relay(l, &fakeStream{err: broken}, Options{Fields: fields})
+		if err != broken || res.Started {
+			t.Fatalf("relay: %v, started %v", err, res.Started)
+		}
+		if len(l.lines) != 0 || l.wrote {
+			t.Errorf("handed over %q before any event", l.lines)
+		}
+	})
 }
