@@ -64,6 +64,7 @@ func packageVarAllowList() map[string]string {
 		"internal/server/cache.go cacheHeader":                   wire,
 		"internal/server/admit.go quotaHeaderKeys":               wire,
 		"internal/server/exchange.go jsonContentType":            wire,
+		"internal/server/admit.go costTrailer":                   wire,
 		"internal/store/sqlite/batch_codec.go noRecord":          "the empty record a batch's first is compared with, only ever read",
 		"internal/llm/sse.go bom":                                wire,
 		"internal/stream/relay.go doneEvent":                     wire,
