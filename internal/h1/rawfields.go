@@ -1,5 +1,7 @@
 package h1
 
+import "net/http"
+
 // FieldWriter is implemented by the engine's http.ResponseWriter: a
 // handler that sets the same fields on every answer formats them itself,
 // once, as header lines, and hands them over here instead of through
@@ -36,6 +38,25 @@ type FieldWriter interface {
 }
 
 var _ FieldWriter = (*response)(nil)
+
+// FieldWriterOf finds w's FieldWriter, through the wrappers that unwrap
+// as http.ResponseController's do; nil when there is none (net/http's
+// server, a recorder), and a handler's fields then go into the map.
+// A wrapper that keeps its own header map (to capture or rewrite
+// fields) must not unwrap to the engine, or must be a FieldWriter
+// itself: lines handed past it never reach its map.
+func FieldWriterOf(w http.ResponseWriter) FieldWriter {
+	for {
+		switch v := w.(type) {
+		case FieldWriter:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
 
 // fieldBufferSize is the room a connection's field buffer starts with:
 // a limited key's JSON answer hands over about 400 bytes, its stream

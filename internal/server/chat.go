@@ -200,7 +200,7 @@ func (x *exchange) chatStream(call *provider.Call, resp *http.Response, a route.
 }
 
 // writeJSON sends a successful JSON body. The exchange's own fields go
-// to a fieldWriter as lines when there is one, Content-Type with them;
+// to an h1.FieldWriter as lines when there is one, Content-Type with them;
 // Content-Length stays in the map, which is where the engine looks for
 // the fields that frame the body.
 func (x *exchange) writeJSON(body []byte) {

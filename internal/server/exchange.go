@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"gatehouse/internal/auth"
+	"gatehouse/internal/h1"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/route"
@@ -46,7 +47,7 @@ type exchange struct {
 	// estimated: promptTokens holds the estimate.
 	estimated bool
 	// mapHeaders: headers put the exchange's fields in the map already
-	// (on a fieldWriter only an error does, and nothing is answered
+	// (on an h1.FieldWriter only an error does, and nothing is answered
 	// after it), so a later answer must too, or they would go out twice
 	// (see fw): a guard for any path that comes to set them early.
 	mapHeaders bool
@@ -89,7 +90,7 @@ type exchange struct {
 	// fw takes the header lines the exchange formats itself, when the
 	// server's ResponseWriter can (h1.FieldWriter); nil: they go into
 	// the header map.
-	fw fieldWriter
+	fw h1.FieldWriter
 
 	// For the usage record (usage.go).
 	customer string            // the customer the request named, if any
@@ -129,7 +130,7 @@ const (
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
 	x.id = newRequestID()
-	if x.fw = fieldWriterOf(w); x.fw != nil {
+	if x.fw = h1.FieldWriterOf(w); x.fw != nil {
 		x.fw.AppendFields(appendField(x.fw.FieldBuffer(), hdrRequestID, x.id), false)
 	} else {
 		w.Header()[hdrRequestID] = x.vals.one(valRequestID, x.id)
@@ -273,7 +274,7 @@ func (x *exchange) headers() {
 }
 
 // appendHeaders formats the fields headers sets into b, for a
-// fieldWriter: the same fields, as lines.
+// h1.FieldWriter: the same fields, as lines.
 func (x *exchange) appendHeaders(b []byte) []byte {
 	if d := x.deployment; d != nil {
 		b = appendAnsweredBy(b, d.Provider, d.Model, max(x.attempts, 1))

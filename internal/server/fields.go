@@ -1,33 +1,5 @@
 package server
 
-import "net/http"
-
-// fieldWriter is h1.FieldWriter, gatehouse's HTTP/1 engine's way to take
-// header lines a handler formatted itself, found by its methods (this
-// package does not import the engine). The exchange sets a dozen fields
-// on every answer; as lines formatted into one buffer they cost neither
-// map entries nor the engine's per-field checks.
-type fieldWriter interface {
-	FieldBuffer() []byte
-	AppendFields(lines []byte, typed bool)
-}
-
-// fieldWriterOf finds w's fieldWriter, through the wrappers that unwrap
-// as http.ResponseController's do; nil when there is none (net/http's
-// server, a recorder), and the fields then go into the map.
-func fieldWriterOf(w http.ResponseWriter) fieldWriter {
-	for {
-		switch v := w.(type) {
-		case fieldWriter:
-			return v
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = v.Unwrap()
-		default:
-			return nil
-		}
-	}
-}
-
 // appendField appends the line "name: value": name is one of the
 // package's canonical constants and value the gateway's own text (an id
 // it made, a figure it formatted, a constant), which needs no check.
@@ -85,7 +57,7 @@ func appendSanitised(b []byte, v string) []byte {
 
 // streamFields sets a stream's own fields before its relay starts and
 // returns what the relay is to send with its first event
-// (stream.Options.Fields). For a fieldWriter they are lines, formatted
+// (stream.Options.Fields). For an h1.FieldWriter they are lines, formatted
 // now (so the overhead is the time until now, as in the map) into the
 // writer's buffer but not handed over: the relay does that with the
 // first event, so an attempt that fails before it leaves nothing behind

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"gatehouse/internal/h1"
 	"gatehouse/internal/provider"
 )
 
 // fieldRecorder is a ResponseRecorder that takes lines as the engine
-// does (fieldWriter): what it sends is the map's fields and the lines
+// does (h1.FieldWriter): what it sends is the map's fields and the lines
 // handed over before WriteHeader.
 type fieldRecorder struct {
 	*httptest.ResponseRecorder
@@ -57,15 +58,15 @@ func (f *fieldRecorder) sent(t *testing.T) http.Header {
 // unwrap (bodyCapture), and a writer without it is not taken for one.
 func TestFieldWriterOf(t *testing.T) {
 	f := &fieldRecorder{ResponseRecorder: httptest.NewRecorder()}
-	if fieldWriterOf(&bodyCapture{ResponseWriter: f}) != f {
+	if h1.FieldWriterOf(&bodyCapture{ResponseWriter: f}) != f {
 		t.Error("not found behind bodyCapture")
 	}
-	if fieldWriterOf(httptest.NewRecorder()) != nil {
-		t.Error("a recorder taken for a fieldWriter")
+	if h1.FieldWriterOf(httptest.NewRecorder()) != nil {
+		t.Error("a recorder taken for an h1.FieldWriter")
 	}
 }
 
-// TestExchangeFieldLines: an exchange on a fieldWriter sends each of its
+// TestExchangeFieldLines: an exchange on an h1.FieldWriter sends each of its
 // fields once, as a line and not in the map: the request id (and
 // Anthropic's Request-Id) from the start, an answer's fields with it;
 // after headers put them in the map, writeJSON leaves them there rather

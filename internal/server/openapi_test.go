@@ -340,7 +340,7 @@ func newAPIEnv(t *testing.T, engine string) *apiEnv {
 
 // engines are the HTTP/1 servers gatehouse serve runs on
 // (server.http1_engine): the exchange hands its header fields to
-// gatehouse's own as lines (fieldWriter), to net/http's through the map.
+// gatehouse's own as lines (h1.FieldWriter), to net/http's through the map.
 var engines = []string{"gatehouse", "net/http"}
 
 // serveOn serves h on a loopback port with the engine named and returns

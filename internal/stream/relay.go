@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"gatehouse/internal/h1"
 	"gatehouse/internal/llm"
 )
 
@@ -347,7 +348,7 @@ func classify(opt Options, err error) *llm.Error {
 // (Options.Fields) and the stream's own as lines to a writer that takes
 // them, in the map otherwise.
 func (r *Relayer) start() {
-	if fw := fieldWriterOf(r.w); fw != nil {
+	if fw := h1.FieldWriterOf(r.w); fw != nil {
 		b := r.opt.Fields
 		if b == nil {
 			b = fw.FieldBuffer()
@@ -374,30 +375,6 @@ func setStreamHeader(h http.Header) {
 	h[hdrContentType] = vals[0:1:1]
 	h[hdrCacheControl] = vals[1:2:2]
 	h[hdrAccelBuffering] = vals[2:3:3] // tell nginx-style proxies not to buffer
-}
-
-// fieldWriter is h1.FieldWriter, found by its methods (this package
-// imports no server): gatehouse's HTTP/1 engine takes header lines a
-// handler formatted itself, so a stream's fields cost no map entries
-// held for the stream's life.
-type fieldWriter interface {
-	FieldBuffer() []byte
-	AppendFields(lines []byte, typed bool)
-}
-
-// fieldWriterOf finds w's fieldWriter through wrappers that unwrap as
-// http.ResponseController's do; nil when there is none.
-func fieldWriterOf(w http.ResponseWriter) fieldWriter {
-	for {
-		switch v := w.(type) {
-		case fieldWriter:
-			return v
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = v.Unwrap()
-		default:
-			return nil
-		}
-	}
 }
 
 // The stream's header names, in canonical form.
