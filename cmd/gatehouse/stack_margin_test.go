@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // The stack-margin tests guard what branch streams3 bought (BENCHMARKS.md,
@@ -51,74 +50,11 @@ func TestNonStreamedHandlerStackStaysAtFirstSize(t *testing.T) {
 // opens a second batch on brand new connections, counts again, and checks
 // what the second batch added.
 func testHeldRequestStacks(t *testing.T, stream bool) {
-	up := startHoldUpstream(t)
-	p, _ := startProcessWith(t, stackProbeBinary(t), stackMarginConfig(up.URL),
-		[]string{"GOGC=off", "GATEHOUSE_STACKPROBE_LISTEN=127.0.0.1:0"})
-	var probe string
-	waitFor(t, 15*time.Second, "the stack probe's address", func() bool {
-		for _, l := range strings.Split(p.logs.String(), "\n") {
-			if a, ok := strings.CutPrefix(l, "stack probe listening on "); ok {
-				probe = a
-				return true
-			}
-		}
-		return false
-	})
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * heldRequests, DisableCompression: true}}
-	t.Cleanup(client.CloseIdleConnections)
-	url := "http://" + p.addr + "/v1/chat/completions"
-
-	var held sync.WaitGroup
-	t.Cleanup(func() {
-		up.release()
-		held.Wait()
-	})
-	open := func(n int) {
-		t.Helper()
-		errs := make(chan error, n)
-		for range n {
-			held.Add(1)
-			go func() {
-				defer held.Done()
-				errs <- holdRequest(client, url, stream, up)
-			}()
-		}
-		if stream {
-			// Every stream has its first event: let each send its second,
-			// so that the relay loop's whole cycle (the wait for an event,
-			// its write, its flush) has run before the stacks are counted.
-			for range n {
-				if err := <-errs; err != nil {
-					t.Fatal(err)
-				}
-			}
-			up.next()
-			for range n {
-				<-up.secondSent
-			}
-			for range n {
-				if err := <-up.secondRead; err != nil {
-					t.Fatal(err)
-				}
-			}
-			return
-		}
-		// A request that is not streamed waits for the upstream's answer:
-		// the upstream has every request once the gateway's handler has
-		// sent it and is waiting.
-		for range n {
-			select {
-			case <-up.arrived:
-			case err := <-errs:
-				t.Fatalf("request ended while held: %v", err)
-			}
-		}
-	}
-
-	open(heldRequests)
-	before := stackSizes(t, probe)
-	open(heldRequests)
-	after := stackSizes(t, probe)
+	g := startHeldGateway(t)
+	g.open(heldRequests, stream)
+	before := stackSizes(t, g.probe)
+	g.open(heldRequests, stream)
+	after := stackSizes(t, g.probe)
 
 	added := map[int]int{}
 	for size, n := range after {
@@ -152,6 +88,82 @@ func testHeldRequestStacks(t *testing.T, stream bool) {
 			"now needs more than the handler's first 8 KiB, and every open request costs 8 KiB more or worse "+
 			"(find the frame as BENCHMARKS.md describes under \"Follow-up (branch streams3)\")",
 			larger, firstStackLimit>>10, heldRequests, added)
+	}
+}
+
+// heldGateway is the real binary, built with the stack probe, in front
+// of a holding upstream: the stack-margin and heap tests open batches of
+// requests against it that stay open until the test ends.
+type heldGateway struct {
+	t      *testing.T
+	up     *holdUpstream
+	probe  string // the stack probe's address
+	client *http.Client
+	url    string
+	held   sync.WaitGroup
+}
+
+// startHeldGateway starts the gateway (GOGC=off, the stack probe on, and
+// env) and its upstream; every request it opened is released at the
+// test's end.
+func startHeldGateway(t *testing.T, env ...string) *heldGateway {
+	t.Helper()
+	g := &heldGateway{t: t, up: startHoldUpstream(t)}
+	p, _ := startProcessWith(t, stackProbeBinary(t), stackMarginConfig(g.up.URL),
+		append([]string{"GOGC=off", "GATEHOUSE_STACKPROBE_LISTEN=127.0.0.1:0"}, env...))
+	g.probe = stackProbeAddr(t, p)
+	g.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * heldRequests, DisableCompression: true}}
+	t.Cleanup(g.client.CloseIdleConnections)
+	g.url = "http://" + p.addr + "/v1/chat/completions"
+	t.Cleanup(func() {
+		g.up.release()
+		g.held.Wait()
+	})
+	return g
+}
+
+// open opens n more requests and returns once each is held: a stream
+// after its second event, another once the upstream has it.
+func (g *heldGateway) open(n int, stream bool) {
+	t, up := g.t, g.up
+	t.Helper()
+	errs := make(chan error, n)
+	for range n {
+		g.held.Add(1)
+		go func() {
+			defer g.held.Done()
+			errs <- holdRequest(g.client, g.url, stream, up)
+		}()
+	}
+	if stream {
+		// Every stream has its first event: let each send its second,
+		// so that the relay loop's whole cycle (the wait for an event,
+		// its write, its flush) has run before anything is counted.
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		up.next()
+		for range n {
+			<-up.secondSent
+		}
+		for range n {
+			if err := <-up.secondRead; err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	// A request that is not streamed waits for the upstream's answer:
+	// the upstream has every request once the gateway's handler has
+	// sent it and is waiting.
+	for range n {
+		select {
+		case <-up.arrived:
+		case err := <-errs:
+			t.Fatalf("request ended while held: %v", err)
+		}
 	}
 }
 

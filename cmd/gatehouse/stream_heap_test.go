@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -36,53 +35,19 @@ const maxStreamHeap = 20 << 10
 // before.pb.gz -sample_index=inuse_space after.pb.gz` lists what the
 // second batch's streams hold, by function.
 func TestStreamHeapPerOpenStream(t *testing.T) {
-	up := startHoldUpstream(t)
-	env := []string{"GOGC=off", "GATEHOUSE_STACKPROBE_LISTEN=127.0.0.1:0"}
+	var env []string
 	profiles := os.Getenv("STREAM_HEAP_PROFILES")
 	if profiles != "" {
 		env = append(env, "GODEBUG=memprofilerate=1")
 	}
-	p, _ := startProcessWith(t, stackProbeBinary(t), stackMarginConfig(up.URL), env)
-	probe := stackProbeAddr(t, p)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * heldRequests, DisableCompression: true}}
-	t.Cleanup(client.CloseIdleConnections)
-	url := "http://" + p.addr + "/v1/chat/completions"
-	var held sync.WaitGroup
-	t.Cleanup(func() {
-		up.release()
-		held.Wait()
-	})
-	open := func(n int) {
-		t.Helper()
-		errs := make(chan error, n)
-		for range n {
-			held.Add(1)
-			go func() {
-				defer held.Done()
-				errs <- holdRequest(client, url, true, up)
-			}()
-		}
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-		up.next()
-		for range n {
-			<-up.secondSent
-		}
-		for range n {
-			if err := <-up.secondRead; err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	open(heldRequests)
+	g := startHeldGateway(t, env...)
+	probe := g.probe
+	g.open(heldRequests, true)
 	bytes0, objects0 := heldHeap(t, probe)
 	if profiles != "" {
 		saveHeapProfile(t, probe, filepath.Join(profiles, "before.pb.gz"))
 	}
-	open(heldRequests)
+	g.open(heldRequests, true)
 	bytes1, objects1 := heldHeap(t, probe)
 	if profiles != "" {
 		saveHeapProfile(t, probe, filepath.Join(profiles, "after.pb.gz"))

@@ -594,14 +594,11 @@ func (x *exchange) settle() {
 		actual.Tokens = int64(x.usage.PromptTokens + x.usage.CompletionTokens)
 	}
 	// The request's context may be gone (client hang-up); the settle must
-	// still happen, and neither admitter blocks on it.
-	// context.WithoutCancel, not a context type of gatehouse's own (which
-	// saved its allocation): that type's Value passed every key on,
-	// the context package's private key for the request's cancellation
-	// state among them, and only how context.Cause is written today
-	// (it reads Err first) kept the hang-up from showing through it.
-	// An admitter that settles in memory reads no context at all
-	// (limit.ContextFreeSettler): it gets the request's as it is.
+	// still happen (no admitter blocks on it). An admitter that settles
+	// in memory reads no context (limit.ContextFreeSettler) and gets the
+	// request's as it is; any other gets context.WithoutCancel of it. (A
+	// context type of our own that forwarded Value would also forward the
+	// context package's private key for the request's cancellation state.)
 	ctx, adm := x.r.Context(), x.rt.Limits.Admitter
 	if _, free := adm.(limit.ContextFreeSettler); !free {
 		ctx = context.WithoutCancel(ctx)
