@@ -38,3 +38,34 @@ func TestLatencyCountsJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLatencyAdd: a batch's latencies added to a Histogram and to
+// LatencyCounts (the rollup's counter), and encoded once.
+func BenchmarkLatencyAdd(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ms := make([]float64, 64)
+	for i := range ms {
+		ms[i] = 20 + rng.Float64()*200
+	}
+	var buf []byte
+	b.Run("Histogram", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var h Histogram
+			for _, v := range ms {
+				h.Add(v)
+			}
+			buf = h.AppendJSON(buf[:0])
+		}
+	})
+	b.Run("LatencyCounts", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var c LatencyCounts
+			for _, v := range ms {
+				c.Add(v)
+			}
+			buf = c.AppendJSON(buf[:0])
+		}
+	})
+}
