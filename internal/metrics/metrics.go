@@ -142,8 +142,7 @@ func (m *Metrics) Attempt(group, strategy, provider, model, outcome string) {
 	if m == nil {
 		return
 	}
-	k := attemptKey{group, strategy, provider, model, outcome}
-	a := m.attemptSeries(&k)
+	a := m.attemptSeries(attemptKey{group, strategy, provider, model, outcome})
 	a.decision.Inc()
 	a.attempt.Inc()
 }
@@ -167,17 +166,8 @@ func (k attemptKey) slot() uint {
 	return h + lastByte(k.group)*7 + lastByte(k.model)*13
 }
 
-// same is *k == *o, by sameText.
-func (k *attemptKey) same(o *attemptKey) bool {
-	return sameText(k.group, o.group) && sameText(k.strategy, o.strategy) && sameText(k.provider, o.provider) &&
-		sameText(k.model, o.model) && sameText(k.outcome, o.outcome)
-}
-
-func (m *Metrics) attemptSeries(k *attemptKey) *attemptPair {
-	if r := m.attemptPairs.recentFor(k.slot()); r != nil && r.key.same(k) {
-		return r.val
-	}
-	return m.attemptPairs.get(*k, m.newAttemptPair)
+func (m *Metrics) attemptSeries(k attemptKey) *attemptPair {
+	return m.attemptPairs.get(k, m.newAttemptPair)
 }
 
 func (m *Metrics) newAttemptPair(k attemptKey) *attemptPair {
