@@ -17,22 +17,3 @@ func TestSameText(t *testing.T) {
 		}
 	}
 }
-
-// TestHourComboSame: the rollup's comparison of combinations agrees with
-// == for a combination held in other memory and for one differing in any
-// one field.
-func TestHourComboSame(t *testing.T) {
-	c := hourCombo{3600, "k1", "proj", "gpt-4o", "openai"}
-	cs := []hourCombo{c,
-		{c.hour, strings.Clone(c.keyID), strings.Clone(c.project), strings.Clone(c.model), strings.Clone(c.provider)},
-		{7200, c.keyID, c.project, c.model, c.provider}, {c.hour, "k2", c.project, c.model, c.provider},
-		{c.hour, c.keyID, "proX", c.model, c.provider}, {c.hour, c.keyID, c.project, "gpt-4", c.provider},
-		{c.hour, c.keyID, c.project, c.model, "openaj"}}
-	for i := range cs {
-		for j := range cs {
-			if got, want := cs[i].same(&cs[j]), cs[i] == cs[j]; got != want {
-				t.Errorf("%v and %v: same %v, == %v", cs[i], cs[j], got, want)
-			}
-		}
-	}
-}

@@ -453,13 +453,6 @@ type hourCombo struct {
 	keyID, project, model, provider string
 }
 
-// same is c == o, by sameText: the rollup's check that a record
-// repeats the previous one's combination.
-func (c *hourCombo) same(o *hourCombo) bool {
-	return c.hour == o.hour && sameText(c.keyID, o.keyID) && sameText(c.project, o.project) &&
-		sameText(c.model, o.model) && sameText(c.provider, o.provider)
-}
-
 // hourRow is a combination of a batch and its sums.
 type hourRow struct {
 	combo hourCombo
@@ -498,7 +491,7 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 		t := unixMicros(r.Time)
 		c := hourCombo{t - t%hour, r.KeyID, r.Project, r.Model, r.Provider}
 		h := last.sums
-		if h == nil || !c.same(&last.combo) {
+		if h == nil || c != last.combo {
 			if h = sums[c]; h == nil {
 				h = &hourSums{}
 				sums[c] = h
