@@ -518,7 +518,12 @@ func (o *object) next() (key []byte, at int, ok bool) {
 		o.i = min(i+1, len(b))
 		return nil, 0, false
 	}
-	k := max(llm.ValueEnd(b, i), i+1)
+	k := i + 1
+	if b[i] == '"' {
+		k = nameEnd(b, i)
+	} else { // not a member name: the body was not an object's
+		k = max(llm.ValueEnd(b, i), k)
+	}
 	key = b[i:k]
 	if i = skipSpace(b, k); i < len(b) && b[i] == ':' {
 		i = skipSpace(b, i+1)
@@ -616,11 +621,31 @@ func nextItem(b []byte, i int) int {
 	return i
 }
 
+// skipSpace skips JSON whitespace. All four of its bytes are ≤ ' ': the
+// first compare tells apart the byte that is none (nearly every one, in
+// the compact JSON the SDKs send).
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
 		i++
 	}
 	return i
+}
+
+// nameEnd is the index after the member name (a JSON string) that opens
+// at b[i], or len(b) for one cut short. Names are a few bytes without
+// escapes: a loop over them costs less than llm.ValueEnd's, which looks
+// for the closing quote with IndexByte (a call and its setup) and then
+// back for the backslashes before it.
+func nameEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			j++ // the escaped byte, which may be a quote
+		}
+	}
+	return len(b)
 }
 
 // member returns the raw value of key (quoted) in obj, or nil.

@@ -301,3 +301,15 @@ func BenchmarkCounterCount(b *testing.B) {
 		c.Count(benchPrompt)
 	}
 }
+
+// TestNameEnd: the walk's end of a member name is llm.StringEnd's, for
+// plain names, escaped quotes and backslashes, names cut short (a
+// trailing backslash among them) and a name followed by more JSON.
+func TestNameEnd(t *testing.T) {
+	for _, s := range []string{`"role":"user"`, `""`, `"a\"b":1`, `"a\\":2`, `"a\\\"":3,"b":4`, `"\u0041"`, `"cut`, `"cut\`, `"cut\"`, `"`, `"é😀":0`} {
+		b := []byte(s)
+		if got, want := nameEnd(b, 0), llm.StringEnd(b, 0); got != want {
+			t.Errorf("nameEnd(%s) = %d, StringEnd %d", s, got, want)
+		}
+	}
+}
