@@ -211,11 +211,21 @@ func appendLabels(b []byte, m map[string]string) []byte {
 // idHash is the 32-bit FNV-1a hash of a request id: what a batch row
 // keeps of its ids, so a lookup by id or a replay check reads 4 bytes a
 // record and decodes only a batch whose hash matches.
+//
+// Every record's id is hashed as its batch is written (a request id is
+// some 30 bytes), so the loop takes four bytes a turn: the same hash, a
+// quarter of the loop's own compares and jumps.
 func idHash(id string) uint32 {
+	const prime = 16777619
 	h := uint32(2166136261)
+	for ; len(id) >= 4; id = id[4:] {
+		h = (h ^ uint32(id[0])) * prime
+		h = (h ^ uint32(id[1])) * prime
+		h = (h ^ uint32(id[2])) * prime
+		h = (h ^ uint32(id[3])) * prime
+	}
 	for i := 0; i < len(id); i++ {
-		h ^= uint32(id[i])
-		h *= 16777619
+		h = (h ^ uint32(id[i])) * prime
 	}
 	return h
 }
