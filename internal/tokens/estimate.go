@@ -559,7 +559,14 @@ func messageTokens(b []byte, i int) (n, end int) {
 	}
 	for key, at, ok := o.next(); ok; key, at, ok = o.next() {
 		switch k := string(key); {
-		case b[at] == '"' && (k == `"content"` || k == `"role"` || k == `"name"` || k == `"reasoning_content"` || k == `"refusal"`):
+		case b[at] == '"' && k == `"role"`:
+			if t, end, ok := roleTokens(b, at); ok {
+				n += t
+				o.i = end
+			} else {
+				n += o.stringAt(at)
+			}
+		case b[at] == '"' && (k == `"content"` || k == `"name"` || k == `"reasoning_content"` || k == `"refusal"`):
 			n += o.stringAt(at)
 		case k == `"content"`:
 			n += contentTokens(o.value(at))
@@ -576,6 +583,32 @@ func messageTokens(b []byte, i int) (n, end int) {
 	}
 	return n, o.i
 }
+
+// roleTokens is the estimate of the role whose string opens at b[at],
+// and the index after it, when the role is one the APIs define, spelled
+// without escapes; ok is false for any other. Every message has a role,
+// nearly always one of these, and the estimate of each is fixed: a
+// compare or two, where estimating the string afresh costs a couple of
+// hundred instructions (TestRoleTokens checks each number against the
+// estimate itself).
+func roleTokens(b []byte, at int) (n, end int, ok bool) {
+	s := b[at:]
+	switch {
+	case hasPrefix(s, `"user"`):
+		return 1, at + len(`"user"`), true
+	case hasPrefix(s, `"assistant"`):
+		return 2, at + len(`"assistant"`), true
+	case hasPrefix(s, `"system"`):
+		return 1, at + len(`"system"`), true
+	case hasPrefix(s, `"tool"`):
+		return 1, at + len(`"tool"`), true
+	case hasPrefix(s, `"developer"`):
+		return 2, at + len(`"developer"`), true
+	}
+	return 0, at, false
+}
+
+func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
 
 // callTokens estimates a tool call or a tool, the object that opens at
 // b[i], by its first "function" member: the string members a and c of
