@@ -59,21 +59,26 @@ func LatencyBuckets() int { return len(latencyBounds) + 1 }
 
 // LatencyBucket is the bucket of a duration in milliseconds. A negative
 // or NaN duration (none is stored: the stores write NaN as 0) counts as 0.
+//
+// Every record's latency is bucketed as it is written, so the search is
+// short: an R20 series has six bounds an octave (20·log10 2 = 6.02), so
+// that exactly 6e+1 bounds are ≤ 2^e for each binary exponent e the
+// bounds span (TestLatencyBucketOctaves), and the bounds ≤ ms are found
+// by at most six steps up from there, where a binary search over all of
+// them takes seven halvings.
 func LatencyBucket(ms float64) int {
 	if !(ms >= latencyBounds[0]) {
 		return 0
 	}
-	// The number of bounds ≤ ms.
-	lo, hi := 1, len(latencyBounds)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if latencyBounds[mid] <= ms {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+	if ms >= maxLatencyMS {
+		return len(latencyBounds)
 	}
-	return lo
+	e := int(math.Float64bits(ms)>>52) - 1023 // ⌊log2 ms⌋, 0 to 19: 1 ≤ ms < 2^20
+	i := 6*e + 1
+	for latencyBounds[i] <= ms { // ends at the last bound, maxLatencyMS, if not before
+		i++
+	}
+	return i
 }
 
 // LatencyBucketRange is the interval [lo, hi) bucket b holds; hi is +Inf

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -52,6 +53,39 @@ func TestLatencyBucket(t *testing.T) {
 	}{{0, 0}, {0.5, 0}, {-3, 0}, {math.NaN(), 0}, {math.Inf(1), len(bs)}, {1e9, len(bs)}, {812.5, LatencyBucket(800)}} {
 		if got := LatencyBucket(c.ms); got != c.want {
 			t.Errorf("bucket of %v = %d, want %d", c.ms, got, c.want)
+		}
+	}
+}
+
+// TestLatencyBucketOctaves: LatencyBucket starts its search at 6e+1
+// bounds for a duration in [2^e, 2^(e+1)), which holds only while that
+// many bounds are ≤ 2^e; and it agrees with a search of all the bounds
+// at powers of two, their neighbours and random durations over the whole
+// range.
+func TestLatencyBucketOctaves(t *testing.T) {
+	bs := LatencyBounds()
+	ref := func(ms float64) int { // the number of bounds ≤ ms
+		if !(ms >= bs[0]) {
+			return 0
+		}
+		return sort.Search(len(bs), func(i int) bool { return bs[i] > ms })
+	}
+	for e := 0; float64(uint64(1)<<e) < bs[len(bs)-1]; e++ {
+		p := float64(uint64(1) << e)
+		if n := ref(p); n != 6*e+1 {
+			t.Errorf("%d bounds ≤ 2^%d, want %d", n, e, 6*e+1)
+		}
+		for _, ms := range []float64{p, math.Nextafter(p, 0), math.Nextafter(p, math.Inf(1)), 2*p - 1e-9} {
+			if got, want := LatencyBucket(ms), ref(ms); got != want {
+				t.Errorf("bucket of %v = %d, want %d", ms, got, want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100_000 {
+		ms := math.Exp(rng.Float64()*16) - 1 // 0 to ~8.9e6 ms, spread over the decades
+		if got, want := LatencyBucket(ms), ref(ms); got != want {
+			t.Fatalf("bucket of %v = %d, want %d", ms, got, want)
 		}
 	}
 }

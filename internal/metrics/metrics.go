@@ -142,7 +142,8 @@ func (m *Metrics) Attempt(group, strategy, provider, model, outcome string) {
 	if m == nil {
 		return
 	}
-	a := m.attemptSeries(attemptKey{group, strategy, provider, model, outcome})
+	k := attemptKey{group, strategy, provider, model, outcome}
+	a := m.attemptSeries(&k)
 	a.decision.Inc()
 	a.attempt.Inc()
 }
@@ -166,8 +167,17 @@ func (k attemptKey) slot() uint {
 	return h + lastByte(k.group)*7 + lastByte(k.model)*13
 }
 
-func (m *Metrics) attemptSeries(k attemptKey) *attemptPair {
-	return m.attemptPairs.get(k, m.newAttemptPair)
+// same is *k == *o, by sameText.
+func (k *attemptKey) same(o *attemptKey) bool {
+	return sameText(k.group, o.group) && sameText(k.strategy, o.strategy) && sameText(k.provider, o.provider) &&
+		sameText(k.model, o.model) && sameText(k.outcome, o.outcome)
+}
+
+func (m *Metrics) attemptSeries(k *attemptKey) *attemptPair {
+	if r := m.attemptPairs.recentFor(k.slot()); r != nil && r.key.same(k) {
+		return r.val
+	}
+	return m.attemptPairs.get(*k, m.newAttemptPair)
 }
 
 func (m *Metrics) newAttemptPair(k attemptKey) *attemptPair {

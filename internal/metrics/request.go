@@ -60,7 +60,19 @@ func (k bundleKey) slot() uint {
 	return h + lastByte(k.project)*7 + lastByte(k.model)*13
 }
 
-func (m *Metrics) bundle(k bundleKey) *bundle { return m.bundles.get(k, m.newBundle) }
+// same is *k == *o, by sameText.
+func (k *bundleKey) same(o *bundleKey) bool {
+	return k.code == o.code && sameText(k.project, o.project) && sameText(k.model, o.model) &&
+		sameText(k.provider, o.provider) && sameText(k.route, o.route) && sameText(k.kind, o.kind) &&
+		sameText(k.cache, o.cache)
+}
+
+func (m *Metrics) bundle(k *bundleKey) *bundle {
+	if r := m.bundles.recentFor(k.slot()); r != nil && r.key.same(k) {
+		return r.val
+	}
+	return m.bundles.get(*k, m.newBundle)
+}
 
 func (m *Metrics) newBundle(k bundleKey) *bundle {
 	code := strconv.Itoa(k.code)
@@ -86,7 +98,8 @@ func (m *Metrics) Observe(o *RequestObs) {
 	if m == nil {
 		return
 	}
-	b := m.bundle(bundleKey{project: o.Project, model: o.Model, provider: o.Provider, route: o.Route, kind: o.ErrorKind, cache: o.Cache, code: o.Code})
+	k := bundleKey{project: o.Project, model: o.Model, provider: o.Provider, route: o.Route, kind: o.ErrorKind, cache: o.Cache, code: o.Code}
+	b := m.bundle(&k)
 	b.requests.Inc()
 	b.duration.Observe(o.Took.Seconds())
 	if o.TTFT > 0 {

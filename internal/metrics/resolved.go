@@ -3,6 +3,7 @@ package metrics
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // resolvedSet keeps the instruments resolved for each label tuple (a
@@ -67,6 +68,19 @@ func (s *resolvedSet[K, V]) get(k K, resolve func(K) V) V {
 	return r.val
 }
 
+// recentFor is the tuple slot holds (slot is a key's slot()), or nil.
+// It lets a caller of a concrete key type compare the key itself, in
+// code the compiler inlines: get's comparison is the runtime's generic
+// equality, a call per string of the key, and its slot() a call through
+// the instantiation's dictionary. A tuple the caller does not find here
+// it asks get for.
+func (s *resolvedSet[K, V]) recentFor(slot uint) *resolved[K, V] {
+	if r := s.recent[slot%recentSlots].Load(); r != nil && !r.gone.Load() {
+		return r
+	}
+	return nil
+}
+
 // drop forgets the tuples drop matches.
 func (s *resolvedSet[K, V]) drop(drop func(K) bool) {
 	s.m.Range(func(k, v any) bool {
@@ -86,4 +100,14 @@ func lastByte(s string) uint {
 		return 0
 	}
 	return uint(s[len(s)-1])
+}
+
+// sameText is a == b, telling equal strings apart by their bytes'
+// address first. A request's label values are the configuration's
+// strings (model groups, providers, projects) or constants (routes,
+// kinds), the very strings of the tuple the slot holds: the address
+// answers in a compare, where == calls the runtime's memequal for each
+// of a tuple's five or six strings.
+func sameText(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

@@ -72,3 +72,37 @@ func TestSlotsSpread(t *testing.T) {
 		t.Errorf("18 tuples in %d slots", len(used))
 	}
 }
+
+// TestSameKeys: the keys' same agrees with == for keys equal in every
+// string but held in other memory (as a request's copy of a label would
+// be) and for keys that differ in any one field, by content or by length.
+func TestSameKeys(t *testing.T) {
+	clone := func(s string) string { return string([]byte(s)) }
+	b := bundleKey{"proj", "gpt", "openai", "/v1/chat/completions", "", "miss", 200}
+	bc := bundleKey{clone(b.project), clone(b.model), clone(b.provider), clone(b.route), clone(b.kind), clone(b.cache), b.code}
+	bs := []bundleKey{b, bc,
+		{"proX", b.model, b.provider, b.route, b.kind, b.cache, b.code}, {b.project, "gpu", b.provider, b.route, b.kind, b.cache, b.code},
+		{b.project, b.model, "openaj", b.route, b.kind, b.cache, b.code}, {b.project, b.model, b.provider, "/v1/chat/completion", b.kind, b.cache, b.code},
+		{b.project, b.model, b.provider, b.route, "x", b.cache, b.code}, {b.project, b.model, b.provider, b.route, b.kind, "hit!", b.code},
+		{b.project, b.model, b.provider, b.route, b.kind, b.cache, 201}}
+	for i := range bs {
+		for j := range bs {
+			if got, want := bs[i].same(&bs[j]), bs[i] == bs[j]; got != want {
+				t.Errorf("bundle keys %v and %v: same %v, == %v", bs[i], bs[j], got, want)
+			}
+		}
+	}
+	a := attemptKey{"gpt", "failover", "openai", "gpt-4o", "ok"}
+	ac := attemptKey{clone(a.group), clone(a.strategy), clone(a.provider), clone(a.model), clone(a.outcome)}
+	as := []attemptKey{a, ac,
+		{"gpX", a.strategy, a.provider, a.model, a.outcome}, {a.group, "failovers", a.provider, a.model, a.outcome},
+		{a.group, a.strategy, "openaj", a.model, a.outcome}, {a.group, a.strategy, a.provider, "gpt-4o-mini", a.outcome},
+		{a.group, a.strategy, a.provider, a.model, "ko"}}
+	for i := range as {
+		for j := range as {
+			if got, want := as[i].same(&as[j]), as[i] == as[j]; got != want {
+				t.Errorf("attempt keys %v and %v: same %v, == %v", as[i], as[j], got, want)
+			}
+		}
+	}
+}

@@ -518,7 +518,12 @@ func (o *object) next() (key []byte, at int, ok bool) {
 		o.i = min(i+1, len(b))
 		return nil, 0, false
 	}
-	k := max(llm.ValueEnd(b, i), i+1)
+	k := i + 1
+	if b[i] == '"' {
+		k = nameEnd(b, i)
+	} else { // not a member name: the body was not an object's
+		k = max(llm.ValueEnd(b, i), k)
+	}
 	key = b[i:k]
 	if i = skipSpace(b, k); i < len(b) && b[i] == ':' {
 		i = skipSpace(b, i+1)
@@ -554,7 +559,14 @@ func messageTokens(b []byte, i int) (n, end int) {
 	}
 	for key, at, ok := o.next(); ok; key, at, ok = o.next() {
 		switch k := string(key); {
-		case b[at] == '"' && (k == `"content"` || k == `"role"` || k == `"name"` || k == `"reasoning_content"` || k == `"refusal"`):
+		case b[at] == '"' && k == `"role"`:
+			if t, end, ok := roleTokens(b, at); ok {
+				n += t
+				o.i = end
+			} else {
+				n += o.stringAt(at)
+			}
+		case b[at] == '"' && (k == `"content"` || k == `"name"` || k == `"reasoning_content"` || k == `"refusal"`):
 			n += o.stringAt(at)
 		case k == `"content"`:
 			n += contentTokens(o.value(at))
@@ -571,6 +583,32 @@ func messageTokens(b []byte, i int) (n, end int) {
 	}
 	return n, o.i
 }
+
+// roleTokens is the estimate of the role whose string opens at b[at],
+// and the index after it, when the role is one the APIs define, spelled
+// without escapes; ok is false for any other. Every message has a role,
+// nearly always one of these, and the estimate of each is fixed: a
+// compare or two, where estimating the string afresh costs a couple of
+// hundred instructions (TestRoleTokens checks each number against the
+// estimate itself).
+func roleTokens(b []byte, at int) (n, end int, ok bool) {
+	s := b[at:]
+	switch {
+	case hasPrefix(s, `"user"`):
+		return 1, at + len(`"user"`), true
+	case hasPrefix(s, `"assistant"`):
+		return 2, at + len(`"assistant"`), true
+	case hasPrefix(s, `"system"`):
+		return 1, at + len(`"system"`), true
+	case hasPrefix(s, `"tool"`):
+		return 1, at + len(`"tool"`), true
+	case hasPrefix(s, `"developer"`):
+		return 2, at + len(`"developer"`), true
+	}
+	return 0, at, false
+}
+
+func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
 
 // callTokens estimates a tool call or a tool, the object that opens at
 // b[i], by its first "function" member: the string members a and c of
@@ -616,11 +654,31 @@ func nextItem(b []byte, i int) int {
 	return i
 }
 
+// skipSpace skips JSON whitespace. All four of its bytes are ≤ ' ': the
+// first compare tells apart the byte that is none (nearly every one, in
+// the compact JSON the SDKs send).
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
 		i++
 	}
 	return i
+}
+
+// nameEnd is the index after the member name (a JSON string) that opens
+// at b[i], or len(b) for one cut short. Names are a few bytes without
+// escapes: a loop over them costs less than llm.ValueEnd's, which looks
+// for the closing quote with IndexByte (a call and its setup) and then
+// back for the backslashes before it.
+func nameEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			j++ // the escaped byte, which may be a quote
+		}
+	}
+	return len(b)
 }
 
 // member returns the raw value of key (quoted) in obj, or nil.

@@ -301,3 +301,35 @@ func BenchmarkCounterCount(b *testing.B) {
 		c.Count(benchPrompt)
 	}
 }
+
+// TestNameEnd: the walk's end of a member name is llm.StringEnd's, for
+// plain names, escaped quotes and backslashes, names cut short (a
+// trailing backslash among them) and a name followed by more JSON.
+func TestNameEnd(t *testing.T) {
+	for _, s := range []string{`"role":"user"`, `""`, `"a\"b":1`, `"a\\":2`, `"a\\\"":3,"b":4`, `"\u0041"`, `"cut`, `"cut\`, `"cut\"`, `"`, `"é😀":0`} {
+		b := []byte(s)
+		if got, want := nameEnd(b, 0), llm.StringEnd(b, 0); got != want {
+			t.Errorf("nameEnd(%s) = %d, StringEnd %d", s, got, want)
+		}
+	}
+}
+
+// TestRoleTokens: the fixed estimates of the roles are the estimate's
+// own, the index after each is the string's end, and a role spelled with
+// an escape, a prefix of a known role or another role is left to the
+// estimate.
+func TestRoleTokens(t *testing.T) {
+	for _, r := range []string{"user", "assistant", "system", "tool", "developer"} {
+		b := []byte(`{"role":"` + r + `"}`)
+		at := len(`{"role":`)
+		n, end, ok := roleTokens(b, at)
+		if want := stringTokens(b[at : at+len(r)+2]); !ok || n != want || end != at+len(r)+2 {
+			t.Errorf("roleTokens(%s) = %d, %d, %v; want %d, %d, true", r, n, end, ok, want, at+len(r)+2)
+		}
+	}
+	for _, raw := range []string{`"us\u0065r"`, `"use"`, `"users"`, `"critic"`, `"User"`, `"`} {
+		if _, _, ok := roleTokens([]byte(raw), 0); ok {
+			t.Errorf("roleTokens(%s) took it", raw)
+		}
+	}
+}

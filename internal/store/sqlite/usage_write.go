@@ -463,7 +463,10 @@ type hourRow struct {
 type hourSums struct {
 	projectID                                                string
 	requests, errors, prompt, completion, cached, cost, hits int64
-	latency, ttft                                            account.Histogram
+	// The batch's latencies, counted per bucket: a record adds one
+	// where a Histogram would search its buckets and, for a latency
+	// between two it has, insert one.
+	latency, ttft account.LatencyCounts
 }
 
 // addRollup adds the records of rs (those marked in inserted, when it is
