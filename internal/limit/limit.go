@@ -22,6 +22,22 @@ type Admitter interface {
 	Settle(ctx context.Context, r Reservation, actual Actual) error
 }
 
+// AdmitterInto is an Admitter that writes its Decision where the caller
+// keeps it. A Decision is some 300 bytes, and returned by value it is
+// copied on every return between the counters and the answer's headers;
+// Embedded, which decides in memory on every request of a gateway
+// without Redis, implements it, and a caller uses it where there. A type
+// that wraps an AdmitterInto to change what Admit does must change
+// AdmitInto too (or not have it): a caller that finds AdmitInto calls
+// only that.
+type AdmitterInto interface {
+	Admitter
+	// AdmitInto is Admit with its Decision written to *d, all of it (a
+	// Decision d held before is gone); on an error *d is left as it was.
+	// a is read, not kept: the Reservation holds a copy of *a.
+	AdmitInto(ctx context.Context, a *Admission, d *Decision) error
+}
+
 // ContextFreeSettler is an Admitter whose Settle reads nothing of its
 // context (neither its cancellation, its deadline nor its values): it
 // settles in memory. A request settling after its client has gone may

@@ -157,7 +157,15 @@ func (x *exchange) reserve(adm *limit.Admission) bool {
 		x.adm.dec = limit.Decision{Allowed: true} // nothing to count: no call
 		return true
 	}
-	d, err := x.rt.Limits.Admitter.Admit(x.r.Context(), *adm)
+	var err error
+	if in, ok := x.rt.Limits.Admitter.(limit.AdmitterInto); ok {
+		err = in.AdmitInto(x.r.Context(), adm, &x.adm.dec) // written in place, not copied here
+	} else {
+		var d limit.Decision
+		if d, err = x.rt.Limits.Admitter.Admit(x.r.Context(), *adm); err == nil {
+			x.adm.dec = d
+		}
+	}
 	if err != nil {
 		x.adm.on = false
 		if x.r.Context().Err() != nil {
@@ -169,7 +177,6 @@ func (x *exchange) reserve(adm *limit.Admission) bool {
 			Message: "The gateway cannot check rate limits and budgets right now; try again shortly."})
 		return false
 	}
-	x.adm.dec = d
 	return true
 }
 

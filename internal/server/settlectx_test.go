@@ -100,6 +100,14 @@ func (h *hangUpEmbedded) Admit(ctx context.Context, a limit.Admission) (limit.De
 	return d, err
 }
 
+// AdmitInto is what the server calls on an Embedded (limit.AdmitterInto):
+// promoted from it, it would pass the hang-up by.
+func (h *hangUpEmbedded) AdmitInto(ctx context.Context, a *limit.Admission, d *limit.Decision) error {
+	err := h.Embedded.AdmitInto(ctx, a, d)
+	h.cancel()
+	return err
+}
+
 func (h *hangUpEmbedded) Settle(ctx context.Context, r limit.Reservation, actual limit.Actual) error {
 	h.settles++
 	h.cancelled = ctx.Err() != nil
