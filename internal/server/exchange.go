@@ -440,7 +440,11 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 	} else {
 		f.addString(`,"method":`, m)
 	}
-	f.addString(`,"path":`, x.r.URL.Path)
+	if p := x.r.URL.Path; plainPath(p) {
+		f.addPlain(`,"path":`, p)
+	} else {
+		f.addString(`,"path":`, p)
+	}
 	f.addInt(`,"status":`, x.status)
 	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
 	f.addBool(`,"stream":`, x.stream)
