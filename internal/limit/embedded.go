@@ -548,7 +548,7 @@ func quotas(d *Decision, ops []op, now, window int64) (req, tok Quota) {
 // cost for persistence.
 func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error {
 	if r.Claim() {
-		e.settle(r, actual)
+		e.settle(&r, actual)
 	}
 	return nil
 }
@@ -558,7 +558,7 @@ func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error
 func (e *Embedded) SettlesWithoutContext() {}
 
 // settle applies a claimed reservation's actual usage.
-func (e *Embedded) settle(r Reservation, actual Actual) {
+func (e *Embedded) settle(r *Reservation, actual Actual) {
 	a := &r.Admission
 	now := e.now().UnixNano()
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
@@ -572,7 +572,7 @@ func (e *Embedded) settle(r Reservation, actual Actual) {
 				}
 				return v - increment(-dt, rt.TPM, int64(Window))
 			}
-			if c := e.held(&r, false, i); c != nil && c.update(correct) {
+			if c := e.held(r, false, i); c != nil && c.update(correct) {
 				continue
 			}
 			c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
@@ -585,7 +585,7 @@ func (e *Embedded) settle(r Reservation, actual Actual) {
 	dc := int64(actual.Cost - a.Cost)
 	for i, b := range a.Budgets {
 		start, _ := e.cal.span(b.Period, r.At)
-		held := e.held(&r, true, i)
+		held := e.held(r, true, i)
 		if dc != 0 {
 			add := func(v int64) int64 { return v + dc }
 			if held == nil || !held.update(add) {

@@ -592,7 +592,7 @@ func (x *exchange) settle() {
 	if x.stream && x.written {
 		x.w.Header()[hdrCost] = x.vals.one(valCost, cost) // the trailer (a stream's answer set no cost field before)
 	}
-	res := a.dec.Reservation
+	res := &a.dec.Reservation // read where admission put it, not copied
 	if !res.Valid() {
 		return
 	}
@@ -610,7 +610,7 @@ func (x *exchange) settle() {
 	if _, free := adm.(limit.ContextFreeSettler); !free {
 		ctx = context.WithoutCancel(ctx)
 	}
-	if err := adm.Settle(ctx, res, actual); err != nil {
+	if err := adm.Settle(ctx, *res, actual); err != nil {
 		x.s.log.Error("settle failed", "request_id", x.id, "err", err.Error())
 	}
 }
