@@ -46,6 +46,9 @@ var _ FieldWriter = (*response)(nil)
 // fields) must not unwrap to the engine, or must be a FieldWriter
 // itself: lines handed past it never reach its map.
 func FieldWriterOf(w http.ResponseWriter) FieldWriter {
+	if r, ok := w.(*response); ok {
+		return r // the engine's own, unwrapped: see RequestNotesOf
+	}
 	for {
 		switch v := w.(type) {
 		case FieldWriter:
@@ -126,7 +129,14 @@ var _ RequestNotes = (*response)(nil)
 
 // RequestNotesOf finds w's RequestNotes as FieldWriterOf finds its
 // FieldWriter; nil when there is none (net/http's server, a recorder).
+// The engine's own writer, unwrapped, is told by its type alone: asking
+// whether w has an interface's methods is a look-up in the runtime,
+// which caches the answer only now and then (once in about 1,024), so
+// a process's first few thousand requests would each pay for it.
 func RequestNotesOf(w http.ResponseWriter) RequestNotes {
+	if r, ok := w.(*response); ok {
+		return r
+	}
 	for {
 		switch v := w.(type) {
 		case RequestNotes:

@@ -30,6 +30,31 @@ type Limits struct {
 	HeadersOnRefusal bool
 }
 
+// admitterView is what the exchange needs to know of a Limits'
+// admitter beyond limit.Admitter, found by type assertion once per
+// Limits instead of on every request: the runtime caches an assertion's
+// answer only at random (once in about 1,024 look-ups), so an assertion
+// made per request costs a look-up of the runtime's itab table on most
+// of a process's first few thousand requests.
+type admitterView struct {
+	limits *Limits
+	into   limit.AdmitterInto // nil: the admitter has only Admit
+	free   bool               // it is a limit.ContextFreeSettler
+}
+
+// admitterOf returns the view of l's admitter, made once for l (and
+// again after a runtime with other Limits was served).
+func (s *Server) admitterOf(l *Limits) *admitterView {
+	v := s.admitters.Load()
+	if v == nil || v.limits != l {
+		v = &admitterView{limits: l}
+		v.into, _ = l.Admitter.(limit.AdmitterInto)
+		_, v.free = l.Admitter.(limit.ContextFreeSettler)
+		s.admitters.Store(v)
+	}
+	return v
+}
+
 // CustomerLookup finds a project's customer by the ID the application
 // sends; nil and no error when there is none. *auth.Customers
 // implements it, from a cache.
@@ -158,7 +183,7 @@ func (x *exchange) reserve(adm *limit.Admission) bool {
 		return true
 	}
 	var err error
-	if in, ok := x.rt.Limits.Admitter.(limit.AdmitterInto); ok {
+	if in := x.s.admitterOf(x.rt.Limits).into; in != nil {
 		err = in.AdmitInto(x.r.Context(), adm, &x.adm.dec) // written in place, not copied here
 	} else {
 		var d limit.Decision
@@ -607,7 +632,7 @@ func (x *exchange) settle() {
 	// context type of our own that forwarded Value would also forward the
 	// context package's private key for the request's cancellation state.)
 	ctx, adm := x.r.Context(), x.rt.Limits.Admitter
-	if _, free := adm.(limit.ContextFreeSettler); !free {
+	if !x.s.admitterOf(x.rt.Limits).free {
 		ctx = context.WithoutCancel(ctx)
 	}
 	if err := adm.Settle(ctx, *res, actual); err != nil {

@@ -141,3 +141,19 @@ func TestContextFreeSettleAfterHangUp(t *testing.T) {
 		t.Fatalf("budget still holds %s after the request that hung up", got)
 	}
 }
+
+// TestAdmitterOf: the view of a runtime's admitter is made for its
+// Limits, and made again when a runtime with other Limits is served,
+// in either order.
+func TestAdmitterOf(t *testing.T) {
+	s, _ := newTestServer(t)
+	e, _ := embeddedLimits(t)
+	embedded, wrapped := &Limits{Admitter: e}, &Limits{Admitter: &hangUpAdmitter{Admitter: e}}
+	for i, l := range []*Limits{embedded, wrapped, wrapped, embedded, wrapped} {
+		v := s.admitterOf(l)
+		wantInto := l == embedded
+		if v.limits != l || (v.into != nil) != wantInto || v.free != wantInto {
+			t.Fatalf("call %d: view %+v of %T", i, v, l.Admitter)
+		}
+	}
+}

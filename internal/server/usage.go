@@ -36,7 +36,7 @@ const (
 // readLabels keeps the request's label headers for its usage record, or
 // answers 400 (parseLabels) and reports false.
 func (x *exchange) readLabels() bool {
-	if n, ok := x.fw.(h1.RequestNotes); ok {
+	if n := h1.RequestNotesOf(x.w); n != nil {
 		if has, known := n.Prefixed(LabelPrefix); known && !has {
 			return true // the engine saw no label field as it read the request
 		}
