@@ -133,7 +133,7 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 		a.maxOut = 0
 	}
 	a.tag = PrincipalTag(p)
-	id := customerID(x.r, r.user)
+	id := x.customerID(r.user)
 	x.customer = id
 	if id != "" && p.ProjectID != "" && l.Customers != nil {
 		c, err := l.Customers.Lookup(x.r.Context(), p.ProjectID, id)
@@ -364,8 +364,11 @@ func keyName(p *auth.Principal) string {
 
 // customerID is the customer a request names: the x-gatehouse-customer
 // header, else the request's user field (Anthropic: metadata.user_id).
-func customerID(r *http.Request, user string) string {
-	if v := headerValue(r.Header, hdrCustomer); v != "" {
+func (x *exchange) customerID(user string) string {
+	if x.noOwnFields {
+		return user // no x-gatehouse-* field came (readLabels)
+	}
+	if v := headerValue(x.r.Header, hdrCustomer); v != "" {
 		return v
 	}
 	return user

@@ -53,6 +53,9 @@ type exchange struct {
 	mapHeaders bool
 	// usageEstimated: usage was counted by the gateway, not reported.
 	usageEstimated bool
+	// noOwnFields: gatehouse's engine saw no x-gatehouse-* field in the
+	// request (readLabels asked it); false when not known.
+	noOwnFields bool
 
 	// quotedProvider and quotedModel are the answering deployment's
 	// names as JSON strings, for the log line (route.Attempt.Quoted).

@@ -19,11 +19,15 @@ type UsageSink interface {
 	Add(account.Record)
 }
 
+// FieldPrefix begins the names of the request fields gatehouse reads
+// of its own (labels, the customer, the cache's): the prefix for
+// gatehouse's engine to note (h1.Server.NotePrefix), so that a request
+// without any is not searched for them.
+const FieldPrefix = "X-Gatehouse-"
+
 // LabelPrefix begins the names of label headers,
-// x-gatehouse-label-<name>: <value>, kept on the request's usage record:
-// the prefix for gatehouse's engine to note (h1.Server.NotePrefix), so
-// that a request without labels is not searched for them.
-const LabelPrefix = "X-Gatehouse-Label-"
+// x-gatehouse-label-<name>: <value>, kept on the request's usage record.
+const LabelPrefix = FieldPrefix + "Label-"
 
 // Label headers' bounds, and the overhead header.
 const (
@@ -37,8 +41,9 @@ const (
 // answers 400 (parseLabels) and reports false.
 func (x *exchange) readLabels() bool {
 	if n := h1.RequestNotesOf(x.w); n != nil {
-		if has, known := n.Prefixed(LabelPrefix); known && !has {
-			return true // the engine saw no label field as it read the request
+		if has, known := n.Prefixed(FieldPrefix); known && !has {
+			x.noOwnFields = true // the engine saw no field of ours as it read the request
+			return true
 		}
 	}
 	labels, err := parseLabels(x.r.Header)

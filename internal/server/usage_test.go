@@ -196,7 +196,7 @@ func TestLabelsOnTheEngine(t *testing.T) {
 	rt.Auth = fixedAuth{&auth.Principal{KeyID: "key_1", Project: "qa", ProjectID: "proj_1"}}
 	rt.Usage = sink
 	s.Swap(&rt)
-	for _, prefix := range []string{LabelPrefix, ""} {
+	for _, prefix := range []string{FieldPrefix, LabelPrefix, ""} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
