@@ -422,21 +422,27 @@ func (x *exchange) appendLimitFields(b []byte) []byte {
 	if a.dec.Allowed && x.rt.Limits.HeadersOnRefusal {
 		return b
 	}
-	for i, q := range [2]limit.Quota{a.dec.Requests, a.dec.Tokens} {
-		if q.Limit <= 0 {
-			continue
-		}
-		b = append(b, quotaHeaderKeys[3*i]...)
-		b = append(appendRate(append(b, ':', ' '), x.principal, q.Limit), '\r', '\n')
-		b = append(b, quotaHeaderKeys[3*i+1]...)
-		b = append(strconv.AppendInt(append(b, ':', ' '), max(q.Remaining, 0), 10), '\r', '\n')
-		b = append(b, quotaHeaderKeys[3*i+2]...)
-		b = append(appendReset(append(b, ':', ' '), q.Reset), '\r', '\n')
+	if q := a.dec.Requests; q.Limit > 0 {
+		b = appendQuotaFields(b, x.principal, q, "X-Ratelimit-Limit-Requests: ",
+			"\r\nX-Ratelimit-Remaining-Requests: ", "\r\nX-Ratelimit-Reset-Requests: ")
+	}
+	if q := a.dec.Tokens; q.Limit > 0 {
+		b = appendQuotaFields(b, x.principal, q, "X-Ratelimit-Limit-Tokens: ",
+			"\r\nX-Ratelimit-Remaining-Tokens: ", "\r\nX-Ratelimit-Reset-Tokens: ")
 	}
 	if a.downgraded != "" {
 		x.w.Header().Set(hdrDowngradedFrom, a.downgraded)
 	}
 	return b
+}
+
+// appendQuotaFields appends the limit, remaining and reset lines of one
+// bucket; the names come with the separators around them (": ", and the
+// line end before), so each is one copy of a constant.
+func appendQuotaFields(b []byte, p *auth.Principal, q limit.Quota, limitName, remainingName, resetName string) []byte {
+	b = appendRate(append(b, limitName...), p, q.Limit)
+	b = strconv.AppendInt(append(b, remainingName...), max(q.Remaining, 0), 10)
+	return append(appendReset(append(b, resetName...), q.Reset), '\r', '\n')
 }
 
 // quotaHeaders sets the limit, remaining and reset headers of the request
