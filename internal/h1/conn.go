@@ -259,7 +259,10 @@ func (c *conn) readRequest() (*response, error) {
 			}
 			fieldBytes += len(k) + len(": ") + len(v) + len("\r\n")
 		}
-		if !prefixed && prefix != "" && len(k) >= len(prefix) && strings.EqualFold(k[:len(prefix)], prefix) {
+		// The first byte, in either case, before the whole prefix: most
+		// names are as long as a short prefix, and few share its start.
+		if !prefixed && prefix != "" && len(k) >= len(prefix) && k[0]|0x20 == prefix[0]|0x20 &&
+			strings.EqualFold(k[:len(prefix)], prefix) {
 			prefixed = true
 		}
 	}

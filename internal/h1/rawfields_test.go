@@ -227,7 +227,7 @@ func TestRequestNotes(t *testing.T) {
 		{noted, "Accept: */*\r\nx-note-team: blue\r\nUser-Agent: t\r\n", true, true},
 		{noted, "X-NOTE-A: 1\r\nX-Note-A: 2\r\nX-Noted: 3\r\n", true, true},
 		{noted, "X-Note-: 1\r\n", true, true},
-		{noted, "X-Not: 1\r\nX-Notes-A: 2\r\n", false, true},
+		{noted, "X-Not: 1\r\nX-Notes-A: 2\r\nY-Note-A: 3\r\n", false, true},
 		{plain, "x-note-team: blue\r\n", false, false},
 	} {
 		c := dial(t, tc.addr)
