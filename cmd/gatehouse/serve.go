@@ -242,7 +242,7 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		handoff := h1.NewHandoff(ln.Addr())
 		engine = &h1.Server{Handler: hs.Handler, ReadHeaderTimeout: hs.ReadHeaderTimeout, IdleTimeout: hs.IdleTimeout,
 			MaxHeaderBytes: hs.MaxHeaderBytes, ConnContext: framing.ConnContext, ErrorLog: hs.ErrorLog,
-			HTTP2: handoff.Put, H2C: hs.Protocols.UnencryptedHTTP2()}
+			HTTP2: handoff.Put, H2C: hs.Protocols.UnencryptedHTTP2(), NotePrefix: server.FieldPrefix}
 		go func() { _ = hs.Serve(handoff) }()
 		go func() { serveErr <- engine.Serve(ln) }()
 	} else {

@@ -46,6 +46,9 @@ var _ FieldWriter = (*response)(nil)
 // fields) must not unwrap to the engine, or must be a FieldWriter
 // itself: lines handed past it never reach its map.
 func FieldWriterOf(w http.ResponseWriter) FieldWriter {
+	if r, ok := w.(*response); ok {
+		return r // the engine's own, unwrapped: see RequestNotesOf
+	}
 	for {
 		switch v := w.(type) {
 		case FieldWriter:
@@ -102,3 +105,55 @@ func (w *response) keepFields() {
 	}
 	w.fields = nil
 }
+
+// RequestNotes is implemented by the engine's http.ResponseWriter: what
+// the engine learnt of the request's header fields while it checked
+// them, for a handler that would otherwise walk the header map again to
+// learn it. The notes tell of the fields as they were read: a handler
+// that adds fields to the request's map must not rely on them.
+type RequestNotes interface {
+	// Prefixed reports whether the request carried a field whose name
+	// begins with prefix, in any case. known is false, and the handler
+	// must look itself, when the engine did not look for prefix (it is
+	// not exactly the server's NotePrefix): a server set up without the
+	// prefix never makes its handler miss a field.
+	Prefixed(prefix string) (has, known bool)
+	// FieldBytes is the size of the request's header fields as lines
+	// "Name: value\r\n", one for each value, names as parsed: the Host
+	// field, which http.ReadRequest takes out of the map, is not among
+	// them.
+	FieldBytes() int
+}
+
+var _ RequestNotes = (*response)(nil)
+
+// RequestNotesOf finds w's RequestNotes as FieldWriterOf finds its
+// FieldWriter; nil when there is none (net/http's server, a recorder).
+// The engine's own writer, unwrapped, is told by its type alone: asking
+// whether w has an interface's methods is a look-up in the runtime,
+// which caches the answer only now and then (once in about 1,024), so
+// a process's first few thousand requests would each pay for it.
+func RequestNotesOf(w http.ResponseWriter) RequestNotes {
+	if r, ok := w.(*response); ok {
+		return r
+	}
+	for {
+		switch v := w.(type) {
+		case RequestNotes:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+func (w *response) Prefixed(prefix string) (has, known bool) {
+	if prefix == "" || prefix != w.c.srv.NotePrefix {
+		return false, false
+	}
+	return w.prefixed, true
+}
+
+func (w *response) FieldBytes() int { return w.fieldBytes }

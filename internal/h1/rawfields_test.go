@@ -187,3 +187,65 @@ func TestFieldBufferNotHeldByStream(t *testing.T) {
 		t.Errorf("field buffer held (-want +got):\n%s", diff)
 	}
 }
+
+// TestRequestNotes: the engine notes whether a field of its NotePrefix
+// came (in any case on the wire, anywhere among the fields, named by the
+// prefix alone too), sums the fields as lines, one per value, as a walk
+// of the parsed map does, and says it did not look for a prefix that is
+// not its own, nor for any when it has none.
+func TestRequestNotes(t *testing.T) {
+	type notes struct {
+		Has, Known, OtherKnown bool
+		Bytes, Walked          int
+	}
+	got := make(chan notes, 1)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := RequestNotesOf(w)
+		if n == nil {
+			t.Error("no RequestNotes on the engine's writer")
+			return
+		}
+		var o notes
+		o.Has, o.Known = n.Prefixed("X-Note-")
+		_, o.OtherKnown = n.Prefixed("X-Other-")
+		o.Bytes = n.FieldBytes()
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				o.Walked += len(k) + len(": ") + len(v) + len("\r\n")
+			}
+		}
+		got <- o
+	})
+	noted := serve(t, &Server{Handler: handler, NotePrefix: "X-Note-"})
+	plain := serve(t, &Server{Handler: handler})
+	for _, tc := range []struct {
+		addr, fields string
+		has, known   bool
+	}{
+		{noted, "", false, true},
+		{noted, "Accept: */*\r\nUser-Agent: t\r\n", false, true},
+		{noted, "Accept: */*\r\nx-note-team: blue\r\nUser-Agent: t\r\n", true, true},
+		{noted, "X-NOTE-A: 1\r\nX-Note-A: 2\r\nX-Noted: 3\r\n", true, true},
+		{noted, "X-Note-: 1\r\n", true, true},
+		{noted, "X-Not: 1\r\nX-Notes-A: 2\r\nY-Note-A: 3\r\n", false, true},
+		{plain, "x-note-team: blue\r\n", false, false},
+	} {
+		c := dial(t, tc.addr)
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n"+tc.fields+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		}
+		o := <-got
+		if o.Has != tc.has || o.Known != tc.known || o.OtherKnown {
+			t.Errorf("%q: Prefixed %v, %v (another prefix known: %v), want %v, %v", tc.fields, o.Has, o.Known, o.OtherKnown, tc.has, tc.known)
+		}
+		if o.Bytes != o.Walked {
+			t.Errorf("%q: FieldBytes %d, the map's walk %d", tc.fields, o.Bytes, o.Walked)
+		}
+	}
+	if RequestNotesOf(struct{ http.ResponseWriter }{}) != nil {
+		t.Error("RequestNotes found on a writer without them")
+	}
+}

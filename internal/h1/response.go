@@ -55,6 +55,11 @@ type response struct {
 	expectationFailed bool
 	fullDuplex        bool
 	deadlineSet       bool // the handler set a write deadline: cleared after
+
+	// Notes of the request's fields (RequestNotes), taken as they were
+	// checked.
+	prefixed   bool // a field of the server's NotePrefix came
+	fieldBytes int  // the fields' size as "Name: value\r\n" lines
 }
 
 // Header makes the map as big as the last response's on the connection:

@@ -63,6 +63,12 @@ type Server struct {
 	HTTP2 func(net.Conn)
 	// H2C looks for the HTTP/2 preface on cleartext connections.
 	H2C bool
+	// NotePrefix is a field-name prefix (any case) the handler looks for
+	// in requests: the engine notes whether a request carried a field
+	// of it while it checks the fields anyway, and the handler learns
+	// that from RequestNotes instead of walking the header map again,
+	// which most requests would walk for nothing. "": none noted.
+	NotePrefix string
 
 	mu        sync.Mutex
 	listeners map[*net.Listener]struct{}

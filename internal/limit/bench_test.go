@@ -74,3 +74,14 @@ func BenchmarkFallbackOpenDegraded(b *testing.B) {
 		f.Settle(ctx, d.Reservation, Actual{Tokens: 800, Cost: USD(0.001)})
 	}
 }
+
+// BenchmarkMicrosAppend: a cost and a budget's remainder, as an answer
+// of a budgeted key carries them.
+func BenchmarkMicrosAppend(b *testing.B) {
+	buf := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = Micros(1_234).Append(buf[:0])
+		buf = Micros(999_999_998_765_432).Append(buf)
+	}
+}

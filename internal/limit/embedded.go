@@ -259,16 +259,22 @@ func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
 }
 
 // Admit implements Admitter.
-func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
+func (e *Embedded) Admit(ctx context.Context, a Admission) (d Decision, err error) {
+	err = e.AdmitInto(ctx, &a, &d)
+	return d, err
+}
+
+// AdmitInto implements AdmitterInto; it never fails.
+func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error {
 	now := e.now()
 	buf, _ := e.opBufs.Get().(*[maxOps]op)
 	if buf == nil {
 		buf = new([maxOps]op)
 	}
-	ops := e.ops(&a, now, buf[:])
+	ops := e.ops(a, now, buf[:])
 	defer e.putOps(buf, ops)
 	e.lockAll(ops)
-	d := decide(&a, ops, now.UnixNano(), int64(Window))
+	decide(d, a, ops, now.UnixNano(), int64(Window))
 	if d.Allowed {
 		for i := range ops {
 			o := &ops[i]
@@ -279,7 +285,7 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 			}
 		}
 	}
-	d.Requests, d.Tokens = quotas(&d, ops, now.UnixNano(), int64(Window))
+	d.Requests, d.Tokens = quotas(d, ops, now.UnixNano(), int64(Window))
 	for i := range ops {
 		ops[i].c.mu.Unlock()
 	}
@@ -288,9 +294,9 @@ func (e *Embedded) Admit(_ context.Context, a Admission) (Decision, error) {
 		// or from the cells it keeps.
 		h := &heldCells{e: e}
 		h.hold(ops)
-		d.Reservation = Reservation{Admission: a, At: now, settled: &h.settled, held: h}
+		d.Reservation = Reservation{Admission: *a, At: now, settled: &h.settled, held: h}
 	}
-	return d, nil
+	return nil
 }
 
 // maxKept is how many of an admission's rates and of its budgets keep
@@ -469,11 +475,12 @@ func (e *Embedded) keepHint(s *shard, ops []op) {
 	s.mu.Unlock()
 }
 
-// decide checks every op against its locked counter. A budget refusal
-// wins over a rate one (waiting a minute will not help it); among rate
-// refusals, the longest wait wins.
-func decide(a *Admission, ops []op, now, window int64) Decision {
-	d := Decision{Allowed: true}
+// decide checks every op against its locked counter and writes the
+// outcome to d, all of d anew. A budget refusal wins over a rate one
+// (waiting a minute will not help it); among rate refusals, the longest
+// wait wins.
+func decide(d *Decision, a *Admission, ops []op, now, window int64) {
+	*d = Decision{Allowed: true}
 	for i := range ops {
 		o := &ops[i]
 		if o.key.kind == cellBudget {
@@ -513,7 +520,6 @@ func decide(a *Admission, ops []op, now, window int64) Decision {
 			d.RetryAfter = 0
 		}
 	}
-	return d
 }
 
 // quotas picks the binding request and token buckets for the headers,
@@ -542,7 +548,7 @@ func quotas(d *Decision, ops []op, now, window int64) (req, tok Quota) {
 // cost for persistence.
 func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error {
 	if r.Claim() {
-		e.settle(r, actual)
+		e.settle(&r, actual)
 	}
 	return nil
 }
@@ -552,7 +558,7 @@ func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error
 func (e *Embedded) SettlesWithoutContext() {}
 
 // settle applies a claimed reservation's actual usage.
-func (e *Embedded) settle(r Reservation, actual Actual) {
+func (e *Embedded) settle(r *Reservation, actual Actual) {
 	a := &r.Admission
 	now := e.now().UnixNano()
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
@@ -566,7 +572,7 @@ func (e *Embedded) settle(r Reservation, actual Actual) {
 				}
 				return v - increment(-dt, rt.TPM, int64(Window))
 			}
-			if c := e.held(&r, false, i); c != nil && c.update(correct) {
+			if c := e.held(r, false, i); c != nil && c.update(correct) {
 				continue
 			}
 			c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
@@ -579,7 +585,7 @@ func (e *Embedded) settle(r Reservation, actual Actual) {
 	dc := int64(actual.Cost - a.Cost)
 	for i, b := range a.Budgets {
 		start, _ := e.cal.span(b.Period, r.At)
-		held := e.held(&r, true, i)
+		held := e.held(r, true, i)
 		if dc != 0 {
 			add := func(v int64) int64 { return v + dc }
 			if held == nil || !held.update(add) {
@@ -659,4 +665,7 @@ func (e *Embedded) sweep(now time.Time) {
 	}
 }
 
-var _ ContextFreeSettler = (*Embedded)(nil)
+var (
+	_ ContextFreeSettler = (*Embedded)(nil)
+	_ AdmitterInto       = (*Embedded)(nil)
+)

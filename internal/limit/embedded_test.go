@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -896,5 +897,41 @@ func TestSettleUnderCancelledContext(t *testing.T) {
 	}
 	if got := st.m[BudgetKey{Tag: "p", Scope: ScopeKey, ID: "k", Period: Total}]; got != 100_000 {
 		t.Errorf("persisted %d micros, want 100000", got)
+	}
+}
+
+// TestAdmitInto: AdmitInto writes the whole Decision over whatever the
+// caller's held (a refusal with a budget's remainder, here), the same
+// Decision Admit returns for the same state of the counters, and its
+// reservation settles as Admit's does.
+func TestAdmitInto(t *testing.T) {
+	now := t0
+	clock := func() time.Time { return now }
+	into, plain := newEmbedded(t, Options{Now: clock}), newEmbedded(t, Options{Now: clock})
+	ctx := context.Background()
+	budget := Budget{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Total}
+	for i, a := range []Admission{
+		{Tag: "p", Rates: []Rate{keyRate("k", 2, 1000)}, Tokens: 400},
+		{Tag: "p", Rates: []Rate{keyRate("k", 2, 1000)}, Budgets: []Budget{budget}, Tokens: 400, Cost: USD(0.4)},
+		{Tag: "p", Rates: []Rate{keyRate("k", 2, 1000)}, Tokens: 400}, // over the rpm: refused
+		{Tag: "p", Budgets: []Budget{budget}, Cost: USD(0.7)},         // over the budget: refused
+	} {
+		stale := Decision{Refused: Refusal{Scope: ScopeCustomer, ID: "c", Kind: KindBudget, TooLarge: true},
+			RetryAfter: time.Hour, Requests: Quota{Limit: 9, Remaining: 9}, Budgeted: true, BudgetLeft: 5}
+		d := stale
+		if err := into.AdmitInto(ctx, &a, &d); err != nil {
+			t.Fatal(err)
+		}
+		want, err := plain.Admit(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Reservation.Valid() != want.Reservation.Valid() || !reflect.DeepEqual(d.Reservation.Admission, want.Reservation.Admission) {
+			t.Fatalf("admission %d: reservation %+v, Admit's %+v", i, d.Reservation, want.Reservation)
+		}
+		d.Reservation, want.Reservation = Reservation{}, Reservation{}
+		if !reflect.DeepEqual(d, want) {
+			t.Fatalf("admission %d: AdmitInto wrote %+v, Admit returned %+v", i, d, want)
+		}
 	}
 }

@@ -193,7 +193,7 @@ func (f *Fallback) Settle(ctx context.Context, r Reservation, actual Actual) err
 	if !r.Claim() {
 		return nil
 	}
-	f.Local.settle(r, actual)
+	f.Local.settle(&r, actual)
 	if _, ok := f.Primary.(SpendAdder); ok && actual.Cost != 0 {
 		f.carry(r, actual.Cost)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -21,6 +20,22 @@ type Admitter interface {
 	// Settle replaces the reservation with the actual usage. It acts
 	// once per Reservation: later calls, with it or any copy, do nothing.
 	Settle(ctx context.Context, r Reservation, actual Actual) error
+}
+
+// AdmitterInto is an Admitter that writes its Decision where the caller
+// keeps it. A Decision is some 300 bytes, and returned by value it is
+// copied on every return between the counters and the answer's headers;
+// Embedded, which decides in memory on every request of a gateway
+// without Redis, implements it, and a caller uses it where there. A type
+// that wraps an AdmitterInto to change what Admit does must change
+// AdmitInto too (or not have it): a caller that finds AdmitInto calls
+// only that.
+type AdmitterInto interface {
+	Admitter
+	// AdmitInto is Admit with its Decision written to *d, all of it (a
+	// Decision d held before is gone); on an error *d is left as it was.
+	// a is read, not kept: the Reservation holds a copy of *a.
+	AdmitInto(ctx context.Context, a *Admission, d *Decision) error
 }
 
 // ContextFreeSettler is an Admitter whose Settle reads nothing of its
@@ -93,25 +108,50 @@ func (m Micros) String() string {
 	return string(m.Append(buf[:0]))
 }
 
-// Append appends m.String() to b.
+// Append appends m.String() to b. Every answer of a budgeted key
+// carries two such figures (its cost and the budget left), which are
+// written here from the last digit, two at a time, into one array and
+// appended in one copy: the six decimals and the dollars no longer each
+// go through their own formatting and copy.
 func (m Micros) Append(b []byte) []byte {
 	u := uint64(m)
 	if m < 0 {
-		b = append(b, '-')
 		u = -u
 	}
-	b = strconv.AppendUint(b, u/1e6, 10)
-	// The six decimals are filled from the last: dividing by the
-	// constant 10 compiles to a multiplication, where a divisor that
-	// changes from digit to digit costs a division instruction each.
-	var frac [7]byte
-	frac[0] = '.'
-	for i, f := 6, u%1e6; i > 0; i-- {
-		frac[i] = byte('0' + f%10)
-		f /= 10
+	var buf [24]byte // "-9223372036854.775808" at most
+	i := len(buf)
+	// Dividing by constants compiles to multiplications.
+	whole, frac := u/1e6, u%1e6
+	for range 3 {
+		p := frac % 100 * 2
+		frac /= 100
+		i -= 2
+		buf[i], buf[i+1] = digitPairs[p], digitPairs[p+1]
 	}
-	return append(b, frac[:]...)
+	i--
+	buf[i] = '.'
+	for whole >= 100 {
+		p := whole % 100 * 2
+		whole /= 100
+		i -= 2
+		buf[i], buf[i+1] = digitPairs[p], digitPairs[p+1]
+	}
+	if whole >= 10 {
+		i -= 2
+		buf[i], buf[i+1] = digitPairs[whole*2], digitPairs[whole*2+1]
+	} else {
+		i--
+		buf[i] = byte('0' + whole)
+	}
+	if m < 0 {
+		i--
+		buf[i] = '-'
+	}
+	return append(b, buf[i:]...)
 }
+
+// digitPairs holds 00 to 99, two bytes each.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 
 // Rate is a pair of per-minute limits on one scope. A zero RPM or TPM
 // means that dimension is unlimited.

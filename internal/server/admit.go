@@ -30,6 +30,31 @@ type Limits struct {
 	HeadersOnRefusal bool
 }
 
+// admitterView is what the exchange needs to know of a Limits'
+// admitter beyond limit.Admitter, found by type assertion once per
+// Limits instead of on every request: the runtime caches an assertion's
+// answer only at random (once in about 1,024 look-ups), so an assertion
+// made per request costs a look-up of the runtime's itab table on most
+// of a process's first few thousand requests.
+type admitterView struct {
+	limits *Limits
+	into   limit.AdmitterInto // nil: the admitter has only Admit
+	free   bool               // it is a limit.ContextFreeSettler
+}
+
+// admitterOf returns the view of l's admitter, made once for l (and
+// again after a runtime with other Limits was served).
+func (s *Server) admitterOf(l *Limits) *admitterView {
+	v := s.admitters.Load()
+	if v == nil || v.limits != l {
+		v = &admitterView{limits: l}
+		v.into, _ = l.Admitter.(limit.AdmitterInto)
+		_, v.free = l.Admitter.(limit.ContextFreeSettler)
+		s.admitters.Store(v)
+	}
+	return v
+}
+
 // CustomerLookup finds a project's customer by the ID the application
 // sends; nil and no error when there is none. *auth.Customers
 // implements it, from a cache.
@@ -108,7 +133,7 @@ func (x *exchange) admit(g *route.Group, r admitRequest) (*route.Group, bool) {
 		a.maxOut = 0
 	}
 	a.tag = PrincipalTag(p)
-	id := customerID(x.r, r.user)
+	id := x.customerID(r.user)
 	x.customer = id
 	if id != "" && p.ProjectID != "" && l.Customers != nil {
 		c, err := l.Customers.Lookup(x.r.Context(), p.ProjectID, id)
@@ -157,7 +182,15 @@ func (x *exchange) reserve(adm *limit.Admission) bool {
 		x.adm.dec = limit.Decision{Allowed: true} // nothing to count: no call
 		return true
 	}
-	d, err := x.rt.Limits.Admitter.Admit(x.r.Context(), *adm)
+	var err error
+	if in := x.s.admitterOf(x.rt.Limits).into; in != nil {
+		err = in.AdmitInto(x.r.Context(), adm, &x.adm.dec) // written in place, not copied here
+	} else {
+		var d limit.Decision
+		if d, err = x.rt.Limits.Admitter.Admit(x.r.Context(), *adm); err == nil {
+			x.adm.dec = d
+		}
+	}
 	if err != nil {
 		x.adm.on = false
 		if x.r.Context().Err() != nil {
@@ -169,7 +202,6 @@ func (x *exchange) reserve(adm *limit.Admission) bool {
 			Message: "The gateway cannot check rate limits and budgets right now; try again shortly."})
 		return false
 	}
-	x.adm.dec = d
 	return true
 }
 
@@ -332,8 +364,11 @@ func keyName(p *auth.Principal) string {
 
 // customerID is the customer a request names: the x-gatehouse-customer
 // header, else the request's user field (Anthropic: metadata.user_id).
-func customerID(r *http.Request, user string) string {
-	if v := headerValue(r.Header, hdrCustomer); v != "" {
+func (x *exchange) customerID(user string) string {
+	if x.noOwnFields {
+		return user // no x-gatehouse-* field came (readLabels)
+	}
+	if v := headerValue(x.r.Header, hdrCustomer); v != "" {
 		return v
 	}
 	return user
@@ -387,21 +422,27 @@ func (x *exchange) appendLimitFields(b []byte) []byte {
 	if a.dec.Allowed && x.rt.Limits.HeadersOnRefusal {
 		return b
 	}
-	for i, q := range [2]limit.Quota{a.dec.Requests, a.dec.Tokens} {
-		if q.Limit <= 0 {
-			continue
-		}
-		b = append(b, quotaHeaderKeys[3*i]...)
-		b = append(appendRate(append(b, ':', ' '), x.principal, q.Limit), '\r', '\n')
-		b = append(b, quotaHeaderKeys[3*i+1]...)
-		b = append(strconv.AppendInt(append(b, ':', ' '), max(q.Remaining, 0), 10), '\r', '\n')
-		b = append(b, quotaHeaderKeys[3*i+2]...)
-		b = append(appendReset(append(b, ':', ' '), q.Reset), '\r', '\n')
+	if q := a.dec.Requests; q.Limit > 0 {
+		b = appendQuotaFields(b, x.principal, q, "X-Ratelimit-Limit-Requests: ",
+			"\r\nX-Ratelimit-Remaining-Requests: ", "\r\nX-Ratelimit-Reset-Requests: ")
+	}
+	if q := a.dec.Tokens; q.Limit > 0 {
+		b = appendQuotaFields(b, x.principal, q, "X-Ratelimit-Limit-Tokens: ",
+			"\r\nX-Ratelimit-Remaining-Tokens: ", "\r\nX-Ratelimit-Reset-Tokens: ")
 	}
 	if a.downgraded != "" {
 		x.w.Header().Set(hdrDowngradedFrom, a.downgraded)
 	}
 	return b
+}
+
+// appendQuotaFields appends the limit, remaining and reset lines of one
+// bucket; the names come with the separators around them (": ", and the
+// line end before), so each is one copy of a constant.
+func appendQuotaFields(b []byte, p *auth.Principal, q limit.Quota, limitName, remainingName, resetName string) []byte {
+	b = appendRate(append(b, limitName...), p, q.Limit)
+	b = strconv.AppendInt(append(b, remainingName...), max(q.Remaining, 0), 10)
+	return append(appendReset(append(b, resetName...), q.Reset), '\r', '\n')
 }
 
 // quotaHeaders sets the limit, remaining and reset headers of the request
@@ -585,7 +626,7 @@ func (x *exchange) settle() {
 	if x.stream && x.written {
 		x.w.Header()[hdrCost] = x.vals.one(valCost, cost) // the trailer (a stream's answer set no cost field before)
 	}
-	res := a.dec.Reservation
+	res := &a.dec.Reservation // read where admission put it, not copied
 	if !res.Valid() {
 		return
 	}
@@ -600,10 +641,10 @@ func (x *exchange) settle() {
 	// context type of our own that forwarded Value would also forward the
 	// context package's private key for the request's cancellation state.)
 	ctx, adm := x.r.Context(), x.rt.Limits.Admitter
-	if _, free := adm.(limit.ContextFreeSettler); !free {
+	if !x.s.admitterOf(x.rt.Limits).free {
 		ctx = context.WithoutCancel(ctx)
 	}
-	if err := adm.Settle(ctx, res, actual); err != nil {
+	if err := adm.Settle(ctx, *res, actual); err != nil {
 		x.s.log.Error("settle failed", "request_id", x.id, "err", err.Error())
 	}
 }

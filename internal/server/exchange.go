@@ -53,6 +53,9 @@ type exchange struct {
 	mapHeaders bool
 	// usageEstimated: usage was counted by the gateway, not reported.
 	usageEstimated bool
+	// noOwnFields: gatehouse's engine saw no x-gatehouse-* field in the
+	// request (readLabels asked it); false when not known.
+	noOwnFields bool
 
 	// quotedProvider and quotedModel are the answering deployment's
 	// names as JSON strings, for the log line (route.Attempt.Quoted).
@@ -440,7 +443,11 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 	} else {
 		f.addString(`,"method":`, m)
 	}
-	f.addString(`,"path":`, x.r.URL.Path)
+	if p := x.r.URL.Path; plainPath(p) {
+		f.addPlain(`,"path":`, p)
+	} else {
+		f.addString(`,"path":`, p)
+	}
 	f.addInt(`,"status":`, x.status)
 	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
 	f.addBool(`,"stream":`, x.stream)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gatehouse/internal/framing"
+	"gatehouse/internal/h1"
 	"gatehouse/internal/llm"
 )
 
@@ -70,7 +71,7 @@ func (s *Server) guard(g Guard, w http.ResponseWriter, r *http.Request) bool {
 		s.refuse(w, r, notFound(r))
 		return false
 	}
-	if g.MaxHeaderBytes > 0 && headerBytes(r) > g.MaxHeaderBytes {
+	if g.MaxHeaderBytes > 0 && headerBytes(w, r) > g.MaxHeaderBytes {
 		w.Header().Set("Connection", "close")
 		s.refuse(w, r, headersTooLarge(g.MaxHeaderBytes))
 		return false
@@ -151,18 +152,32 @@ func canonical(p string) bool {
 
 // headerBytes is the size of r's request line and header fields as sent
 // over HTTP/1.1 (net/http has parsed them, so this is a reconstruction:
-// the Host field lives in r.Host).
-func headerBytes(r *http.Request) int64 {
+// the Host field lives in r.Host). Gatehouse's engine summed the fields
+// as it checked them (h1.RequestNotes); on net/http's server they are
+// summed here.
+func headerBytes(w http.ResponseWriter, r *http.Request) int64 {
 	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
 	if r.Host != "" {
 		n += len("Host: ") + len(r.Host) + 2
 	}
-	for k, vs := range r.Header {
+	if notes := h1.RequestNotesOf(w); notes != nil {
+		n += notes.FieldBytes()
+	} else {
+		n += fieldBytes(r.Header)
+	}
+	return int64(n + 2)
+}
+
+// fieldBytes is the size of h's fields as "Name: value\r\n" lines, one
+// for each value.
+func fieldBytes(h http.Header) int {
+	n := 0
+	for k, vs := range h {
 		for _, v := range vs {
 			n += len(k) + 2 + len(v) + 2
 		}
 	}
-	return int64(n + 2)
+	return n
 }
 
 // errBodyTimeout is what a body read gets when the client sent nothing

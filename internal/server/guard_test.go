@@ -1,12 +1,17 @@
 package server
 
 import (
+	"bufio"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"gatehouse/internal/h1"
 )
 
 // deadlineWriter records the read deadlines set through a
@@ -66,5 +71,46 @@ func TestSlowBodyDeadlines(t *testing.T) {
 				t.Errorf("the deadline was left at %v after the body's end", last)
 			}
 		})
+	}
+}
+
+// TestHeaderBytesFromTheEngine: the guard's header size from the sum
+// gatehouse's engine took as it checked the fields is the size a walk of
+// the header map gives, for repeated fields and an absent Host too.
+func TestHeaderBytesFromTheEngine(t *testing.T) {
+	type sizes struct{ engine, walked int64 }
+	got := make(chan sizes, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := &h1.Server{ErrorLog: log.New(io.Discard, "", 0), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h1.RequestNotesOf(w) == nil {
+			t.Error("no RequestNotes on the engine's writer")
+		}
+		got <- sizes{headerBytes(w, r), headerBytes(httptest.NewRecorder(), r)}
+	})}
+	go func() { _ = engine.Serve(ln) }()
+	t.Cleanup(func() { _ = engine.Close() })
+	for _, head := range []string{
+		"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /v1/models?x=1 HTTP/1.0\r\n\r\n",
+		"POST /v1/chat/completions HTTP/1.1\r\nHost: gw.example\r\nAuthorization: Bearer sk-1\r\nAccept: a\r\nAccept: b\r\nX-Empty:\r\nContent-Length: 0\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		s := <-got
+		if s.engine != s.walked {
+			t.Errorf("%q: %d bytes from the engine's notes, %d from the map", head, s.engine, s.walked)
+		}
 	}
 }

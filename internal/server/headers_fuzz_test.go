@@ -61,8 +61,8 @@ func checkLabels(t *testing.T, h http.Header) {
 	var headers []string // label header names, lower case
 	broken := false
 	for k, vs := range h {
-		if len(k) > len(labelPrefix) && strings.EqualFold(k[:len(labelPrefix)], labelPrefix) {
-			name := strings.ToLower(k[len(labelPrefix):])
+		if len(k) > len(LabelPrefix) && strings.EqualFold(k[:len(LabelPrefix)], LabelPrefix) {
+			name := strings.ToLower(k[len(LabelPrefix):])
 			headers = append(headers, name)
 			broken = broken || !validLabelName(name) || len(vs) != 1 || len(vs[0]) > maxLabelValue
 		}
@@ -79,8 +79,8 @@ func checkLabels(t *testing.T, h http.Header) {
 		t.Fatalf("labels %q accepted as %v", headers, labels)
 	}
 	for _, name := range headers {
-		if v, ok := labels[name]; !ok || v != h.Get(labelPrefix+name) {
-			t.Fatalf("label %q: kept %q, sent %q", name, v, h.Get(labelPrefix+name))
+		if v, ok := labels[name]; !ok || v != h.Get(LabelPrefix+name) {
+			t.Fatalf("label %q: kept %q, sent %q", name, v, h.Get(LabelPrefix+name))
 		}
 	}
 }

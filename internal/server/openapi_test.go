@@ -356,7 +356,7 @@ func serveOn(t *testing.T, engine string, h http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &h1.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
+	srv := &h1.Server{Handler: h, NotePrefix: FieldPrefix, ErrorLog: log.New(io.Discard, "", 0)} // as gatehouse serve runs it
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String()

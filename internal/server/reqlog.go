@@ -123,6 +123,17 @@ func plainMethod(m string) bool {
 	return false
 }
 
+// plainPath reports whether p is the path of one of gatehouse's model
+// APIs, whose text needs no escaping: almost every line logs one of
+// them. Any other path a client sends is quoted as it is.
+func plainPath(p string) bool {
+	switch p {
+	case "/v1/chat/completions", "/v1/messages", "/v1/embeddings", "/v1/responses", "/v1/messages/count_tokens", "/v1/models":
+		return true
+	}
+	return false
+}
+
 // linePool recycles log lines and their buffers: the writer copies a
 // line before Write returns (asynclog does). It holds the jsonLine, not
 // only its buffer: one made for each line escaped to the heap, as

@@ -236,8 +236,8 @@ func TestRequestLineEndIsTheRecords(t *testing.T) {
 
 // TestPlainFieldsNeedNoQuoting: the values the log line writes without
 // quoting them (addPlain) are text AppendQuote would leave as it is —
-// request IDs, costs, the methods plainMethod lists — and a method it
-// does not list is quoted.
+// request IDs, costs, the methods plainMethod lists, the paths plainPath
+// lists — and a method or path it does not list is quoted.
 func TestPlainFieldsNeedNoQuoting(t *testing.T) {
 	plain := func(what, v string) {
 		t.Helper()
@@ -259,14 +259,24 @@ func TestPlainFieldsNeedNoQuoting(t *testing.T) {
 			plain("method", m)
 		}
 	}
+	paths := []string{"/v1/chat/completions", "/v1/messages", "/v1/embeddings", "/v1/responses", "/v1/messages/count_tokens", "/v1/models",
+		`/v1/"chat"`, "/v1/\\", "/v1/\x7f", "/v1/mod\u2028els", "/v1/chat/completions/", "/V1/messages"}
+	for _, p := range paths {
+		if plainPath(p) {
+			plain("path", p)
+		}
+	}
 
 	s, _ := newTestServer(t)
 	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), id: "ID", status: 200}
 	x.r.Method = `PO"ST`
+	x.r.URL.Path = `/v1/"chat"`
 	var l jsonLine
 	x.logFields(&l, time.Time{})
-	if want := `,"method":"PO\"ST",`; !strings.Contains(string(l.b), want) {
-		t.Errorf("line %s lacks %s", l.b, want)
+	for _, want := range []string{`,"method":"PO\"ST",`, `,"path":"/v1/\"chat\"",`} {
+		if !strings.Contains(string(l.b), want) {
+			t.Errorf("line %s lacks %s", l.b, want)
+		}
 	}
 }
 

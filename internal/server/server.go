@@ -90,6 +90,9 @@ type Server struct {
 	requestLog io.Writer
 	// stamps writes the time of those lines.
 	stamps lineStamps
+	// admitters is what the running Limits' admitter implements
+	// (admitterOf).
+	admitters atomic.Pointer[admitterView]
 }
 
 // SetRequestLog makes the server write its per-request log lines to w

@@ -100,6 +100,14 @@ func (h *hangUpEmbedded) Admit(ctx context.Context, a limit.Admission) (limit.De
 	return d, err
 }
 
+// AdmitInto is what the server calls on an Embedded (limit.AdmitterInto):
+// promoted from it, it would pass the hang-up by.
+func (h *hangUpEmbedded) AdmitInto(ctx context.Context, a *limit.Admission, d *limit.Decision) error {
+	err := h.Embedded.AdmitInto(ctx, a, d)
+	h.cancel()
+	return err
+}
+
 func (h *hangUpEmbedded) Settle(ctx context.Context, r limit.Reservation, actual limit.Actual) error {
 	h.settles++
 	h.cancelled = ctx.Err() != nil
@@ -131,5 +139,21 @@ func TestContextFreeSettleAfterHangUp(t *testing.T) {
 	}
 	if got := e.Spent(limit.ScopeKey, "key1", limit.Total, time.Now()); got != 0 {
 		t.Fatalf("budget still holds %s after the request that hung up", got)
+	}
+}
+
+// TestAdmitterOf: the view of a runtime's admitter is made for its
+// Limits, and made again when a runtime with other Limits is served,
+// in either order.
+func TestAdmitterOf(t *testing.T) {
+	s, _ := newTestServer(t)
+	e, _ := embeddedLimits(t)
+	embedded, wrapped := &Limits{Admitter: e}, &Limits{Admitter: &hangUpAdmitter{Admitter: e}}
+	for i, l := range []*Limits{embedded, wrapped, wrapped, embedded, wrapped} {
+		v := s.admitterOf(l)
+		wantInto := l == embedded
+		if v.limits != l || (v.into != nil) != wantInto || v.free != wantInto {
+			t.Fatalf("call %d: view %+v of %T", i, v, l.Admitter)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatehouse/internal/account"
+	"gatehouse/internal/h1"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 	"gatehouse/internal/stream"
@@ -18,10 +19,18 @@ type UsageSink interface {
 	Add(account.Record)
 }
 
-// Label headers: x-gatehouse-label-<name>: <value>, kept on the
-// request's usage record.
+// FieldPrefix begins the names of the request fields gatehouse reads
+// of its own (labels, the customer, the cache's): the prefix for
+// gatehouse's engine to note (h1.Server.NotePrefix), so that a request
+// without any is not searched for them.
+const FieldPrefix = "X-Gatehouse-"
+
+// LabelPrefix begins the names of label headers,
+// x-gatehouse-label-<name>: <value>, kept on the request's usage record.
+const LabelPrefix = FieldPrefix + "Label-"
+
+// Label headers' bounds, and the overhead header.
 const (
-	labelPrefix   = "X-Gatehouse-Label-"
 	maxLabels     = 8
 	maxLabelName  = 32
 	maxLabelValue = 128
@@ -31,6 +40,12 @@ const (
 // readLabels keeps the request's label headers for its usage record, or
 // answers 400 (parseLabels) and reports false.
 func (x *exchange) readLabels() bool {
+	if n := h1.RequestNotesOf(x.w); n != nil {
+		if has, known := n.Prefixed(FieldPrefix); known && !has {
+			x.noOwnFields = true // the engine saw no field of ours as it read the request
+			return true
+		}
+	}
 	labels, err := parseLabels(x.r.Header)
 	if err != nil {
 		x.fail(err)
@@ -47,10 +62,10 @@ func (x *exchange) readLabels() bool {
 func parseLabels(h http.Header) (map[string]string, *llm.Error) {
 	var labels map[string]string
 	for k, vs := range h {
-		if len(k) <= len(labelPrefix) || !strings.EqualFold(k[:len(labelPrefix)], labelPrefix) {
+		if len(k) <= len(LabelPrefix) || !strings.EqualFold(k[:len(LabelPrefix)], LabelPrefix) {
 			continue
 		}
-		name := strings.ToLower(k[len(labelPrefix):])
+		name := strings.ToLower(k[len(LabelPrefix):])
 		var problem string
 		switch {
 		case !validLabelName(name):

@@ -1,17 +1,24 @@
 package server
 
 import (
+	"bufio"
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
+	"gatehouse/internal/h1"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 )
@@ -177,3 +184,67 @@ func TestUsageRecordFields(t *testing.T) {
 		t.Errorf("record (-want +got):\n%s", d)
 	}
 }
+
+// TestLabelsOnTheEngine: on gatehouse's engine, told to note the label
+// prefix (as gatehouse serve tells it) or not, labels are kept and
+// refused as on any server; a request without them is not searched (the
+// engine saw none) and keeps none.
+func TestLabelsOnTheEngine(t *testing.T) {
+	s, _ := newTestServer(t)
+	sink := chanSink(make(chan account.Record, 1))
+	rt := *s.Runtime()
+	rt.Auth = fixedAuth{&auth.Principal{KeyID: "key_1", Project: "qa", ProjectID: "proj_1"}}
+	rt.Usage = sink
+	s.Swap(&rt)
+	for _, prefix := range []string{FieldPrefix, LabelPrefix, ""} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		engine := &h1.Server{Handler: s.Handler(), NotePrefix: prefix, ErrorLog: log.New(io.Discard, "", 0)}
+		go func() { _ = engine.Serve(ln) }()
+		t.Cleanup(func() { _ = engine.Close() })
+		for _, tc := range []struct {
+			fields string
+			status int
+			labels map[string]string
+		}{
+			{"", 500, nil},
+			{"x-gatehouse-label-team: blue\r\nX-GATEHOUSE-LABEL-Cost_center-2: 42\r\n", 500, map[string]string{"team": "blue", "cost_center-2": "42"}},
+			{"X-Gatehouse-Label-Team: a\r\nX-Gatehouse-Label-Team: b\r\n", 400, nil},
+			{"X-Gatehouse-Label-" + strings.Repeat("a", 33) + ": x\r\n", 400, nil},
+		} {
+			body := `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+				tc.fields+"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer, _ := io.ReadAll(resp.Body)
+			_ = c.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("prefix %q, %q: status %d, want %d: %s", prefix, tc.fields, resp.StatusCode, tc.status, answer)
+			}
+			if tc.status == 400 && !strings.Contains(string(answer), `"code":"invalid_label"`) {
+				t.Fatalf("prefix %q, %q: body %s, want code invalid_label", prefix, tc.fields, answer)
+			}
+			rec := <-sink // the record may be handed over after the answer went out
+			if diff := cmp.Diff(tc.labels, rec.Labels, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("prefix %q, %q: labels (-want +got):\n%s", prefix, tc.fields, diff)
+			}
+		}
+	}
+}
+
+// chanSink hands each record over on its channel.
+type chanSink chan account.Record
+
+func (s chanSink) Add(r account.Record) { s <- r }
