@@ -49,15 +49,23 @@ func FieldWriterOf(w http.ResponseWriter) FieldWriter {
 	if r, ok := w.(*response); ok {
 		return r // the engine's own, unwrapped: see RequestNotesOf
 	}
+	return unwrapTo[FieldWriter](w)
+}
+
+// unwrapTo finds the first of w and the writers it unwraps to (as
+// http.ResponseController unwraps them) that is a T; T's zero value
+// when none is.
+func unwrapTo[T any](w http.ResponseWriter) T {
 	for {
-		switch v := w.(type) {
-		case FieldWriter:
+		if v, ok := w.(T); ok {
 			return v
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = v.Unwrap()
-		default:
-			return nil
 		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			var none T
+			return none
+		}
+		w = u.Unwrap()
 	}
 }
 
@@ -137,16 +145,7 @@ func RequestNotesOf(w http.ResponseWriter) RequestNotes {
 	if r, ok := w.(*response); ok {
 		return r
 	}
-	for {
-		switch v := w.(type) {
-		case RequestNotes:
-			return v
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = v.Unwrap()
-		default:
-			return nil
-		}
-	}
+	return unwrapTo[RequestNotes](w)
 }
 
 func (w *response) Prefixed(prefix string) (has, known bool) {

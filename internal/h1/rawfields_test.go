@@ -249,3 +249,33 @@ func TestRequestNotes(t *testing.T) {
 		t.Error("RequestNotes found on a writer without them")
 	}
 }
+
+// unwrapper is a middleware's writer that unwraps to the one it wraps,
+// as http.ResponseController expects.
+type unwrapper struct{ http.ResponseWriter }
+
+func (u unwrapper) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+// TestFindersUnwrap: FieldWriterOf and RequestNotesOf find the engine's
+// writer through wrappers that unwrap to it, and nothing through one
+// that does not.
+func TestFindersUnwrap(t *testing.T) {
+	type found struct{ fields, notes, hiddenFields, hiddenNotes bool }
+	got := make(chan found, 1)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wrapped := unwrapper{unwrapper{w}}
+		hidden := struct{ http.ResponseWriter }{w}
+		got <- found{FieldWriterOf(wrapped) != nil, RequestNotesOf(wrapped) != nil,
+			FieldWriterOf(unwrapper{hidden}) != nil, RequestNotesOf(unwrapper{hidden}) != nil}
+	})
+	c := dial(t, serve(t, &Server{Handler: handler}))
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+		t.Fatal(err)
+	}
+	if f := <-got; f != (found{fields: true, notes: true}) {
+		t.Errorf("found %+v; want the engine's writer through unwrapping wrappers only", f)
+	}
+}
