@@ -365,10 +365,7 @@ func keyName(p *auth.Principal) string {
 // customerID is the customer a request names: the x-gatehouse-customer
 // header, else the request's user field (Anthropic: metadata.user_id).
 func (x *exchange) customerID(user string) string {
-	if x.noOwnFields {
-		return user // no x-gatehouse-* field came (readLabels)
-	}
-	if v := headerValue(x.r.Header, hdrCustomer); v != "" {
+	if v := x.ownField(hdrCustomer); v != "" {
 		return v
 	}
 	return user

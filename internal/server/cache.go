@@ -85,7 +85,7 @@ func (x *exchange) cachePolicy() bool {
 		return true
 	}
 	noCache, noStore := cacheControl(x.r.Header)
-	if v := headerValue(x.r.Header, hdrCacheTTL); v != "" {
+	if v := x.ownField(hdrCacheTTL); v != "" {
 		var err *llm.Error
 		if ttl, err = parseCacheTTL(v); err != nil {
 			x.fail(err)

@@ -37,6 +37,17 @@ const (
 	hdrOverhead   = "X-Gatehouse-Overhead-Ms"
 )
 
+// ownField is the value of one of gatehouse's own request fields (a
+// name of FieldPrefix), with no look-up in the header map when the
+// engine saw none of them come (noOwnFields, which readLabels sets
+// after authentication: only a keyed request reads these fields).
+func (x *exchange) ownField(name string) string {
+	if x.noOwnFields {
+		return ""
+	}
+	return headerValue(x.r.Header, name)
+}
+
 // readLabels keeps the request's label headers for its usage record, or
 // answers 400 (parseLabels) and reports false.
 func (x *exchange) readLabels() bool {
