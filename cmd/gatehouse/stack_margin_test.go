@@ -349,19 +349,27 @@ func (u *holdUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, holdLastChunk)
 }
 
-// stackSizes reads the stack probe: how many goroutines the gateway
-// has of each stack size.
-func stackSizes(t *testing.T, probe string) map[int]int {
+// readProbe reads one of the stack-probe build's pages (/ for stack
+// sizes, /heap, /heapprofile) and fails the test unless it answers 200.
+func readProbe(t *testing.T, probe, path string) []byte {
 	t.Helper()
-	resp, err := http.Get("http://" + probe + "/")
+	resp, err := http.Get("http://" + probe + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("stack probe: %d %v", resp.StatusCode, err)
+		t.Fatalf("stack probe %s: %d %v", path, resp.StatusCode, err)
 	}
+	return b
+}
+
+// stackSizes reads the stack probe: how many goroutines the gateway
+// has of each stack size.
+func stackSizes(t *testing.T, probe string) map[int]int {
+	t.Helper()
+	b := readProbe(t, probe, "/")
 	sizes := map[int]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var size, n int

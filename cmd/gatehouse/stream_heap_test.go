@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,15 +83,7 @@ func stackProbeAddr(t *testing.T, p *process) string {
 // gateway's heap holds after two collections.
 func heldHeap(t *testing.T, probe string) (bytes, objects int64) {
 	t.Helper()
-	resp, err := http.Get("http://" + probe + "/heap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("heap probe: %d %v", resp.StatusCode, err)
-	}
+	b := readProbe(t, probe, "/heap")
 	if _, err := fmt.Sscanf(string(b), "%d %d", &bytes, &objects); err != nil {
 		t.Fatalf("heap probe %q: %v", b, err)
 	}
@@ -103,16 +93,7 @@ func heldHeap(t *testing.T, probe string) (bytes, objects int64) {
 // saveHeapProfile writes the stack probe's heap profile to path.
 func saveHeapProfile(t *testing.T, probe, path string) {
 	t.Helper()
-	resp, err := http.Get("http://" + probe + "/heapprofile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("heap profile: %d %v", resp.StatusCode, err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := os.WriteFile(path, readProbe(t, probe, "/heapprofile"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
