@@ -61,7 +61,9 @@ func TestReadResponseWellFormed(t *testing.T) {
 			want{status: 200, bodyLen: 3, rateLimit: true, cache: "Hit", overhead: "0.042"}},
 		{"the same content-length twice", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
 			want{status: 200, bodyLen: 3}},
-		{"similar names are not the headers", "HTTP/1.1 200 OK\r\nX-Ratelimit-Limit-Tokens: 5\r\nX-Gatehouse-Cache-Ttl: 0\r\nContent-Length: 0\r\n\r\n",
+		{"similar names are not the headers", "HTTP/1.1 200 OK\r\nX-Ratelimit-Limit-Tokens: 5\r\nX-Gatehouse-Cache-Ttl: 0\r\n" +
+			// as long as names read, differing in a full word and in the tail
+			"X-Ratelimit-Reset-Requests: 5\r\nX-Ratelimit-Limit-Requestz: 5\r\nX-Gatehouse-Cachf: hit\r\nContent-Length: 0\r\n\r\n",
 			want{status: 200}},
 		{"connection close in a list", "HTTP/1.1 200 OK\r\nConnection: keep-alive , Close\r\nContent-Length: 1\r\n\r\nx",
 			want{status: 200, bodyLen: 1, close: true}},
@@ -399,4 +401,26 @@ func FuzzReadResponse(f *testing.F) {
 			t.Fatalf("accepted status %d from %q", resp.status, in)
 		}
 	})
+}
+
+// BenchmarkReadResponse reads a response with the head a limited key's
+// answer has (the x-ratelimit, budget and cost lines among gatehouse's
+// own), the client's share of every request BenchmarkRequestPath counts.
+func BenchmarkReadResponse(b *testing.B) {
+	const head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Gatehouse-Request-Id: 0b3f6c2a9d1e4f78\r\n" +
+		"X-Gatehouse-Provider: mock\r\nX-Gatehouse-Model: chat\r\nX-Gatehouse-Budget-Remaining-Usd: 999999999.999812\r\n" +
+		"X-Ratelimit-Limit-Requests: 100000000\r\nX-Ratelimit-Remaining-Requests: 99999999\r\nX-Ratelimit-Reset-Requests: 1ms\r\n" +
+		"X-Ratelimit-Limit-Tokens: 1000000000000\r\nX-Ratelimit-Remaining-Tokens: 999999999900\r\nX-Ratelimit-Reset-Tokens: 1ms\r\n" +
+		"X-Gatehouse-Cost-Usd: 0.000094\r\nX-Gatehouse-Overhead-Ms: 0.051\r\nDate: Sat, 28 Nov 2026 15:00:00 GMT\r\nContent-Length: 600\r\n\r\n"
+	one := head + strings.Repeat("x", 600)
+	in := strings.NewReader(one)
+	br := bufio.NewReaderSize(in, rawReadBuffer)
+	var resp rawResponse
+	for b.Loop() {
+		in.Reset(one)
+		br.Reset(in)
+		if err := readResponse(br, &resp); err != nil || !resp.rateLimit {
+			b.Fatalf("%v %+v", err, resp)
+		}
+	}
 }
