@@ -20,10 +20,10 @@ type memoTag [16]byte
 
 // The memo's bounds: 64 shards (as the key cache has, for the same
 // reason: requests on many cores rarely meet on one lock) of at most
-// 1,024 keys each, 65,536 in all. An entry is about 100 bytes with the
-// map's overhead, so a full memo is about 6 MiB; a deployment with more
-// keys in use than that loses only speed (an evicted key's next request
-// pays its SHA-256 again), never an answer.
+// 1,024 keys each, 65,536 in all. A full memo measured 7.3 MB of heap
+// (112 bytes an entry with the maps' overhead; Go 1.26, amd64); a
+// deployment with more keys in use than that loses only speed (an
+// evicted key's next request pays its SHA-256 again), never an answer.
 const (
 	memoShards   = 64
 	memoPerShard = 1024
