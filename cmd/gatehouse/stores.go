@@ -34,6 +34,7 @@ type stores struct {
 	limits    config.Limits
 	store     auth.Store
 	keys      *auth.Keys
+	memo      *auth.HashMemo // secret → SHA-256 of keys that resolved, across reloads
 	customers *auth.Customers
 	limiter   *admitter
 	prices    *priceSync
@@ -160,6 +161,7 @@ func openStores(cfg *config.Config, bare bool, log *slog.Logger, p pacing) (*sto
 	s.cache = cache.New(cache.Options{MaxBytes: cfg.Cache.Exact.MaxBytes, Lower: lower,
 		OnLowerError: func(op string, err error) { log.Warn("cache tier failed", "op", op, "error", err.Error()) }})
 	s.customers = auth.NewCustomers(s.store, auth.CustomersOptions{})
+	s.memo = auth.NewHashMemo()
 	// The cache lives until close, across reloads; the config's static
 	// keys, which reloads change, are looked up in front of it.
 	s.keys, err = auth.NewKeys(context.Background(), s.store, nil, auth.KeysOptions{Logger: log,
@@ -247,24 +249,28 @@ func sameUsage(a, b config.Usage) bool {
 }
 
 // clientAuth authenticates a client: the config's static keys first, in
-// memory, then the virtual keys of the store through the cache.
+// front of the store's keys (nil when there is no store). Its memo, the
+// process's, spares a key seen before its SHA-256.
 type clientAuth struct {
 	static *auth.Static
 	keys   *auth.Keys
+	memo   *auth.HashMemo
 }
 
-func (a clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
-	secret := auth.Credential(r)
-	if secret == "" {
-		return nil, auth.ErrMissingKey
-	}
-	// Hashed once for both tables: a virtual key's request hashed it
-	// twice, a SHA-256 more per request.
-	h := auth.HashKey(secret)
+func (a *clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
+	return a.memo.Resolve(r.Context(), auth.Credential(r), a)
+}
+
+// ResolveHash looks a secret's hash up in both tables: the secret is
+// hashed (or found in the memo) once for both.
+func (a *clientAuth) ResolveHash(ctx context.Context, h auth.Hash) (*auth.Principal, error) {
 	if p, ok := a.static.LookupHash(h); ok {
 		return p, nil
 	}
-	return a.keys.ResolveHash(r.Context(), h)
+	if a.keys == nil {
+		return nil, auth.ErrBadKey
+	}
+	return a.keys.ResolveHash(ctx, h)
 }
 
 // adminHandler builds the admin API for one config generation; nil when

@@ -66,11 +66,7 @@ func build(cfg *config.Config, types *provider.Registry, bare bool, st *stores, 
 		ModelList:    server.ModelList(table),
 	}
 	if !bare {
-		static := staticKeys(cfg.Keys)
-		rt.Auth = static
-		if st.keys != nil {
-			rt.Auth = clientAuth{static: static, keys: st.keys}
-		}
+		rt.Auth = &clientAuth{static: staticKeys(cfg.Keys), keys: st.keys, memo: st.memo}
 		rt.LogRequests = cfg.Log.Requests == nil || *cfg.Log.Requests
 		served := func(model string) bool { _, ok := table.Lookup(model); return ok }
 		dashboard, err := st.dashboard(cfg, log)

@@ -8,6 +8,15 @@
 // the stores ever hold a usable secret, and nothing here logs one. auth
 // never imports a database driver or a store package; it declares the
 // ports (KeyStore, Store) and the stores implement them.
+//
+// HashMemo spares the request path that SHA-256 for a key seen before:
+// it maps a keyed PRF of the secret (SipHash-2-4-128 under a key drawn
+// from crypto/rand per process, which never leaves it) to the secret's
+// SHA-256. It holds no secret in plaintext; a collision needs the PRF's
+// key, and by chance is a 2^-128 event per pair of secrets; only secrets
+// that resolved to an active key are put in, so unknown keys cannot fill
+// it. Every request still resolves the hash as before, so revocation,
+// expiry and rotation are untouched (see HashMemo).
 package auth
 
 import (
