@@ -21,13 +21,14 @@ type Attempt struct {
 	lease *Lease
 }
 
-// Quoted returns the attempt's provider and model names as JSON strings
-// made once (Backend's), zero for an attempt made without a pool.
-func (a Attempt) Quoted() (provider, model llm.Quoted) {
+// LogMembers returns the attempt's provider and model names as the
+// request log line's members, made once (Backend's); nil for an attempt
+// made without a pool.
+func (a Attempt) LogMembers() *llm.Members {
 	if a.lease == nil || a.lease.Backend == nil {
-		return llm.Quoted{}, llm.Quoted{}
+		return nil
 	}
-	return a.lease.Backend.QuotedProvider, a.lease.Backend.QuotedModel
+	return &a.lease.Backend.LogMembers
 }
 
 // Name returns the attempt's deployment as "provider/model", made once

@@ -322,10 +322,10 @@ func TestOnlyAnsweredAttemptIsReported(t *testing.T) {
 	if got, want := rep.Answered.Name(), d.Provider+"/"+d.Model; got != want {
 		t.Errorf("name %q, want %q", got, want)
 	}
-	if p, m := rep.Answered.Quoted(); p != llm.Quote(d.Provider) || m != llm.Quote(d.Model) {
-		t.Errorf("quoted names %+v %+v", p, m)
+	if m := rep.Answered.LogMembers(); m == nil || *m != llm.MakeMembers(LogProviderMember, d.Provider, LogModelMember, d.Model) {
+		t.Errorf("log members %+v", m)
 	}
-	if (Attempt{}).Name() != "" {
+	if (Attempt{}).Name() != "" || (Attempt{}).LogMembers() != nil {
 		t.Error("an attempt without a pool has a name")
 	}
 }

@@ -105,7 +105,8 @@ func (p *Pool) Backend(d *provider.Deployment) *Backend {
 	if b, ok := p.backends[k]; ok {
 		return b
 	}
-	b := &Backend{Deployment: d, QuotedProvider: llm.Quote(d.Provider), QuotedModel: llm.Quote(d.Model), Name: d.Provider + "/" + d.Model,
+	b := &Backend{Deployment: d, LogMembers: llm.MakeMembers(LogProviderMember, d.Provider, LogModelMember, d.Model),
+		Name: d.Provider + "/" + d.Model,
 		pool: p, signal: p.signals[d.Provider]}
 	b.down.Store(p.down[d.Provider]) // a model discovered while its provider is down starts down
 	b.br.cfg = p.opts.Breaker
@@ -206,13 +207,21 @@ const (
 	Failure
 )
 
+// The opening texts of the request log line's members
+// Backend.LogMembers holds.
+const (
+	LogProviderMember = `,"provider":`
+	LogModelMember    = `,"upstream_model":`
+)
+
 // Backend is the live state of one deployment.
 type Backend struct {
 	Deployment *provider.Deployment
-	// QuotedProvider and QuotedModel are the deployment's provider and
-	// model as JSON strings, made once here for the log line of every
-	// request it answers.
-	QuotedProvider, QuotedModel llm.Quoted
+	// LogMembers are the deployment's provider and model as the
+	// request log line's members `,"provider":…,"upstream_model":…`
+	// (server's logFields), made once here for the line of every request
+	// it answers.
+	LogMembers llm.Members
 	// Name is "provider/model", the deployment as usage records name it,
 	// made once here rather than for every request's record.
 	Name string

@@ -76,11 +76,11 @@ func (x *exchange) attemptsDone(rep *route.Report) {
 	switch {
 	case rep.Answered.N > 0:
 		x.deployment = rep.Answered.Deployment
-		x.quotedProvider, x.quotedModel = rep.Answered.Quoted()
+		x.deploymentMembers = rep.Answered.LogMembers()
 		x.deploymentName = rep.Answered.Name()
 	case rep.Last.N > 0:
 		x.deployment = rep.Last.Deployment
-		x.quotedProvider, x.quotedModel = rep.Last.Quoted()
+		x.deploymentMembers = rep.Last.LogMembers()
 		x.deploymentName = rep.Last.Name()
 	}
 	if rep.Err != nil {

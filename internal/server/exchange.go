@@ -57,9 +57,9 @@ type exchange struct {
 	// request (readLabels asked it); false when not known.
 	noOwnFields bool
 
-	// quotedProvider and quotedModel are the answering deployment's
-	// names as JSON strings, for the log line (route.Attempt.Quoted).
-	quotedProvider, quotedModel llm.Quoted
+	// deploymentMembers are the answering deployment's names as the log
+	// line's members (route.Attempt.LogMembers); nil when not known.
+	deploymentMembers *llm.Members
 	// deploymentName is the answering deployment's "provider/model", for
 	// the usage record (route.Attempt.Name).
 	deploymentName string
@@ -438,16 +438,7 @@ func (x *exchange) finish() {
 // key is its member text (see fieldSink). end is when the request ended.
 func (x *exchange) logFields(f fieldSink, end time.Time) {
 	f.addPlain(`,"request_id":`, x.id) // newRequestID's: "gh-" and hex digits
-	if m := x.r.Method; plainMethod(m) {
-		f.addPlain(`,"method":`, m)
-	} else {
-		f.addString(`,"method":`, m)
-	}
-	if p := x.r.URL.Path; plainPath(p) {
-		f.addPlain(`,"path":`, p)
-	} else {
-		f.addString(`,"path":`, p)
-	}
+	x.routeFields(f)
 	f.addInt(`,"status":`, x.status)
 	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
 	f.addBool(`,"stream":`, x.stream)
@@ -455,18 +446,22 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		f.addString(`,"model":`, x.model)
 	}
 	if d := x.deployment; d != nil {
-		f.addQuoted(`,"provider":`, d.Provider, x.quotedProvider)
-		f.addQuoted(`,"upstream_model":`, d.Model, x.quotedModel)
+		var text string
+		if m := x.deploymentMembers; m != nil {
+			text = m.Text(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model)
+		}
+		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, text)
 	}
 	if x.attempts > 0 {
 		f.addInt(`,"attempts":`, x.attempts)
 		f.addInt(`,"billed_attempt":`, x.billedAttempt)
 	}
-	if x.principal != nil {
-		p := x.principal
-		f.addQuoted(`,"key":`, p.KeyID, p.QuotedKeyID)
+	if p := x.principal; p != nil {
 		if p.Project != "" {
-			f.addQuoted(`,"project":`, p.Project, p.QuotedProject)
+			f.addPair(auth.LogKeyMember, p.KeyID, auth.LogProjectMember, p.Project,
+				p.LogMembers.Text(auth.LogKeyMember, p.KeyID, auth.LogProjectMember, p.Project))
+		} else {
+			f.addQuoted(auth.LogKeyMember, p.KeyID, p.QuotedKeyID)
 		}
 	}
 	if x.ttft > 0 {
@@ -492,6 +487,27 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 	if x.err != nil {
 		f.addString(`,"error_kind":`, string(x.err.Kind))
 		f.addString(`,"error":`, x.err.Error())
+	}
+}
+
+// routeFields emits the method and the path, as one member text made
+// once for the method and path of each of gatehouse's model APIs
+// (routeMembers), as two fields otherwise.
+func (x *exchange) routeFields(f fieldSink) {
+	m, p := x.r.Method, x.r.URL.Path
+	if text := routeMembers(m, p); text != "" {
+		f.addPair(`,"method":`, m, `,"path":`, p, text)
+		return
+	}
+	if plainMethod(m) {
+		f.addPlain(`,"method":`, m)
+	} else {
+		f.addString(`,"method":`, m)
+	}
+	if plainPath(p) {
+		f.addPlain(`,"path":`, p)
+	} else {
+		f.addString(`,"path":`, p)
 	}
 }
 

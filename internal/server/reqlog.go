@@ -21,6 +21,11 @@ type fieldSink interface {
 	// addQuoted adds v, whose JSON form q may hold already (see
 	// llm.AppendQuoted): the names of a key or a deployment, made once.
 	addQuoted(key, v string, q llm.Quoted)
+	// addPair adds two string fields, whose JSON member text,
+	// `,"k1":"v1","k2":"v2"`, text holds when not "" (made once: see
+	// llm.Members and routeMembers); with text "", the values are quoted
+	// here.
+	addPair(k1, v1, k2, v2, text string)
 	// addPlain adds v, which holds only bytes a JSON string keeps as
 	// they are (printable ASCII but '"' and '\\'): a request ID gatehouse
 	// made, a formatted number. The line writes it between quotes
@@ -42,6 +47,13 @@ type jsonLine struct{ b []byte }
 func (l *jsonLine) addString(k, v string) { l.b = llm.AppendQuote(append(l.b, k...), v) }
 func (l *jsonLine) addQuoted(k, v string, q llm.Quoted) {
 	l.b = llm.AppendQuoted(append(l.b, k...), q, v)
+}
+func (l *jsonLine) addPair(k1, v1, k2, v2, text string) {
+	if text != "" {
+		l.b = append(l.b, text...)
+		return
+	}
+	l.b = llm.AppendQuote(append(llm.AppendQuote(append(l.b, k1...), v1), k2...), v2)
 }
 func (l *jsonLine) addPlain(k, v string) {
 	l.b = append(append(append(append(l.b, k...), '"'), v...), '"')
@@ -134,6 +146,36 @@ func plainPath(p string) bool {
 	return false
 }
 
+// routeMembers is the log line's member text of method m and path p,
+// `,"method":"POST","path":"/v1/chat/completions"`, for the method and
+// path of each of gatehouse's model APIs (nearly every line logs one of
+// them): one constant copied where the two fields cost two keys, two
+// values and their quotes. "" for any other method or path.
+func routeMembers(m, p string) string {
+	if m == "GET" {
+		if p == "/v1/models" {
+			return `,"method":"GET","path":"/v1/models"`
+		}
+		return ""
+	}
+	if m != "POST" {
+		return ""
+	}
+	switch p {
+	case "/v1/chat/completions":
+		return `,"method":"POST","path":"/v1/chat/completions"`
+	case "/v1/messages":
+		return `,"method":"POST","path":"/v1/messages"`
+	case "/v1/embeddings":
+		return `,"method":"POST","path":"/v1/embeddings"`
+	case "/v1/responses":
+		return `,"method":"POST","path":"/v1/responses"`
+	case "/v1/messages/count_tokens":
+		return `,"method":"POST","path":"/v1/messages/count_tokens"`
+	}
+	return ""
+}
+
 // linePool recycles log lines and their buffers: the writer copies a
 // line before Write returns (asynclog does). It holds the jsonLine, not
 // only its buffer: one made for each line escaped to the heap, as
@@ -147,6 +189,9 @@ type attrList []slog.Attr
 func (a *attrList) addString(k, v string) { *a = append(*a, slog.String(memberName(k), v)) }
 func (a *attrList) addQuoted(k, v string, _ llm.Quoted) {
 	*a = append(*a, slog.String(memberName(k), v))
+}
+func (a *attrList) addPair(k1, v1, k2, v2, _ string) {
+	*a = append(*a, slog.String(memberName(k1), v1), slog.String(memberName(k2), v2))
 }
 func (a *attrList) addPlain(k, v string)   { *a = append(*a, slog.String(memberName(k), v)) }
 func (a *attrList) addInt(k string, v int) { *a = append(*a, slog.Int(memberName(k), v)) }
