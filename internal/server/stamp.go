@@ -55,16 +55,20 @@ func newSecondStamp(t time.Time) *secondStamp {
 
 // appendNanos appends ns (0-999,999,999) as RFC3339Nano's fraction: a
 // point and nine digits with the trailing zeros dropped, nothing at all
-// for zero.
+// for zero. The first digit, then four pairs from a table: a digit at a
+// time took nine divisions and a loop of nine turns a line.
 func appendNanos(b []byte, ns int) []byte {
 	if ns == 0 {
 		return b
 	}
 	var d [10]byte
-	d[0] = '.'
-	for i := 9; i > 0; i-- {
-		d[i] = byte('0' + ns%10)
-		ns /= 10
+	d[0], d[1] = '.', byte('0'+ns/1e8)
+	r := ns % 1e8
+	for i := 8; i > 0; i -= 2 {
+		q := r / 100
+		p := 2 * (r - 100*q)
+		d[i], d[i+1] = digitPairs[p], digitPairs[p+1]
+		r = q
 	}
 	n := 10
 	for d[n-1] == '0' {
@@ -72,3 +76,6 @@ func appendNanos(b []byte, ns int) []byte {
 	}
 	return append(b, d[:n]...)
 }
+
+// digitPairs are the two-digit decimals 00 to 99, one after another.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
