@@ -443,7 +443,11 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
 	f.addBool(`,"stream":`, x.stream)
 	if x.model != "" {
-		f.addString(`,"model":`, x.model)
+		var q llm.Quoted // the group's name, when the model names one
+		if g := x.group; g != nil {
+			q = g.QuotedName
+		}
+		f.addQuoted(`,"model":`, x.model, q)
 	}
 	if d := x.deployment; d != nil {
 		var text string
@@ -453,8 +457,11 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, text)
 	}
 	if x.attempts > 0 {
-		f.addInt(`,"attempts":`, x.attempts)
-		f.addInt(`,"billed_attempt":`, x.billedAttempt)
+		var text string
+		if x.attempts == 1 && x.billedAttempt == 1 { // the first attempt answered, as most do
+			text = firstAttemptMembers
+		}
+		f.addIntPair(`,"attempts":`, x.attempts, `,"billed_attempt":`, x.billedAttempt, text)
 	}
 	if p := x.principal; p != nil {
 		if p.Project != "" {
@@ -480,8 +487,7 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		}
 	}
 	if x.hasUsage {
-		f.addInt(`,"prompt_tokens":`, x.usage.PromptTokens)
-		f.addInt(`,"completion_tokens":`, x.usage.CompletionTokens)
+		f.addIntPair(`,"prompt_tokens":`, x.usage.PromptTokens, `,"completion_tokens":`, x.usage.CompletionTokens, "")
 		f.addInt(`,"total_tokens":`, x.usage.TotalTokens)
 	}
 	if x.err != nil {

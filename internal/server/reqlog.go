@@ -32,6 +32,9 @@ type fieldSink interface {
 	// without looking at it.
 	addPlain(key, v string)
 	addInt(key string, v int)
+	// addIntPair adds two integer fields, whose JSON member text text
+	// holds when not "" (a constant for the common values), as addPair.
+	addIntPair(k1 string, v1 int, k2 string, v2 int, text string)
 	// addMillis adds d in milliseconds, as the float64 ms(d).
 	addMillis(key string, d time.Duration)
 	addBool(key string, v bool)
@@ -59,6 +62,13 @@ func (l *jsonLine) addPlain(k, v string) {
 	l.b = append(append(append(append(l.b, k...), '"'), v...), '"')
 }
 func (l *jsonLine) addInt(k string, v int) { l.b = appendInt(append(l.b, k...), v) }
+func (l *jsonLine) addIntPair(k1 string, v1 int, k2 string, v2 int, text string) {
+	if text != "" {
+		l.b = append(l.b, text...)
+		return
+	}
+	l.b = appendInt(append(appendInt(append(l.b, k1...), v1), k2...), v2)
+}
 func (l *jsonLine) addMillis(k string, d time.Duration) {
 	l.b = appendMillisFloat(append(l.b, k...), d)
 }
@@ -176,6 +186,10 @@ func routeMembers(m, p string) string {
 	return ""
 }
 
+// firstAttemptMembers are the line's attempt fields of a request the
+// first attempt answered.
+const firstAttemptMembers = `,"attempts":1,"billed_attempt":1`
+
 // linePool recycles log lines and their buffers: the writer copies a
 // line before Write returns (asynclog does). It holds the jsonLine, not
 // only its buffer: one made for each line escaped to the heap, as
@@ -195,6 +209,9 @@ func (a *attrList) addPair(k1, v1, k2, v2, _ string) {
 }
 func (a *attrList) addPlain(k, v string)   { *a = append(*a, slog.String(memberName(k), v)) }
 func (a *attrList) addInt(k string, v int) { *a = append(*a, slog.Int(memberName(k), v)) }
+func (a *attrList) addIntPair(k1 string, v1 int, k2 string, v2 int, _ string) {
+	*a = append(*a, slog.Int(memberName(k1), v1), slog.Int(memberName(k2), v2))
+}
 func (a *attrList) addMillis(k string, d time.Duration) {
 	*a = append(*a, slog.Float64(memberName(k), ms(d)))
 }

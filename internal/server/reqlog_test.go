@@ -144,17 +144,31 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 		{"POST", "/v1/responses"}, {"POST", "/v1/messages/count_tokens"}, {"GET", "/v1/models"},
 		{"GET", "/v1/chat/completions"}, {"PUT", "/v1/messages"}, {"POST", "/v1/models"}, {`PO"ST`, "/v1/chat/completions"},
 		{"POST", `/v1/"chat"`}, {"DELETE", "/v1/responses/resp_1"}, {"POST", "/v1/chat/completions/"}}
+	// The model's name, quoted once with its group (route.Group.QuotedName)
+	// when it names the group, afresh otherwise; the counts, constant
+	// for a first attempt's answer.
+	g := route.NewGroup(`chat "4o"\u2028`, route.Failover, []*provider.Deployment{d}, nil, provider.Timeouts{})
+	type modelCase struct {
+		model                   string
+		group                   *route.Group
+		attempts, billed, usage int
+	}
+	models := []modelCase{{g.Name, g, 1, 1, 0}, {`other "model"`, g, 2, 2, 7}, {"chat", nil, 2, 1, 1234}, {"", nil, 0, 0, 0}, {g.Name, g, 1, 0, 999}}
 	for name, c := range cases {
-		for _, rt := range routes {
+		for i, rt := range routes {
+			mc := models[i%len(models)]
 			x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/", nil),
 				id: "ID", start: fixed, status: http.StatusOK, principal: c.p, deployment: c.d, deploymentMembers: c.members,
-				attempts: 1, billedAttempt: 1}
+				model: mc.model, group: mc.group, attempts: mc.attempts, billedAttempt: mc.billed}
+			if mc.usage > 0 {
+				x.hasUsage, x.usage = true, llm.Usage{PromptTokens: mc.usage, CompletionTokens: mc.usage / 2, TotalTokens: mc.usage + mc.usage/2}
+			}
 			x.r.Method, x.r.URL.Path = rt[0], rt[1]
 			var l jsonLine
 			x.logFields(&l, fixed)
 			want := slogFields(t, x, fixed)
 			if got := string(l.b); got != want {
-				t.Errorf("%s %q:\n line %s\n slog %s", name, rt, got, want)
+				t.Errorf("%s %q %+v:\n line %s\n slog %s", name, rt, mc, got, want)
 			}
 		}
 	}
