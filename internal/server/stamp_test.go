@@ -85,3 +85,14 @@ func TestAppendNanos(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAppendNanos: a line's fraction, for instruction counts
+// under callgrind (scripts/bench-instructions counts the whole path).
+func BenchmarkAppendNanos(b *testing.B) {
+	buf := make([]byte, 0, 16)
+	ns := 123_456_789
+	for range b.N {
+		buf = appendNanos(buf[:0], ns)
+		ns = (ns + 7_654_321) % 1e9
+	}
+}
