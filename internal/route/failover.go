@@ -21,23 +21,13 @@ type Attempt struct {
 	lease *Lease
 }
 
-// LogMembers returns the attempt's provider and model names as the
-// request log line's members, made once (Backend's); nil for an attempt
-// made without a pool.
-func (a Attempt) LogMembers() *llm.Members {
+// Names returns the names of the attempt's deployment made once with its
+// backend; nil for an attempt made without a pool.
+func (a Attempt) Names() *Names {
 	if a.lease == nil || a.lease.Backend == nil {
 		return nil
 	}
-	return &a.lease.Backend.LogMembers
-}
-
-// Name returns the attempt's deployment as "provider/model", made once
-// (Backend's); "" for an attempt made without a pool.
-func (a Attempt) Name() string {
-	if a.lease == nil || a.lease.Backend == nil {
-		return ""
-	}
-	return a.lease.Backend.Name
+	return &a.lease.Backend.Names
 }
 
 // Relayed reports that n reply tokens of this attempt reached the client

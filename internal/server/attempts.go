@@ -76,12 +76,10 @@ func (x *exchange) attemptsDone(rep *route.Report) {
 	switch {
 	case rep.Answered.N > 0:
 		x.deployment = rep.Answered.Deployment
-		x.deploymentMembers = rep.Answered.LogMembers()
-		x.deploymentName = rep.Answered.Name()
+		x.deploymentNames = rep.Answered.Names()
 	case rep.Last.N > 0:
 		x.deployment = rep.Last.Deployment
-		x.deploymentMembers = rep.Last.LogMembers()
-		x.deploymentName = rep.Last.Name()
+		x.deploymentNames = rep.Last.Names()
 	}
 	if rep.Err != nil {
 		x.fail(rep.Err)

@@ -57,12 +57,10 @@ type exchange struct {
 	// request (readLabels asked it); false when not known.
 	noOwnFields bool
 
-	// deploymentMembers are the answering deployment's names as the log
-	// line's members (route.Attempt.LogMembers); nil when not known.
-	deploymentMembers *llm.Members
-	// deploymentName is the answering deployment's "provider/model", for
-	// the usage record (route.Attempt.Name).
-	deploymentName string
+	// deploymentNames are the answering deployment's names for the log
+	// line and the usage record, made once with its pool backend
+	// (route.Attempt.Names); nil when not known.
+	deploymentNames *route.Names
 
 	group *route.Group // the model's group once resolved: a metric label that is never client input
 	// attempts counts upstream calls; billedAttempt is the one that
@@ -450,11 +448,7 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		f.addQuoted(`,"model":`, x.model, q)
 	}
 	if d := x.deployment; d != nil {
-		var text string
-		if m := x.deploymentMembers; m != nil {
-			text = m.Text(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model)
-		}
-		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, text)
+		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, x.deploymentNames.LogMembers(d))
 	}
 	if x.attempts > 0 {
 		var text string

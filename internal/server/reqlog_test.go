@@ -124,20 +124,20 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 	noProject.Project = ""
 	bare := auth.Principal{KeyID: "k\\2", Project: "plain"} // made without quoteNames
 	d := &provider.Deployment{Provider: "up\\stream", Model: "gpt-4o-mini\u2028"}
-	dm := llm.MakeMembers(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model)
-	moved := *d // its members made for the model before
+	dm := &route.NewPool(route.PoolOptions{}).Backend(d).Names
+	moved := *d // its names made for the model before
 	moved.Model = "other<model>"
 
 	type exchangeCase struct {
 		p       *auth.Principal
 		d       *provider.Deployment
-		members *llm.Members
+		members *route.Names
 	}
 	cases := map[string]exchangeCase{
-		"made":      {made, d, &dm},
-		"renamed":   {&renamed, &moved, &dm},
+		"made":      {made, d, dm},
+		"renamed":   {&renamed, &moved, dm},
 		"noProject": {&noProject, d, nil},
-		"bare":      {&bare, d, &llm.Members{}},
+		"bare":      {&bare, d, &route.Names{}},
 		"none":      {nil, nil, nil},
 	}
 	routes := [][2]string{{"POST", "/v1/chat/completions"}, {"POST", "/v1/messages"}, {"POST", "/v1/embeddings"},
@@ -158,7 +158,7 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 		for i, rt := range routes {
 			mc := models[i%len(models)]
 			x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/", nil),
-				id: "ID", start: fixed, status: http.StatusOK, principal: c.p, deployment: c.d, deploymentMembers: c.members,
+				id: "ID", start: fixed, status: http.StatusOK, principal: c.p, deployment: c.d, deploymentNames: c.members,
 				model: mc.model, group: mc.group, attempts: mc.attempts, billedAttempt: mc.billed}
 			if mc.usage > 0 {
 				x.hasUsage, x.usage = true, llm.Usage{PromptTokens: mc.usage, CompletionTokens: mc.usage / 2, TotalTokens: mc.usage + mc.usage/2}
@@ -174,7 +174,7 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 	}
 	// The renamed names are the ones written, not the texts made before.
 	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
-		id: "ID", start: fixed, principal: &renamed, deployment: &moved, deploymentMembers: &dm}
+		id: "ID", start: fixed, principal: &renamed, deployment: &moved, deploymentNames: dm}
 	var l jsonLine
 	x.logFields(&l, fixed)
 	for _, want := range []string{`,"project":"renamed \"p\""`, `,"upstream_model":"other<model>"`} {
