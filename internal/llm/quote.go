@@ -46,9 +46,9 @@ func MakeMembers(k1, v1, k2, v2 string) Members {
 }
 
 // Text returns m's JSON text when m was made of exactly these names and
-// values, "" otherwise.
+// values, "" otherwise (a zero Members has no text to give).
 func (m *Members) Text(k1, v1, k2, v2 string) string {
-	if m.json != "" && sameString(m.v1, v1) && sameString(m.v2, v2) && m.k1 == k1 && m.k2 == k2 {
+	if sameString(m.v1, v1) && sameString(m.v2, v2) && sameString(m.k1, k1) && sameString(m.k2, k2) {
 		return m.json
 	}
 	return ""
@@ -56,8 +56,8 @@ func (m *Members) Text(k1, v1, k2, v2 string) string {
 
 // sameString is a == b, told by the strings' address first: a name kept
 // in a Members is most often the very string it is compared with (the
-// principal's own, the deployment's own), which == would compare byte
-// by byte in a call.
+// principal's own, the deployment's own, the member names' constants),
+// which == would compare byte by byte in a call.
 func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
