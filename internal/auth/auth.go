@@ -77,10 +77,15 @@ type Principal struct {
 	NoCache   bool
 	// ReadOnly marks a static key from the config file.
 	ReadOnly bool
-	// QuotedKeyID and QuotedProject are KeyID and Project as JSON
-	// strings, made once with the principal (quoteNames) for the log
-	// line every request writes.
-	QuotedKeyID, QuotedProject llm.Quoted
+	// QuotedKeyID is KeyID as a JSON string, and LogMembers KeyID and
+	// Project as the members `,"key":…,"project":…` of the request log
+	// line (server's logFields), made once with the principal
+	// (quoteNames) for the line every request writes: one copy where
+	// the two names cost two keys, two quotes and their checks. A
+	// principal made or changed without quoteNames has them zero or
+	// stale, which the line tells and writes its names afresh.
+	QuotedKeyID llm.Quoted
+	LogMembers  llm.Members
 	// StaticTag is StaticTagPrefix and Project, for a principal whose
 	// project exists only in the config (no ProjectID): the hash tag of
 	// its limit counters (server.PrincipalTag), made once with the
@@ -119,10 +124,20 @@ func (p *Principal) RateText(n int64) string {
 // only in the config, whose name is then all there is to tell it by.
 const StaticTagPrefix = "static:"
 
-// quoteNames fills QuotedKeyID, QuotedProject, StaticTag and the rates
+// The opening texts of the request log line's members LogMembers holds.
+const (
+	LogKeyMember     = `,"key":`
+	LogProjectMember = `,"project":`
+)
+
+// quoteNames fills QuotedKeyID, LogMembers, StaticTag and the rates
 // RateText returns.
 func (p *Principal) quoteNames() {
-	p.QuotedKeyID, p.QuotedProject = llm.Quote(p.KeyID), llm.Quote(p.Project)
+	p.QuotedKeyID = llm.Quote(p.KeyID)
+	p.LogMembers = llm.Members{}
+	if p.Project != "" { // the line has no project member then
+		p.LogMembers = llm.MakeMembers(LogKeyMember, p.KeyID, LogProjectMember, p.Project)
+	}
 	for i, n := range [4]int{p.RPM, p.TPM, p.ProjectLimits.RPM, p.ProjectLimits.TPM} {
 		p.rates[i] = rateText{}
 		if n > 0 {

@@ -87,11 +87,11 @@ func TestKeysPrincipal(t *testing.T) {
 				t.Fatalf("%q: error %v, want %v", c.secret, err, c.err)
 			}
 			// The quoted names and rate texts are made with the principal, for the log line and headers.
-			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "QuotedProject"), cmpopts.IgnoreUnexported(auth.Principal{})); diff != "" {
+			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "LogMembers"), cmpopts.IgnoreUnexported(auth.Principal{})); diff != "" {
 				t.Errorf("%q: principal (-want +got):\n%s", c.secret, diff)
 			}
-			if got != nil && (got.QuotedKeyID != llm.Quote(got.KeyID) || got.QuotedProject != llm.Quote(got.Project)) {
-				t.Errorf("%q: quoted names %+v %+v", c.secret, got.QuotedKeyID, got.QuotedProject)
+			if got != nil && (got.QuotedKeyID != llm.Quote(got.KeyID) || got.LogMembers != wantLogMembers(got)) {
+				t.Errorf("%q: quoted names %+v %+v", c.secret, got.QuotedKeyID, got.LogMembers)
 			}
 		}
 	}
@@ -229,6 +229,18 @@ func TestKeysChanges(t *testing.T) {
 	}
 	eventually("project update", func(p *auth.Principal, err error) bool { return err == nil && !p.Allows("a") && p.Allows("b") })
 
+	// A renamed project: the principal made after the change carries the
+	// log line's members of the new name, never the old text.
+	p.Name = `p "renamed"`
+	if err := st.UpdateProject(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually("project rename", func(p *auth.Principal, err error) bool { return err == nil && p.Project == `p "renamed"` })
+	if pr, _ := resolve(); pr.LogMembers != wantLogMembers(pr) ||
+		pr.LogMembers.Text(auth.LogKeyMember, pr.KeyID, auth.LogProjectMember, pr.Project) != `,"key":"`+key.ID+`","project":"p \"renamed\""` {
+		t.Errorf("renamed project: log members %+v", pr.LogMembers)
+	}
+
 	// Rotation: the old secret stops working, the new one works at once
 	// although it was just remembered as unknown.
 	if _, err := k.Resolve(ctx, "gh-rotated-secret"); err != auth.ErrBadKey {
@@ -270,6 +282,14 @@ func TestKeysChanges(t *testing.T) {
 	if n := sp.lookups.Load() - before; n != 0 {
 		t.Errorf("expiry check made %d store lookups, want 0", n)
 	}
+}
+
+// wantLogMembers is the LogMembers a principal is made with.
+func wantLogMembers(p *auth.Principal) llm.Members {
+	if p.Project == "" {
+		return llm.Members{}
+	}
+	return llm.MakeMembers(auth.LogKeyMember, p.KeyID, auth.LogProjectMember, p.Project)
 }
 
 // TestKeysFlushAll: the zero Hash empties the cache.

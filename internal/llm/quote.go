@@ -1,5 +1,7 @@
 package llm
 
+import "unsafe"
+
 // Quoted is a string with its JSON form made once, for a name written
 // into JSON again and again: a key's ID or a deployment's model goes into
 // every request's log line, and quoting it each time costs more than
@@ -18,4 +20,44 @@ func AppendQuoted(b []byte, q Quoted, s string) []byte {
 		return append(b, q.json...)
 	}
 	return AppendQuote(b, s)
+}
+
+// Members is the JSON text of two members of an object,
+// `,"a":"x","b":"y"`, made once for a pair of names written into JSON
+// again and again: a key's ID and its project, a deployment's provider
+// and model go into every request's log line, and one copy of their
+// text costs less than two names, two quotes and their checks.
+//
+// Each member's name comes as the text that opens it, `,"a":`, which the
+// caller writes as a constant. A Members is kept with the names and the
+// values it was made of, and Text gives its text only for those: a zero
+// or a stale Members (made before a name changed) costs the caller the
+// member-by-member way, never a wrong line.
+type Members struct{ k1, v1, k2, v2, json string }
+
+// MakeMembers makes the Members of k1 v1 and k2 v2, where k1 and k2 are
+// the members' opening texts (`,"a":`), which must be valid JSON with
+// nothing but the name to escape; the values are quoted here.
+func MakeMembers(k1, v1, k2, v2 string) Members {
+	b := make([]byte, 0, len(k1)+len(v1)+len(k2)+len(v2)+4)
+	b = AppendQuote(append(b, k1...), v1)
+	b = AppendQuote(append(b, k2...), v2)
+	return Members{k1, v1, k2, v2, string(b)}
+}
+
+// Text returns m's JSON text when m was made of exactly these names and
+// values, "" otherwise (a zero Members has no text to give).
+func (m *Members) Text(k1, v1, k2, v2 string) string {
+	if sameString(m.v1, v1) && sameString(m.v2, v2) && sameString(m.k1, k1) && sameString(m.k2, k2) {
+		return m.json
+	}
+	return ""
+}
+
+// sameString is a == b, told by the strings' address first: a name kept
+// in a Members is most often the very string it is compared with (the
+// principal's own, the deployment's own, the member names' constants),
+// which == would compare byte by byte in a call.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

@@ -17,3 +17,41 @@ func TestAppendQuoted(t *testing.T) {
 		t.Errorf("Quote kept %s", q.json)
 	}
 }
+
+// TestMembers: a Members' text is the two members as AppendQuote writes
+// them, names that need escaping included, and it is given only for the
+// names and values it was made of: another value (a renamed key, a copy
+// changed afterwards), another member name or a zero Members gives none.
+func TestMembers(t *testing.T) {
+	const k1, k2 = `,"key":`, `,"project":`
+	for _, v := range [][2]string{{"key_1", "proj"}, {`a"b\c`, "tab\there"}, {"ünï\u2028", "\xff<html>"}, {"", "x"}, {"x", ""}} {
+		m := MakeMembers(k1, v[0], k2, v[1])
+		want := string(AppendQuote(append(AppendQuote([]byte(k1), v[0]), k2...), v[1]))
+		if got := m.Text(k1, v[0], k2, v[1]); got != want {
+			t.Errorf("Text of %q = %s, want %s", v, got, want)
+		}
+		// The same values in other strings (not the very ones it was
+		// made of) are the same values.
+		if got := m.Text(k1, string([]byte(v[0])), k2, string([]byte(v[1]))); got != want {
+			t.Errorf("Text of %q in copies = %s, want %s", v, got, want)
+		}
+		for _, other := range [][4]string{
+			{k1, v[0] + "-renamed", k2, v[1]},
+			{k1, v[0], k2, v[1] + "-renamed"},
+			{k1, v[1], k2, v[0]},
+			{`,"id":`, v[0], k2, v[1]},
+			{k1, v[0], `,"team":`, v[1]},
+		} {
+			if other[1] == v[0] && other[3] == v[1] && other[0] == k1 && other[2] == k2 {
+				continue // the swap of two equal values
+			}
+			if got := m.Text(other[0], other[1], other[2], other[3]); got != "" {
+				t.Errorf("made of %q, Text(%q) = %s, want none", v, other, got)
+			}
+		}
+	}
+	var zero Members
+	if got := zero.Text("", "", "", ""); got != "" {
+		t.Errorf("zero Members: Text = %q", got)
+	}
+}

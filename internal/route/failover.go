@@ -21,22 +21,13 @@ type Attempt struct {
 	lease *Lease
 }
 
-// Quoted returns the attempt's provider and model names as JSON strings
-// made once (Backend's), zero for an attempt made without a pool.
-func (a Attempt) Quoted() (provider, model llm.Quoted) {
+// Names returns the names of the attempt's deployment made once with its
+// backend; nil for an attempt made without a pool.
+func (a Attempt) Names() *Names {
 	if a.lease == nil || a.lease.Backend == nil {
-		return llm.Quoted{}, llm.Quoted{}
+		return nil
 	}
-	return a.lease.Backend.QuotedProvider, a.lease.Backend.QuotedModel
-}
-
-// Name returns the attempt's deployment as "provider/model", made once
-// (Backend's); "" for an attempt made without a pool.
-func (a Attempt) Name() string {
-	if a.lease == nil || a.lease.Backend == nil {
-		return ""
-	}
-	return a.lease.Backend.Name
+	return &a.lease.Backend.Names
 }
 
 // Relayed reports that n reply tokens of this attempt reached the client

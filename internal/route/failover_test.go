@@ -319,14 +319,11 @@ func TestOnlyAnsweredAttemptIsReported(t *testing.T) {
 	}
 	// The answering deployment's names, made once with its backend.
 	d := rep.Answered.Deployment
-	if got, want := rep.Answered.Name(), d.Provider+"/"+d.Model; got != want {
-		t.Errorf("name %q, want %q", got, want)
+	if n := rep.Answered.Names(); n == nil || *n != newNames(d) || n.Name(d) != d.Provider+"/"+d.Model {
+		t.Errorf("names %+v", n)
 	}
-	if p, m := rep.Answered.Quoted(); p != llm.Quote(d.Provider) || m != llm.Quote(d.Model) {
-		t.Errorf("quoted names %+v %+v", p, m)
-	}
-	if (Attempt{}).Name() != "" {
-		t.Error("an attempt without a pool has a name")
+	if (Attempt{}).Names() != nil {
+		t.Error("an attempt without a pool has names")
 	}
 }
 

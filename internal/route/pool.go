@@ -105,8 +105,7 @@ func (p *Pool) Backend(d *provider.Deployment) *Backend {
 	if b, ok := p.backends[k]; ok {
 		return b
 	}
-	b := &Backend{Deployment: d, QuotedProvider: llm.Quote(d.Provider), QuotedModel: llm.Quote(d.Model), Name: d.Provider + "/" + d.Model,
-		pool: p, signal: p.signals[d.Provider]}
+	b := &Backend{Deployment: d, Names: newNames(d), pool: p, signal: p.signals[d.Provider]}
 	b.down.Store(p.down[d.Provider]) // a model discovered while its provider is down starts down
 	b.br.cfg = p.opts.Breaker
 	p.backends[k] = b
@@ -206,16 +205,54 @@ const (
 	Failure
 )
 
+// The opening texts of the request log line's members
+// Backend.LogMembers holds.
+const (
+	LogProviderMember = `,"provider":`
+	LogModelMember    = `,"upstream_model":`
+)
+
+// Names are a deployment's names as a request's log line and usage
+// record write them, made once with its backend (newNames) rather than
+// for every request it answers. Each is given for a deployment only when
+// made of that deployment's provider and model — most often the very
+// strings, told by their address — and made afresh otherwise, so a
+// missing or stale one costs time, never a wrong line or record.
+type Names struct {
+	members llm.Members // `,"provider":…,"upstream_model":…`
+	name    string      // "provider/model"
+}
+
+func newNames(d *provider.Deployment) Names {
+	return Names{llm.MakeMembers(LogProviderMember, d.Provider, LogModelMember, d.Model), d.Provider + "/" + d.Model}
+}
+
+// LogMembers returns d's provider and model as the log line's members,
+// `,"provider":…,"upstream_model":…` (LogProviderMember,
+// LogModelMember), when n (which may be nil) was made of d's names; ""
+// otherwise, for the caller to write them itself.
+func (n *Names) LogMembers(d *provider.Deployment) string {
+	if n == nil {
+		return ""
+	}
+	return n.members.Text(LogProviderMember, d.Provider, LogModelMember, d.Model)
+}
+
+// Name returns d's "provider/model", as usage records name a
+// deployment: made once when n (which may be nil) was made of d's names.
+func (n *Names) Name(d *provider.Deployment) string {
+	if n.LogMembers(d) != "" {
+		return n.name
+	}
+	return d.Provider + "/" + d.Model
+}
+
 // Backend is the live state of one deployment.
 type Backend struct {
 	Deployment *provider.Deployment
-	// QuotedProvider and QuotedModel are the deployment's provider and
-	// model as JSON strings, made once here for the log line of every
-	// request it answers.
-	QuotedProvider, QuotedModel llm.Quoted
-	// Name is "provider/model", the deployment as usage records name it,
-	// made once here rather than for every request's record.
-	Name string
+	// Names are the deployment's names as the log line and the usage
+	// record of every request it answers write them, made once here.
+	Names Names
 
 	pool      *Pool
 	br        breaker

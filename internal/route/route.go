@@ -12,6 +12,7 @@ package route
 import (
 	"sync/atomic"
 
+	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
 )
 
@@ -71,6 +72,9 @@ type Group struct {
 	Fallbacks        []string
 	ContextFallbacks []string
 	MaxContext       int
+	// QuotedName is Name as a JSON string, made once here for the log
+	// line of every request that names the group.
+	QuotedName llm.Quoted
 
 	pool  *Pool
 	sel   Selector
@@ -90,7 +94,7 @@ func (p *Pool) Group(s Spec) *Group {
 		Name: s.Name, Strategy: s.Strategy, Targets: s.Targets, Weights: make([]int, len(s.Targets)),
 		Timeouts: s.Timeouts, Retry: s.Retry, Mode: s.Mode, Fallbacks: s.Fallbacks,
 		ContextFallbacks: s.ContextFallbacks, MaxContext: s.MaxContext,
-		pool: p, sel: s.Selector,
+		QuotedName: llm.Quote(s.Name), pool: p, sel: s.Selector,
 	}
 	if g.sel == nil {
 		g.sel = NewSelector(s.Strategy, p.rand, p.explore)

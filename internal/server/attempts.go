@@ -76,12 +76,10 @@ func (x *exchange) attemptsDone(rep *route.Report) {
 	switch {
 	case rep.Answered.N > 0:
 		x.deployment = rep.Answered.Deployment
-		x.quotedProvider, x.quotedModel = rep.Answered.Quoted()
-		x.deploymentName = rep.Answered.Name()
+		x.deploymentNames = rep.Answered.Names()
 	case rep.Last.N > 0:
 		x.deployment = rep.Last.Deployment
-		x.quotedProvider, x.quotedModel = rep.Last.Quoted()
-		x.deploymentName = rep.Last.Name()
+		x.deploymentNames = rep.Last.Names()
 	}
 	if rep.Err != nil {
 		x.fail(rep.Err)

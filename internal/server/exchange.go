@@ -57,12 +57,10 @@ type exchange struct {
 	// request (readLabels asked it); false when not known.
 	noOwnFields bool
 
-	// quotedProvider and quotedModel are the answering deployment's
-	// names as JSON strings, for the log line (route.Attempt.Quoted).
-	quotedProvider, quotedModel llm.Quoted
-	// deploymentName is the answering deployment's "provider/model", for
-	// the usage record (route.Attempt.Name).
-	deploymentName string
+	// deploymentNames are the answering deployment's names for the log
+	// line and the usage record, made once with its pool backend
+	// (route.Attempt.Names); nil when not known.
+	deploymentNames *route.Names
 
 	group *route.Group // the model's group once resolved: a metric label that is never client input
 	// attempts counts upstream calls; billedAttempt is the one that
@@ -438,35 +436,33 @@ func (x *exchange) finish() {
 // key is its member text (see fieldSink). end is when the request ended.
 func (x *exchange) logFields(f fieldSink, end time.Time) {
 	f.addPlain(`,"request_id":`, x.id) // newRequestID's: "gh-" and hex digits
-	if m := x.r.Method; plainMethod(m) {
-		f.addPlain(`,"method":`, m)
-	} else {
-		f.addString(`,"method":`, m)
-	}
-	if p := x.r.URL.Path; plainPath(p) {
-		f.addPlain(`,"path":`, p)
-	} else {
-		f.addString(`,"path":`, p)
-	}
+	x.routeFields(f)
 	f.addInt(`,"status":`, x.status)
 	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
 	f.addBool(`,"stream":`, x.stream)
 	if x.model != "" {
-		f.addString(`,"model":`, x.model)
+		var q llm.Quoted // the group's name, when the model names one
+		if g := x.group; g != nil {
+			q = g.QuotedName
+		}
+		f.addQuoted(`,"model":`, x.model, q)
 	}
 	if d := x.deployment; d != nil {
-		f.addQuoted(`,"provider":`, d.Provider, x.quotedProvider)
-		f.addQuoted(`,"upstream_model":`, d.Model, x.quotedModel)
+		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, x.deploymentNames.LogMembers(d))
 	}
 	if x.attempts > 0 {
-		f.addInt(`,"attempts":`, x.attempts)
-		f.addInt(`,"billed_attempt":`, x.billedAttempt)
+		var text string
+		if x.attempts == 1 && x.billedAttempt == 1 { // the first attempt answered, as most do
+			text = firstAttemptMembers
+		}
+		f.addIntPair(`,"attempts":`, x.attempts, `,"billed_attempt":`, x.billedAttempt, text)
 	}
-	if x.principal != nil {
-		p := x.principal
-		f.addQuoted(`,"key":`, p.KeyID, p.QuotedKeyID)
+	if p := x.principal; p != nil {
 		if p.Project != "" {
-			f.addQuoted(`,"project":`, p.Project, p.QuotedProject)
+			f.addPair(auth.LogKeyMember, p.KeyID, auth.LogProjectMember, p.Project,
+				p.LogMembers.Text(auth.LogKeyMember, p.KeyID, auth.LogProjectMember, p.Project))
+		} else {
+			f.addQuoted(auth.LogKeyMember, p.KeyID, p.QuotedKeyID)
 		}
 	}
 	if x.ttft > 0 {
@@ -485,13 +481,33 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		}
 	}
 	if x.hasUsage {
-		f.addInt(`,"prompt_tokens":`, x.usage.PromptTokens)
-		f.addInt(`,"completion_tokens":`, x.usage.CompletionTokens)
+		f.addIntPair(`,"prompt_tokens":`, x.usage.PromptTokens, `,"completion_tokens":`, x.usage.CompletionTokens, "")
 		f.addInt(`,"total_tokens":`, x.usage.TotalTokens)
 	}
 	if x.err != nil {
 		f.addString(`,"error_kind":`, string(x.err.Kind))
 		f.addString(`,"error":`, x.err.Error())
+	}
+}
+
+// routeFields emits the method and the path, as one member text made
+// once for the method and path of each of gatehouse's model APIs
+// (routeMembers), as two fields otherwise.
+func (x *exchange) routeFields(f fieldSink) {
+	m, p := x.r.Method, x.r.URL.Path
+	if text := routeMembers(m, p); text != "" {
+		f.addPair(`,"method":`, m, `,"path":`, p, text)
+		return
+	}
+	if plainMethod(m) {
+		f.addPlain(`,"method":`, m)
+	} else {
+		f.addString(`,"method":`, m)
+	}
+	if plainPath(p) {
+		f.addPlain(`,"path":`, p)
+	} else {
+		f.addString(`,"path":`, p)
 	}
 }
 

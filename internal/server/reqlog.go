@@ -21,12 +21,20 @@ type fieldSink interface {
 	// addQuoted adds v, whose JSON form q may hold already (see
 	// llm.AppendQuoted): the names of a key or a deployment, made once.
 	addQuoted(key, v string, q llm.Quoted)
+	// addPair adds two string fields, whose JSON member text,
+	// `,"k1":"v1","k2":"v2"`, text holds when not "" (made once: see
+	// llm.Members and routeMembers); with text "", the values are quoted
+	// here.
+	addPair(k1, v1, k2, v2, text string)
 	// addPlain adds v, which holds only bytes a JSON string keeps as
 	// they are (printable ASCII but '"' and '\\'): a request ID gatehouse
 	// made, a formatted number. The line writes it between quotes
 	// without looking at it.
 	addPlain(key, v string)
 	addInt(key string, v int)
+	// addIntPair adds two integer fields, whose JSON member text text
+	// holds when not "" (a constant for the common values), as addPair.
+	addIntPair(k1 string, v1 int, k2 string, v2 int, text string)
 	// addMillis adds d in milliseconds, as the float64 ms(d).
 	addMillis(key string, d time.Duration)
 	addBool(key string, v bool)
@@ -43,10 +51,24 @@ func (l *jsonLine) addString(k, v string) { l.b = llm.AppendQuote(append(l.b, k.
 func (l *jsonLine) addQuoted(k, v string, q llm.Quoted) {
 	l.b = llm.AppendQuoted(append(l.b, k...), q, v)
 }
+func (l *jsonLine) addPair(k1, v1, k2, v2, text string) {
+	if text != "" {
+		l.b = append(l.b, text...)
+		return
+	}
+	l.b = llm.AppendQuote(append(llm.AppendQuote(append(l.b, k1...), v1), k2...), v2)
+}
 func (l *jsonLine) addPlain(k, v string) {
 	l.b = append(append(append(append(l.b, k...), '"'), v...), '"')
 }
 func (l *jsonLine) addInt(k string, v int) { l.b = appendInt(append(l.b, k...), v) }
+func (l *jsonLine) addIntPair(k1 string, v1 int, k2 string, v2 int, text string) {
+	if text != "" {
+		l.b = append(l.b, text...)
+		return
+	}
+	l.b = appendInt(append(appendInt(append(l.b, k1...), v1), k2...), v2)
+}
 func (l *jsonLine) addMillis(k string, d time.Duration) {
 	l.b = appendMillisFloat(append(l.b, k...), d)
 }
@@ -134,6 +156,40 @@ func plainPath(p string) bool {
 	return false
 }
 
+// routeMembers is the log line's member text of method m and path p,
+// `,"method":"POST","path":"/v1/chat/completions"`, for the method and
+// path of each of gatehouse's model APIs (nearly every line logs one of
+// them): one constant copied where the two fields cost two keys, two
+// values and their quotes. "" for any other method or path.
+func routeMembers(m, p string) string {
+	if m == "GET" {
+		if p == "/v1/models" {
+			return `,"method":"GET","path":"/v1/models"`
+		}
+		return ""
+	}
+	if m != "POST" {
+		return ""
+	}
+	switch p {
+	case "/v1/chat/completions":
+		return `,"method":"POST","path":"/v1/chat/completions"`
+	case "/v1/messages":
+		return `,"method":"POST","path":"/v1/messages"`
+	case "/v1/embeddings":
+		return `,"method":"POST","path":"/v1/embeddings"`
+	case "/v1/responses":
+		return `,"method":"POST","path":"/v1/responses"`
+	case "/v1/messages/count_tokens":
+		return `,"method":"POST","path":"/v1/messages/count_tokens"`
+	}
+	return ""
+}
+
+// firstAttemptMembers are the line's attempt fields of a request the
+// first attempt answered.
+const firstAttemptMembers = `,"attempts":1,"billed_attempt":1`
+
 // linePool recycles log lines and their buffers: the writer copies a
 // line before Write returns (asynclog does). It holds the jsonLine, not
 // only its buffer: one made for each line escaped to the heap, as
@@ -148,8 +204,14 @@ func (a *attrList) addString(k, v string) { *a = append(*a, slog.String(memberNa
 func (a *attrList) addQuoted(k, v string, _ llm.Quoted) {
 	*a = append(*a, slog.String(memberName(k), v))
 }
+func (a *attrList) addPair(k1, v1, k2, v2, _ string) {
+	*a = append(*a, slog.String(memberName(k1), v1), slog.String(memberName(k2), v2))
+}
 func (a *attrList) addPlain(k, v string)   { *a = append(*a, slog.String(memberName(k), v)) }
 func (a *attrList) addInt(k string, v int) { *a = append(*a, slog.Int(memberName(k), v)) }
+func (a *attrList) addIntPair(k1 string, v1 int, k2 string, v2 int, _ string) {
+	*a = append(*a, slog.Int(memberName(k1), v1), slog.Int(memberName(k2), v2))
+}
 func (a *attrList) addMillis(k string, d time.Duration) {
 	*a = append(*a, slog.Float64(memberName(k), ms(d)))
 }

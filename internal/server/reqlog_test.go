@@ -18,6 +18,7 @@ import (
 	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
+	"gatehouse/internal/route"
 )
 
 // TestRequestLineMatchesSlog: the hand-encoded request line carries what
@@ -101,37 +102,102 @@ func keys(t *testing.T, line string) string {
 	return strings.Join(ks, ",")
 }
 
-// TestRequestLineQuotedNames: the key's and the deployment's names come
-// out of the line the same whether their JSON was made once (with the
-// principal, with the pool's backend) or is quoted per request.
-func TestRequestLineQuotedNames(t *testing.T) {
+// TestRequestLineMembersMatchSlog: the line's fields are byte for byte
+// what slog's JSON handler writes for them, whether the names come as
+// member texts made once — the principal's (auth.Principal.LogMembers),
+// the deployment's (route.Backend.LogMembers), a model API's method and
+// path (routeMembers) — or field by field: names that need escaping, a
+// principal or a deployment renamed after its members were made (a
+// stale text must not be written), none made at all, any method and
+// path.
+func TestRequestLineMembersMatchSlog(t *testing.T) {
 	s, _ := newTestServer(t)
 	fixed := time.Date(2026, 11, 27, 22, 0, 0, 0, time.UTC)
-	s.now = func() time.Time { return fixed }
-	p := auth.Principal{KeyID: `key_"1`, Project: "pro<j>\tect"}
+	static := auth.NewStatic([]auth.StaticKey{{Secret: "gh-members", Principal: auth.Principal{KeyID: `key_"1`, Project: "pro<j>\tect\u2028"}}})
+	made, ok := static.Lookup("gh-members")
+	if !ok || made.LogMembers.Text(auth.LogKeyMember, made.KeyID, auth.LogProjectMember, made.Project) == "" {
+		t.Fatalf("the static principal has no members made: %+v", made)
+	}
+	renamed := *made // its members made for the name before
+	renamed.Project = `renamed "p"`
+	noProject := *made
+	noProject.Project = ""
+	bare := auth.Principal{KeyID: "k\\2", Project: "plain"} // made without quoteNames
 	d := &provider.Deployment{Provider: "up\\stream", Model: "gpt-4o-mini\u2028"}
-	line := func(quoted bool) string {
-		x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
-			id: "ID", start: s.now(), status: http.StatusOK, principal: &p, deployment: d, attempts: 1, billedAttempt: 1}
-		if quoted {
-			q := p
-			q.QuotedKeyID, q.QuotedProject = llm.Quote(p.KeyID), llm.Quote(p.Project)
-			x.principal = &q
-			x.quotedProvider, x.quotedModel = llm.Quote(d.Provider), llm.Quote(d.Model)
+	dm := &route.NewPool(route.PoolOptions{}).Backend(d).Names
+	moved := *d // its names made for the model before
+	moved.Model = "other<model>"
+
+	type exchangeCase struct {
+		p       *auth.Principal
+		d       *provider.Deployment
+		members *route.Names
+	}
+	cases := map[string]exchangeCase{
+		"made":      {made, d, dm},
+		"renamed":   {&renamed, &moved, dm},
+		"noProject": {&noProject, d, nil},
+		"bare":      {&bare, d, &route.Names{}},
+		"none":      {nil, nil, nil},
+	}
+	routes := [][2]string{{"POST", "/v1/chat/completions"}, {"POST", "/v1/messages"}, {"POST", "/v1/embeddings"},
+		{"POST", "/v1/responses"}, {"POST", "/v1/messages/count_tokens"}, {"GET", "/v1/models"},
+		{"GET", "/v1/chat/completions"}, {"PUT", "/v1/messages"}, {"POST", "/v1/models"}, {`PO"ST`, "/v1/chat/completions"},
+		{"POST", `/v1/"chat"`}, {"DELETE", "/v1/responses/resp_1"}, {"POST", "/v1/chat/completions/"}}
+	// The model's name, quoted once with its group (route.Group.QuotedName)
+	// when it names the group, afresh otherwise; the counts, constant
+	// for a first attempt's answer.
+	g := route.NewGroup(`chat "4o"\u2028`, route.Failover, []*provider.Deployment{d}, nil, provider.Timeouts{})
+	type modelCase struct {
+		model                   string
+		group                   *route.Group
+		attempts, billed, usage int
+	}
+	models := []modelCase{{g.Name, g, 1, 1, 0}, {`other "model"`, g, 2, 2, 7}, {"chat", nil, 2, 1, 1234}, {"", nil, 0, 0, 0}, {g.Name, g, 1, 0, 999}}
+	for name, c := range cases {
+		for i, rt := range routes {
+			mc := models[i%len(models)]
+			x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/", nil),
+				id: "ID", start: fixed, status: http.StatusOK, principal: c.p, deployment: c.d, deploymentNames: c.members,
+				model: mc.model, group: mc.group, attempts: mc.attempts, billedAttempt: mc.billed}
+			if mc.usage > 0 {
+				x.hasUsage, x.usage = true, llm.Usage{PromptTokens: mc.usage, CompletionTokens: mc.usage / 2, TotalTokens: mc.usage + mc.usage/2}
+			}
+			x.r.Method, x.r.URL.Path = rt[0], rt[1]
+			var l jsonLine
+			x.logFields(&l, fixed)
+			want := slogFields(t, x, fixed)
+			if got := string(l.b); got != want {
+				t.Errorf("%s %q %+v:\n line %s\n slog %s", name, rt, mc, got, want)
+			}
 		}
-		var l jsonLine
-		x.logFields(&l, fixed)
-		return string(l.b)
 	}
-	perRequest, once := line(false), line(true)
-	if once != perRequest {
-		t.Errorf("names quoted once:\n %s\nquoted per request:\n %s", once, perRequest)
-	}
-	for _, want := range []string{`"key":"key_\"1"`, `"project":"pro<j>\tect"`, `"provider":"up\\stream"`} {
-		if !strings.Contains(once, want) {
-			t.Errorf("%s lacks %s", once, want)
+	// The renamed names are the ones written, not the texts made before.
+	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
+		id: "ID", start: fixed, principal: &renamed, deployment: &moved, deploymentNames: dm}
+	var l jsonLine
+	x.logFields(&l, fixed)
+	for _, want := range []string{`,"project":"renamed \"p\""`, `,"upstream_model":"other<model>"`} {
+		if !strings.Contains(string(l.b), want) {
+			t.Errorf("renamed: line %s lacks %s", l.b, want)
 		}
 	}
+}
+
+// slogFields is what slog's JSON handler writes for x's log fields, after
+// its message: the fields of the line that logFields writes.
+func slogFields(t *testing.T, x *exchange, end time.Time) string {
+	t.Helper()
+	var attrs attrList
+	x.logFields(&attrs, end)
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
+	const msg = `"msg":"request"`
+	at := strings.Index(buf.String(), msg)
+	if at < 0 {
+		t.Fatalf("slog wrote %s", buf.String())
+	}
+	return strings.TrimSuffix(buf.String()[at+len(msg):], "}\n")
 }
 
 // TestAppendInt: the log line's integers are strconv's text, across the

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,10 +51,48 @@ func TestLineStamps(t *testing.T) {
 	}
 }
 
+// TestAppendNanos: the fraction is RFC3339Nano's, at every digit's
+// place: each single digit 1-9 at each of the nine places, every value
+// below 100,000 and random ones, each also with its low digits cut to
+// zeros (trailing zeros dropped).
 func TestAppendNanos(t *testing.T) {
 	for ns, want := range map[int]string{0: "", 1: ".000000001", 10: ".00000001", 120_000_000: ".12", 999_999_999: ".999999999", 100_000_000: ".1"} {
 		if got := string(appendNanos(nil, ns)); got != want {
 			t.Errorf("%d: %q, want %q", ns, got, want)
 		}
+	}
+	check := func(ns int) {
+		s := time.Unix(0, int64(ns)).UTC().Format(time.RFC3339Nano)
+		want := strings.TrimSuffix(s[len("2006-01-02T15:04:05"):], "Z")
+		if got := string(appendNanos([]byte{}, ns)); got != want {
+			t.Fatalf("%d: %q, want %q", ns, got, want)
+		}
+	}
+	for place := 1; place < 1e9; place *= 10 {
+		for digit := 1; digit <= 9; digit++ {
+			check(digit * place)
+		}
+	}
+	for ns := range 100_000 {
+		check(ns)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 100_000 {
+		ns := r.IntN(1e9)
+		check(ns)
+		for cut := 10; cut < 1e9; cut *= 10 {
+			check(ns - ns%cut)
+		}
+	}
+}
+
+// BenchmarkAppendNanos: a line's fraction, for instruction counts
+// under callgrind (scripts/bench-instructions counts the whole path).
+func BenchmarkAppendNanos(b *testing.B) {
+	buf := make([]byte, 0, 16)
+	ns := 123_456_789
+	for range b.N {
+		buf = appendNanos(buf[:0], ns)
+		ns = (ns + 7_654_321) % 1e9
 	}
 }

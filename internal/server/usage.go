@@ -9,7 +9,6 @@ import (
 	"gatehouse/internal/account"
 	"gatehouse/internal/h1"
 	"gatehouse/internal/llm"
-	"gatehouse/internal/provider"
 	"gatehouse/internal/stream"
 )
 
@@ -199,17 +198,6 @@ func (x *exchange) setCounted(completion int) {
 	x.hasUsage, x.usageEstimated = true, true
 }
 
-// deploymentName is d's "provider/model": made, the name made once with
-// d's pool backend (route.Backend.Name), unless it is missing or names
-// another deployment — so a stale one costs time, never a wrong record.
-func deploymentName(d *provider.Deployment, made string) string {
-	p, m := d.Provider, d.Model
-	if len(made) == len(p)+1+len(m) && made[len(p)] == '/' && made[:len(p)] == p && made[len(p)+1:] == m {
-		return made
-	}
-	return p + "/" + m
-}
-
 // keepRecord hands the request's usage record to the sink, if any. The
 // record (368 bytes) is filled where it lies rather than returned, which
 // would copy it once more on its way to Add.
@@ -249,7 +237,7 @@ func (x *exchange) usageRecord(r *account.Record, end time.Time) {
 		}
 	}
 	if d := x.deployment; d != nil {
-		r.ServedModel, r.Provider, r.Deployment = d.Model, d.Provider, deploymentName(d, x.deploymentName)
+		r.ServedModel, r.Provider, r.Deployment = d.Model, d.Provider, x.deploymentNames.Name(d)
 	} else if e := x.cache.hit; e != nil {
 		r.ServedModel, r.Provider, r.Deployment = e.ServedModel, e.Provider, e.Deployment
 		r.Saved = e.Cost

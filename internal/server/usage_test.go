@@ -21,6 +21,7 @@ import (
 	"gatehouse/internal/h1"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
+	"gatehouse/internal/route"
 )
 
 // sinkRecorder keeps the records a server hands over.
@@ -126,32 +127,6 @@ func TestAppendMillis(t *testing.T) {
 	}
 }
 
-// TestDeploymentName: the record's deployment is the name made with the
-// pool's backend when that names d, and made afresh otherwise.
-func TestDeploymentName(t *testing.T) {
-	d := &provider.Deployment{Provider: "openai", Model: "gpt-4o-mini"}
-	made := "openai/gpt-4o-mini"
-	if got := deploymentName(d, made); got != made {
-		t.Errorf("made: %q", got)
-	}
-	if n := testing.AllocsPerRun(100, func() { _ = deploymentName(d, made) }); n != 0 {
-		t.Errorf("made: %v allocations a call, want 0", n)
-	}
-	for _, stale := range []string{"", "openai/gpt-4o", "openai-gpt-4o-mini", "openaii/gpt-4o-min", "anthropic/gpt-4o-mini", "openai/gpt-4o-mino"} {
-		if got := deploymentName(d, stale); got != made {
-			t.Errorf("%q: %q, want %q", stale, got, made)
-		}
-	}
-	// Names holding the separator themselves are matched whole.
-	d = &provider.Deployment{Provider: "a/b", Model: "c"}
-	if got := deploymentName(d, "a/b/c"); got != "a/b/c" {
-		t.Errorf("a/b + c: %q", got)
-	}
-	if got := deploymentName(&provider.Deployment{Provider: "a", Model: "b/c"}, "a/b/c"); got != "a/b/c" {
-		t.Errorf("a + b/c: %q", got)
-	}
-}
-
 // TestUsageRecordFields: every field the exchange knows reaches the
 // record handed to the sink, and nothing else: a downgraded request, an
 // estimated usage, labels, a priced answer, an error kind.
@@ -162,11 +137,12 @@ func TestUsageRecordFields(t *testing.T) {
 	rt.Usage = sink
 	s.Swap(&rt)
 	start := time.Date(2026, 11, 28, 3, 0, 0, 0, time.FixedZone("X", 3600))
+	up := &provider.Deployment{Provider: "up", Model: "m-mini"}
 	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
 		id: "gh-1", start: start, status: http.StatusTooManyRequests, customer: "cust", model: "cheap", attempts: 2, stream: true,
 		labels: map[string]string{"team": "blue"}, ttft: 1500 * time.Microsecond, overhead: 250 * time.Microsecond,
 		principal:  &auth.Principal{KeyID: "key_1", ProjectID: "proj_1", Project: "qa"},
-		deployment: &provider.Deployment{Provider: "up", Model: "m-mini"}, deploymentName: "up/m-mini",
+		deployment: up, deploymentNames: &route.NewPool(route.PoolOptions{}).Backend(up).Names,
 		err: &llm.Error{Kind: llm.KindRateLimit}, hasUsage: true, usageEstimated: true,
 		usage: llm.Usage{PromptTokens: 75, CompletionTokens: 20, CachedTokens: 3, ReasoningTokens: 4}}
 	x.cache.result = account.CacheMiss

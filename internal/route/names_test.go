@@ -1,0 +1,47 @@
+package route
+
+import (
+	"testing"
+
+	"gatehouse/internal/provider"
+)
+
+// TestNames: a backend's names are given for the deployment they were
+// made of — the same strings or equal ones — and made afresh for any
+// other (a deployment renamed after its backend was made) or without a
+// backend, names holding the separator themselves included.
+func TestNames(t *testing.T) {
+	d := &provider.Deployment{Provider: "open\"ai", Model: "gpt-4o-mini"}
+	n := &NewPool(PoolOptions{}).Backend(d).Names
+	if got := n.Name(d); got != "open\"ai/gpt-4o-mini" {
+		t.Errorf("made: %q", got)
+	}
+	if got := n.LogMembers(d); got != `,"provider":"open\"ai","upstream_model":"gpt-4o-mini"` {
+		t.Errorf("made: members %s", got)
+	}
+	if a := testing.AllocsPerRun(100, func() { _ = n.Name(d) }); a != 0 {
+		t.Errorf("made: %v allocations a call, want 0", a)
+	}
+	equal := &provider.Deployment{Provider: string([]byte(d.Provider)), Model: string([]byte(d.Model))}
+	if got := n.Name(equal); got != "open\"ai/gpt-4o-mini" || n.LogMembers(equal) == "" {
+		t.Errorf("equal names in other strings: %q", got)
+	}
+	for _, other := range []*provider.Deployment{
+		{Provider: "open\"ai", Model: "gpt-4o"}, {Provider: "anthropic", Model: "gpt-4o-mini"},
+		{Provider: "open\"ai/gpt-4o", Model: "mini"}, {Provider: "", Model: ""},
+	} {
+		if got, want := n.Name(other), other.Provider+"/"+other.Model; got != want {
+			t.Errorf("%+v: %q, want %q", other, got, want)
+		}
+		if got := n.LogMembers(other); got != "" {
+			t.Errorf("%+v: members %s, want none", other, got)
+		}
+	}
+	var none *Names
+	if got := none.Name(d); got != "open\"ai/gpt-4o-mini" || none.LogMembers(d) != "" {
+		t.Errorf("no backend: %q", got)
+	}
+	if got := (&Names{}).Name(&provider.Deployment{Provider: "a", Model: "b/c"}); got != "a/b/c" {
+		t.Errorf("zero names: %q", got)
+	}
+}
