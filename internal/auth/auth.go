@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 )
 
@@ -77,6 +78,14 @@ type Principal struct {
 	// its limit counters (server.PrincipalTag), made once with the
 	// principal rather than concatenated for every admitted request.
 	StaticTag string
+	// LimitMemo is where the embedded admitter keeps the counters of
+	// this key's admissions (limit.Memo), made with the principal so
+	// that each admission of the key locks them without listing and
+	// looking them up again; nil works (they are looked up). A
+	// principal changed after it was made may share it: a plan is used
+	// only for admissions with the very rates and budgets it was made
+	// from.
+	LimitMemo *limit.Memo
 	// rates are the key's and its project's rates in decimal, made once
 	// with the principal (quoteNames) for the x-ratelimit-limit-*
 	// headers every admitted answer carries; see RateText.
@@ -110,10 +119,11 @@ func (p *Principal) RateText(n int64) string {
 // only in the config, whose name is then all there is to tell it by.
 const StaticTagPrefix = "static:"
 
-// quoteNames fills QuotedKeyID, QuotedProject, StaticTag and the rates
-// RateText returns.
+// quoteNames fills QuotedKeyID, QuotedProject, StaticTag, the rates
+// RateText returns and a LimitMemo of its own.
 func (p *Principal) quoteNames() {
 	p.QuotedKeyID, p.QuotedProject = llm.Quote(p.KeyID), llm.Quote(p.Project)
+	p.LimitMemo = new(limit.Memo)
 	for i, n := range [4]int{p.RPM, p.TPM, p.ProjectLimits.RPM, p.ProjectLimits.TPM} {
 		p.rates[i] = rateText{}
 		if n > 0 {
