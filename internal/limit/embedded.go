@@ -613,7 +613,8 @@ func (e *Embedded) settle(r *Reservation, actual Actual) {
 	a := &r.Admission
 	now := e.now().UnixNano()
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for i, rt := range a.Rates {
+		for i := range a.Rates {
+			rt := &a.Rates[i] // not copied: a Rate is some 60 bytes
 			if rt.TPM <= 0 {
 				continue
 			}
@@ -634,7 +635,8 @@ func (e *Embedded) settle(r *Reservation, actual Actual) {
 		}
 	}
 	dc := int64(actual.Cost - a.Cost)
-	for i, b := range a.Budgets {
+	for i := range a.Budgets {
+		b := &a.Budgets[i]
 		start, _ := e.cal.span(b.Period, r.At)
 		held := e.held(r, true, i)
 		if dc != 0 {
