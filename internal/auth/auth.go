@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 )
 
@@ -91,6 +92,14 @@ type Principal struct {
 	// its limit counters (server.PrincipalTag), made once with the
 	// principal rather than concatenated for every admitted request.
 	StaticTag string
+	// LimitMemo is where the embedded admitter keeps the counters of
+	// this key's admissions (limit.Memo), made with the principal so
+	// that each admission of the key locks them without listing and
+	// looking them up again; nil works (they are looked up). A
+	// principal changed after it was made may share it: a plan is used
+	// only for admissions with the very rates and budgets it was made
+	// from.
+	LimitMemo *limit.Memo
 	// rates are the key's and its project's rates in decimal, made once
 	// with the principal (quoteNames) for the x-ratelimit-limit-*
 	// headers every admitted answer carries; see RateText.
@@ -130,10 +139,11 @@ const (
 	LogProjectMember = `,"project":`
 )
 
-// quoteNames fills QuotedKeyID, LogMembers, StaticTag and the rates
-// RateText returns.
+// quoteNames fills QuotedKeyID, LogMembers, StaticTag, the rates
+// RateText returns and a LimitMemo of its own.
 func (p *Principal) quoteNames() {
 	p.QuotedKeyID = llm.Quote(p.KeyID)
+	p.LimitMemo = new(limit.Memo)
 	p.LogMembers = llm.Members{}
 	if p.Project != "" { // the line has no project member then
 		p.LogMembers = llm.MakeMembers(LogKeyMember, p.KeyID, LogProjectMember, p.Project)

@@ -154,3 +154,14 @@ func TestRateText(t *testing.T) {
 		t.Errorf("a principal made without quoteNames: RateText(5) = %q, want none", got)
 	}
 }
+
+// TestStaticLimitMemos: each static key's principal comes with a
+// limit.Memo of its own (the admitter keeps the key's counters there).
+func TestStaticLimitMemos(t *testing.T) {
+	s := NewStatic([]StaticKey{{Secret: "gh-memo-a", Principal: Principal{KeyID: "a", RPM: 1}}, {Secret: "gh-memo-b", Principal: Principal{KeyID: "b", RPM: 1}}})
+	a, _ := s.Lookup("gh-memo-a")
+	b, _ := s.Lookup("gh-memo-b")
+	if a == nil || b == nil || a.LimitMemo == nil || b.LimitMemo == nil || a.LimitMemo == b.LimitMemo {
+		t.Fatalf("the keys' memos: %v, %v; want one each", a, b)
+	}
+}

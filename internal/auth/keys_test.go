@@ -86,9 +86,13 @@ func TestKeysPrincipal(t *testing.T) {
 			if err != c.err {
 				t.Fatalf("%q: error %v, want %v", c.secret, err, c.err)
 			}
-			// The quoted names and rate texts are made with the principal, for the log line and headers.
-			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "LogMembers"), cmpopts.IgnoreUnexported(auth.Principal{})); diff != "" {
+			// The quoted names and rate texts are made with the principal, for the log line and headers,
+			// and its limit.Memo, for the admissions of the key.
+			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "LogMembers", "LimitMemo"), cmpopts.IgnoreUnexported(auth.Principal{})); diff != "" {
 				t.Errorf("%q: principal (-want +got):\n%s", c.secret, diff)
+			}
+			if got != nil && got.LimitMemo == nil {
+				t.Errorf("%q: principal made without a LimitMemo", c.secret)
 			}
 			if got != nil && (got.QuotedKeyID != llm.Quote(got.KeyID) || got.LogMembers != wantLogMembers(got)) {
 				t.Errorf("%q: quoted names %+v %+v", c.secret, got.QuotedKeyID, got.LogMembers)
@@ -213,8 +217,9 @@ func TestKeysChanges(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	if pr, err := resolve(); err != nil || pr.RPM != 10 {
-		t.Fatalf("%+v %v", pr, err)
+	first, err := resolve()
+	if err != nil || first.RPM != 10 {
+		t.Fatalf("%+v %v", first, err)
 	}
 
 	key.RPM = 20
@@ -222,6 +227,11 @@ func TestKeysChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("key update", func(p *auth.Principal, err error) bool { return err == nil && p.RPM == 20 })
+	// The edited key's admissions start a Memo of their own (the old
+	// one's plans would not fit them anyway: they hold the old limits).
+	if pr, _ := resolve(); pr.LimitMemo == nil || pr.LimitMemo == first.LimitMemo {
+		t.Errorf("the edited key's principal has LimitMemo %p, the first's %p: want a new one", pr.LimitMemo, first.LimitMemo)
+	}
 
 	p.Models = []string{"b"}
 	if err := st.UpdateProject(ctx, p); err != nil {

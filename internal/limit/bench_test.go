@@ -2,6 +2,7 @@ package limit
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -83,5 +84,34 @@ func BenchmarkMicrosAppend(b *testing.B) {
 	for b.Loop() {
 		buf = Micros(1_234).Append(buf[:0])
 		buf = Micros(999_999_998_765_432).Append(buf)
+	}
+}
+
+// BenchmarkEmbeddedAdmitSettleKey: one admission and its settle for the
+// shape of cmd/gatehouse's limits-h1 key (its own rpm and tpm, a total
+// budget), the one the path benchmark's instruction counts take: with
+// the key's Memo, as the gateway admits, and without.
+func BenchmarkEmbeddedAdmitSettleKey(b *testing.B) {
+	for _, memo := range []bool{true, false} {
+		b.Run(fmt.Sprintf("memo=%v", memo), func(b *testing.B) {
+			e := newEmbedded(b, Options{})
+			ctx := context.Background()
+			a := Admission{
+				Tag:     "static:bench",
+				Rates:   []Rate{{Scope: ScopeKey, ID: "k", RPM: 1 << 40, TPM: 1 << 40}},
+				Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: 1 << 60, Period: Total}},
+				Tokens:  1200,
+				Cost:    USD(0.002),
+			}
+			if memo {
+				a.Memo = &Memo{}
+			}
+			var d Decision
+			b.ReportAllocs()
+			for b.Loop() {
+				e.AdmitInto(ctx, &a, &d)
+				e.Settle(ctx, d.Reservation, Actual{Tokens: 800, Cost: USD(0.001)})
+			}
+		})
 	}
 }

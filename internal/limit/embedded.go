@@ -187,11 +187,23 @@ func (e *Embedded) Flush(ctx context.Context) error {
 // op is one counter an admission touches.
 type op struct {
 	key   cellKey
-	limit int64 // units per Window, or budget micros
-	cost  int64
+	limit int64     // units per Window, or budget micros
 	end   time.Time // budget period end
 	src   int       // index into Rates or Budgets, for the refusal
 	c     *cell
+}
+
+// cost is what the admission a reserves in o's counter: one request,
+// its estimated tokens, or its worst-case cost. It is not kept in the
+// op, so that a Memo's plan can share its ops between admissions.
+func (o *op) cost(a *Admission) int64 {
+	switch o.key.kind {
+	case cellRequests:
+		return 1
+	case cellTokens:
+		return a.Tokens
+	}
+	return int64(a.Cost)
 }
 
 func (e *Embedded) lookup(k cellKey, create bool) *cell {
@@ -224,16 +236,16 @@ func (e *Embedded) ops(a *Admission, now time.Time, buf []op) []op {
 	ops := buf[:0]
 	for i, r := range a.Rates {
 		if r.RPM > 0 {
-			ops = append(ops, op{key: cellKey{kind: cellRequests, scope: r.Scope, id: r.ID}, limit: r.RPM, cost: 1, src: i})
+			ops = append(ops, op{key: cellKey{kind: cellRequests, scope: r.Scope, id: r.ID}, limit: r.RPM, src: i})
 		}
 		if r.TPM > 0 {
-			ops = append(ops, op{key: cellKey{kind: cellTokens, scope: r.Scope, id: r.ID}, limit: r.TPM, cost: a.Tokens, src: i})
+			ops = append(ops, op{key: cellKey{kind: cellTokens, scope: r.Scope, id: r.ID}, limit: r.TPM, src: i})
 		}
 	}
 	for i, b := range a.Budgets {
 		start, end := e.cal.span(b.Period, now)
 		ops = append(ops, op{key: cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start},
-			limit: int64(b.Limit), cost: int64(a.Cost), end: end, src: i})
+			limit: int64(b.Limit), end: end, src: i})
 	}
 	// A request has a handful of cells: insertion sort beats the generic
 	// sort's setup at that size, and the order is what makes locking
@@ -264,9 +276,17 @@ func (e *Embedded) Admit(ctx context.Context, a Admission) (d Decision, err erro
 	return d, err
 }
 
-// AdmitInto implements AdmitterInto; it never fails.
+// AdmitInto implements AdmitterInto; it never fails. An admission
+// whose Memo has a plan for it locks the plan's cells; any other lists,
+// sorts and finds its counters, and leaves a plan in its Memo when there
+// is room.
 func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error {
 	now := e.now()
+	p, slot := a.Memo.find(e, a, now)
+	if p != nil && lockLive(p.ops) {
+		e.admitLocked(a, d, p.ops, now, &p.held)
+		return nil
+	}
 	buf, _ := e.opBufs.Get().(*[maxOps]op)
 	if buf == nil {
 		buf = new([maxOps]op)
@@ -274,14 +294,31 @@ func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error
 	ops := e.ops(a, now, buf[:])
 	defer e.putOps(buf, ops)
 	e.lockAll(ops)
+	var held *heldCells
+	if slot >= 0 {
+		// Made while the cells are locked (a shape's first admission of
+		// the day, or after a sweep): a reservation of it keeps them.
+		p = e.newPlan(a, ops, now)
+		held = &p.held
+	}
+	e.admitLocked(a, d, ops, now, held)
+	a.Memo.keep(slot, p)
+	return nil
+}
+
+// admitLocked decides the admission a on the locked cells of ops,
+// reserves it in them when it passes, writes the outcome to d, and
+// unlocks them. held is the cells of ops kept for the reservation (a
+// plan's); nil: they are kept with it here.
+func (e *Embedded) admitLocked(a *Admission, d *Decision, ops []op, now time.Time, held *heldCells) {
 	decide(d, a, ops, now.UnixNano(), int64(Window))
 	if d.Allowed {
 		for i := range ops {
 			o := &ops[i]
 			if o.key.kind == cellBudget {
-				o.c.v += o.cost
+				o.c.v += o.cost(a)
 			} else {
-				o.c.v = max(o.c.v, now.UnixNano()) + increment(o.cost, o.limit, int64(Window))
+				o.c.v = max(o.c.v, now.UnixNano()) + increment(o.cost(a), o.limit, int64(Window))
 			}
 		}
 	}
@@ -289,14 +326,20 @@ func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error
 	for i := range ops {
 		ops[i].c.mu.Unlock()
 	}
-	if d.Allowed {
-		// No ID: Settle finds the counters from the admission itself,
-		// or from the cells it keeps.
-		h := &heldCells{e: e}
-		h.hold(ops)
-		d.Reservation = Reservation{Admission: *a, At: now, settled: &h.settled, held: h}
+	if !d.Allowed {
+		return
 	}
-	return nil
+	// No ID: Settle finds the counters from the admission itself, or
+	// from the cells it keeps.
+	var settled *atomic.Bool
+	if held != nil {
+		settled = new(atomic.Bool) // the plan's cells are shared; the flag is this reservation's
+	} else {
+		h := &heldReservation{held: heldCells{e: e}}
+		h.held.hold(ops)
+		settled, held = &h.settled, &h.held
+	}
+	d.Reservation = Reservation{Admission: *a, At: now, settled: settled, held: held}
 }
 
 // maxKept is how many of an admission's rates and of its budgets keep
@@ -304,15 +347,22 @@ func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error
 const maxKept = 4
 
 // heldCells is what an Embedded admission keeps with its reservation:
-// the settled flag every copy shares, and the counters it reserved in,
-// so that settling updates them without hashing their keys and looking
-// them up again. A counter swept since is looked up afresh, as it
-// would have been without them.
+// the counters it reserved in, so that settling updates them without
+// hashing their keys and looking them up again. A counter swept since is
+// looked up afresh, as it would have been without them. Admissions of
+// one Memo plan share its heldCells; it is never changed once made.
 type heldCells struct {
-	settled atomic.Bool
 	e       *Embedded      // the admitter whose counters these are
 	tokens  [maxKept]*cell // by index into Admission.Rates; nil: none kept
 	budgets [maxKept]*cell // by index into Admission.Budgets
+}
+
+// heldReservation is a reservation's settled flag, which every copy
+// shares, and its heldCells, in one allocation, for an admission that
+// has no Memo plan to share cells with.
+type heldReservation struct {
+	settled atomic.Bool
+	held    heldCells
 }
 
 // hold keeps the token and budget counters of ops, found and locked.
@@ -484,13 +534,14 @@ func decide(d *Decision, a *Admission, ops []op, now, window int64) {
 	for i := range ops {
 		o := &ops[i]
 		if o.key.kind == cellBudget {
-			if o.c.v+o.cost <= o.limit {
+			cost := o.cost(a)
+			if o.c.v+cost <= o.limit {
 				continue
 			}
 			if d.Allowed || d.Refused.Kind != KindBudget {
 				b := a.Budgets[o.src]
 				d.Allowed = false
-				d.Refused = Refusal{Scope: b.Scope, ID: b.ID, Name: b.Name, Kind: KindBudget, Period: b.Period, TooLarge: o.cost > o.limit}
+				d.Refused = Refusal{Scope: b.Scope, ID: b.ID, Name: b.Name, Kind: KindBudget, Period: b.Period, TooLarge: cost > o.limit}
 				d.RetryAfter = 0
 				if !o.end.IsZero() {
 					d.RetryAfter = time.Duration(o.end.UnixNano() - now)
@@ -498,7 +549,7 @@ func decide(d *Decision, a *Admission, ops []op, now, window int64) {
 			}
 			continue
 		}
-		inc := increment(o.cost, o.limit, window)
+		inc := increment(o.cost(a), o.limit, window)
 		wait := max(o.c.v, now) + inc - now - window
 		if wait <= 0 {
 			continue
@@ -562,7 +613,8 @@ func (e *Embedded) settle(r *Reservation, actual Actual) {
 	a := &r.Admission
 	now := e.now().UnixNano()
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for i, rt := range a.Rates {
+		for i := range a.Rates {
+			rt := &a.Rates[i] // not copied: a Rate is some 60 bytes
 			if rt.TPM <= 0 {
 				continue
 			}
@@ -583,7 +635,8 @@ func (e *Embedded) settle(r *Reservation, actual Actual) {
 		}
 	}
 	dc := int64(actual.Cost - a.Cost)
-	for i, b := range a.Budgets {
+	for i := range a.Budgets {
+		b := &a.Budgets[i]
 		start, _ := e.cal.span(b.Period, r.At)
 		held := e.held(r, true, i)
 		if dc != 0 {

@@ -187,6 +187,11 @@ type Admission struct {
 	Tokens int64
 	// Cost is the worst-case cost reserved in every budget.
 	Cost Micros
+	// Memo, when set, is where Embedded keeps the counters of
+	// admissions like this one, found once (see Memo): the caller
+	// passes the same Memo with every admission of one key. Other
+	// admitters ignore it.
+	Memo *Memo
 }
 
 // Actual is what a call really used: the tokens reported by the upstream

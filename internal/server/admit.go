@@ -213,7 +213,7 @@ func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	a := &x.adm
 	p := x.principal
 	adm := &a.req
-	*adm = limit.Admission{Tag: a.tag, Rates: a.rates[:0], Budgets: a.budgets[:0]}
+	*adm = limit.Admission{Tag: a.tag, Rates: a.rates[:0], Budgets: a.budgets[:0], Memo: p.LimitMemo}
 	projectID := p.ProjectID
 	if projectID == "" {
 		projectID = a.tag

@@ -1,0 +1,141 @@
+package limit
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Memo is where Embedded keeps, for admissions that come back with the
+// same limits (those of one API key), the counters they touch: sorted,
+// without duplicates, each with its cell. An admission that carries a
+// Memo (Admission.Memo) and matches one of its plans skips listing,
+// sorting and looking up its counters — an owner's hint found by hashing
+// its ID, and every counter's key compared there — and locks the kept
+// cells directly.
+//
+// A plan is only a shortcut to what the admission would find anyway:
+// it is used only when the admission's rates and budgets equal those it
+// was made from (values included), by the admitter that made it, on the
+// UTC day it was made (the start of a dated budget's period), and while
+// none of its counters has been swept (checked under each counter's
+// lock). Anything else takes the ordinary path, so a stale plan costs
+// time, never a wrong count.
+//
+// The zero Memo is empty and ready; a nil *Memo keeps nothing. It is
+// safe for concurrent use. The caller keeps one per set of limits it
+// admits against, and with it, a key's principal.
+type Memo struct {
+	plans [memoPlans]atomic.Pointer[plan]
+}
+
+// memoPlans is how many shapes of admission a Memo keeps: a key's own,
+// and a few more for per-model rates or customers' budgets. A shape
+// beyond them takes the ordinary path and evicts none of them (only a
+// stale plan is replaced), so a key with many shapes costs no allocation
+// a request.
+const memoPlans = 4
+
+// plan is what an Embedded admission of one shape found: its ops as
+// ops and lockAll left them (cost aside, which is the request's), the
+// rates and budgets they were made from, and the cells a reservation
+// keeps for its settle. Never changed once kept.
+type plan struct {
+	e       *Embedded
+	day     int64 // the UTC day (Unix days) the budgets' periods were found for
+	dated   bool  // some budget has a period that starts over (day is checked)
+	rates   []Rate
+	budgets []Budget
+	ops     []op
+	held    heldCells
+}
+
+// find returns the plan of m that a fits, made by e and current at now;
+// else nil and the slot a new plan may take (a free or stale one), or
+// -1 when every slot holds a current plan of another shape.
+func (m *Memo) find(e *Embedded, a *Admission, now time.Time) (p *plan, slot int) {
+	if m == nil {
+		return nil, -1
+	}
+	slot = -1
+	for i := range m.plans {
+		q := m.plans[i].Load()
+		switch {
+		case q == nil || q.e != e:
+			if slot < 0 {
+				slot = i
+			}
+		case !q.fits(a):
+		case q.dated && q.day != floorDiv(now.Unix(), 86400):
+			return nil, i // a new day: its periods may have started over
+		default:
+			return q, i
+		}
+	}
+	return nil, slot
+}
+
+// fits reports whether a lists the rates and budgets p was made from.
+// Names are not compared: they are read from the admission, for a
+// refusal's message only.
+func (p *plan) fits(a *Admission) bool {
+	if len(a.Rates) != len(p.rates) || len(a.Budgets) != len(p.budgets) {
+		return false
+	}
+	for i := range p.rates {
+		r, q := &a.Rates[i], &p.rates[i]
+		if r.RPM != q.RPM || r.TPM != q.TPM || r.Scope != q.Scope || r.ID != q.ID {
+			return false
+		}
+	}
+	for i := range p.budgets {
+		b, q := &a.Budgets[i], &p.budgets[i]
+		if b.Limit != q.Limit || b.Period != q.Period || b.Scope != q.Scope || b.ID != q.ID {
+			return false
+		}
+	}
+	return true
+}
+
+// keep stores p in slot i of m (nothing when m is nil or i < 0).
+func (m *Memo) keep(i int, p *plan) {
+	if m != nil && i >= 0 {
+		m.plans[i].Store(p)
+	}
+}
+
+// newPlan makes the plan of admission a from its ops, sorted and with
+// their cells found (lockAll's work), for the UTC day of now.
+func (e *Embedded) newPlan(a *Admission, ops []op, now time.Time) *plan {
+	p := &plan{
+		e:       e,
+		day:     floorDiv(now.Unix(), 86400),
+		rates:   append([]Rate(nil), a.Rates...),
+		budgets: append([]Budget(nil), a.Budgets...),
+		ops:     append([]op(nil), ops...),
+		held:    heldCells{e: e},
+	}
+	for i := range p.rates {
+		p.rates[i].Name = "" // not compared; the admission's is used
+	}
+	for i := range p.budgets {
+		p.budgets[i].Name = ""
+		p.dated = p.dated || periodIndex(p.budgets[i].Period) >= 0
+	}
+	p.held.hold(p.ops)
+	return p
+}
+
+// lockLive locks the cells of ops in order and reports true when none
+// of them has been swept; otherwise it leaves them all unlocked.
+func lockLive(ops []op) bool {
+	for i := range ops {
+		ops[i].c.mu.Lock()
+		if ops[i].c.dead {
+			for j := 0; j <= i; j++ {
+				ops[j].c.mu.Unlock()
+			}
+			return false
+		}
+	}
+	return true
+}
