@@ -48,16 +48,19 @@ func MakeMembers(k1, v1, k2, v2 string) Members {
 // Text returns m's JSON text when m was made of exactly these names and
 // values, "" otherwise (a zero Members has no text to give).
 func (m *Members) Text(k1, v1, k2, v2 string) string {
-	if sameString(m.v1, v1) && sameString(m.v2, v2) && sameString(m.k1, k1) && sameString(m.k2, k2) {
+	if SameString(m.v1, v1) && SameString(m.v2, v2) && SameString(m.k1, k1) && SameString(m.k2, k2) {
 		return m.json
 	}
 	return ""
 }
 
-// sameString is a == b, told by the strings' address first: a name kept
-// in a Members is most often the very string it is compared with (the
-// principal's own, the deployment's own, the member names' constants),
-// which == would compare byte by byte in a call.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+// SameString is a == b, answered by length and by the bytes' address
+// before their contents. The names the request path writes again and
+// again (a key's, a project's, a deployment's, the constants of routes
+// and kinds) are most often the very string they are compared with,
+// where == calls the runtime's memequal for every pair of equal length.
+// The log line's Members, the metrics' series and the usage records'
+// encoder compare with it.
+func SameString(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

@@ -1,6 +1,9 @@
 package llm
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestAppendQuoted: whatever the Quoted, the bytes are AppendQuote's for
 // the string given.
@@ -53,5 +56,18 @@ func TestMembers(t *testing.T) {
 	var zero Members
 	if got := zero.Text("", "", "", ""); got != "" {
 		t.Errorf("zero Members: Text = %q", got)
+	}
+}
+
+// TestSameString: SameString is ==, whether the strings share their
+// bytes or not (a string and its own prefix, empty strings, copies).
+func TestSameString(t *testing.T) {
+	s := "key-1234"
+	other := strings.Clone(s)
+	for _, c := range [][2]string{{s, s}, {s, other}, {s, s[:3]}, {s[:0], ""}, {"", s}, {s, "key-1235"},
+		{s[1:], "ey-1234"}, {s[:3], s[1:4]}, {"", ""}} {
+		if got, want := SameString(c[0], c[1]), c[0] == c[1]; got != want {
+			t.Errorf("SameString(%q, %q) = %v, want %v", c[0], c[1], got, want)
+		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"gatehouse/internal/llm"
 )
 
 // Metrics is the set of instruments of one process. A nil *Metrics
@@ -167,10 +169,10 @@ func (k attemptKey) slot() uint {
 	return h + lastByte(k.group)*7 + lastByte(k.model)*13
 }
 
-// same is *k == *o, by sameText.
+// same is *k == *o, by llm.SameString.
 func (k *attemptKey) same(o *attemptKey) bool {
-	return sameText(k.group, o.group) && sameText(k.strategy, o.strategy) && sameText(k.provider, o.provider) &&
-		sameText(k.model, o.model) && sameText(k.outcome, o.outcome)
+	return llm.SameString(k.group, o.group) && llm.SameString(k.strategy, o.strategy) && llm.SameString(k.provider, o.provider) &&
+		llm.SameString(k.model, o.model) && llm.SameString(k.outcome, o.outcome)
 }
 
 func (m *Metrics) attemptSeries(k *attemptKey) *attemptPair {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"gatehouse/internal/llm"
 )
 
 // RequestObs is what one finished API request tells the metrics. Every
@@ -60,11 +62,11 @@ func (k bundleKey) slot() uint {
 	return h + lastByte(k.project)*7 + lastByte(k.model)*13
 }
 
-// same is *k == *o, by sameText.
+// same is *k == *o, by llm.SameString.
 func (k *bundleKey) same(o *bundleKey) bool {
-	return k.code == o.code && sameText(k.project, o.project) && sameText(k.model, o.model) &&
-		sameText(k.provider, o.provider) && sameText(k.route, o.route) && sameText(k.kind, o.kind) &&
-		sameText(k.cache, o.cache)
+	return k.code == o.code && llm.SameString(k.project, o.project) && llm.SameString(k.model, o.model) &&
+		llm.SameString(k.provider, o.provider) && llm.SameString(k.route, o.route) && llm.SameString(k.kind, o.kind) &&
+		llm.SameString(k.cache, o.cache)
 }
 
 func (m *Metrics) bundle(k *bundleKey) *bundle {

@@ -3,7 +3,6 @@ package metrics
 import (
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // resolvedSet keeps the instruments resolved for each label tuple (a
@@ -100,14 +99,4 @@ func lastByte(s string) uint {
 		return 0
 	}
 	return uint(s[len(s)-1])
-}
-
-// sameText is a == b, telling equal strings apart by their bytes'
-// address first. A request's label values are the configuration's
-// strings (model groups, providers, projects) or constants (routes,
-// kinds), the very strings of the tuple the slot holds: the address
-// answers in a compare, where == calls the runtime's memequal for each
-// of a tuple's five or six strings.
-func sameText(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"gatehouse/internal/account"
+	"gatehouse/internal/llm"
 )
 
 // Usage records are stored a batch to a row of record_batches (migration
@@ -83,20 +83,11 @@ func (e *batchEncoder) blob() []byte {
 // registers across a record's thirty fields instead of being loaded and
 // stored back around each.
 func appendStr(b []byte, s, prev string) ([]byte, bool) {
-	if sameText(s, prev) {
+	if llm.SameString(s, prev) {
 		return append(b, 0), true
 	}
 	b = binary.AppendUvarint(b, uint64(len(s))+1)
 	return append(b, s...), false
-}
-
-// sameText is s == prev, answered without a call where it can be: a
-// record's keys, projects, providers, routes and kinds are the very
-// strings of the configuration or the principal, shared with the
-// previous record's, or empty, where == calls the runtime's memequal for
-// every pair of equal length (a dozen calls a record).
-func sameText(s, prev string) bool {
-	return len(s) == len(prev) && (len(s) == 0 || unsafe.StringData(s) == unsafe.StringData(prev) || s == prev)
 }
 
 func appendWhole(b []byte, s string) []byte {
