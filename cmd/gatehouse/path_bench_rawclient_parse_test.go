@@ -65,6 +65,8 @@ func TestReadResponseWellFormed(t *testing.T) {
 			// as long as names read, differing in a full word and in the tail
 			"X-Ratelimit-Reset-Requests: 5\r\nX-Ratelimit-Limit-Requestz: 5\r\nX-Gatehouse-Cachf: hit\r\nContent-Length: 0\r\n\r\n",
 			want{status: 200}},
+		{"a colon where a name of gatehouse's would end is not enough", "HTTP/1.1 200 OK\r\nX-Other: 12345678:9\r\nX-Another-One: 12345678:0\r\nX-Yet-Another: 12345678901:0\r\nContent-Length: 0\r\n\r\n",
+			want{status: 200}},
 		{"connection close in a list", "HTTP/1.1 200 OK\r\nConnection: keep-alive , Close\r\nContent-Length: 1\r\n\r\nx",
 			want{status: 200, bodyLen: 1, close: true}},
 		{"connection keep-alive", "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx",
