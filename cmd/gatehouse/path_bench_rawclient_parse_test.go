@@ -114,6 +114,32 @@ func TestReadResponseWellFormed(t *testing.T) {
 	}
 }
 
+// TestReadResponseSkipGatehouse reads responses with gatehouse's x-
+// fields left unread: the framing is read as before, the x- fields not
+// at all, and the flag outlives the read (the next response skips them
+// too).
+func TestReadResponseSkipGatehouse(t *testing.T) {
+	const one = "HTTP/1.1 200 OK\r\nX-Gatehouse-Cache: hit\r\nx-ratelimit-limit-requests: 100\r\nX-Gatehouse-Overhead-Ms: 0.042\r\n" +
+		"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+	for rname, rd := range readers(one + one) {
+		t.Run(rname, func(t *testing.T) {
+			br := bufio.NewReaderSize(rd(), rawReadBuffer)
+			resp := rawResponse{skipGatehouse: true}
+			for i := range 2 {
+				if err := readResponse(br, &resp); err != nil {
+					t.Fatalf("response %d: %v", i, err)
+				}
+				if !resp.skipGatehouse || resp.status != 200 || resp.bodyLen != 3 || !resp.close {
+					t.Fatalf("response %d: framing not read: %+v", i, resp)
+				}
+				if resp.rateLimit || resp.cache.n >= 0 || resp.overhead.n >= 0 {
+					t.Fatalf("response %d: x- fields read: rateLimit %v, cache %s, overhead %s", i, resp.rateLimit, resp.cache.String(), resp.overhead.String())
+				}
+			}
+		})
+	}
+}
+
 func TestReadResponseMalformed(t *testing.T) {
 	const ok = "HTTP/1.1 200 OK\r\n"
 	for _, tc := range []struct {
@@ -415,14 +441,21 @@ func BenchmarkReadResponse(b *testing.B) {
 		"X-Ratelimit-Limit-Tokens: 1000000000000\r\nX-Ratelimit-Remaining-Tokens: 999999999900\r\nX-Ratelimit-Reset-Tokens: 1ms\r\n" +
 		"X-Gatehouse-Cost-Usd: 0.000094\r\nX-Gatehouse-Overhead-Ms: 0.051\r\nDate: Sat, 28 Nov 2026 15:00:00 GMT\r\nContent-Length: 600\r\n\r\n"
 	one := head + strings.Repeat("x", 600)
-	in := strings.NewReader(one)
-	br := bufio.NewReaderSize(in, rawReadBuffer)
-	var resp rawResponse
-	for b.Loop() {
-		in.Reset(one)
-		br.Reset(in)
-		if err := readResponse(br, &resp); err != nil || !resp.rateLimit {
-			b.Fatalf("%v %+v", err, resp)
-		}
+	// "read" reads gatehouse's x- fields, as a warm-up request does;
+	// "skip" leaves them, as a timed one does.
+	for _, skip := range []bool{false, true} {
+		name := map[bool]string{false: "read", true: "skip"}[skip]
+		b.Run(name, func(b *testing.B) {
+			in := strings.NewReader(one)
+			br := bufio.NewReaderSize(in, rawReadBuffer)
+			resp := rawResponse{skipGatehouse: skip}
+			for b.Loop() {
+				in.Reset(one)
+				br.Reset(in)
+				if err := readResponse(br, &resp); err != nil || resp.rateLimit == skip || resp.bodyLen != 600 {
+					b.Fatalf("%v %+v", err, resp)
+				}
+			}
+		})
 	}
 }

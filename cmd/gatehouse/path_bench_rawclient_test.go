@@ -192,6 +192,12 @@ type rawResponse struct {
 
 	head  [128]byte // a non-200's first body bytes, for the error
 	headN int
+
+	// skipGatehouse, set by the caller before a read and kept by it,
+	// leaves gatehouse's x- fields unread (rateLimit, cache and
+	// overhead stay unset): a timed request that checks none of them
+	// then spends nothing on the x- lines but finding their ends.
+	skipGatehouse bool
 }
 
 func (r *rawResponse) bodyHead() []byte { return r.head[:r.headN] }
@@ -257,7 +263,7 @@ func malformed(format string, args ...any) error {
 // not HTTP/1.1 is refused: none is what the gateway, the plain proxy or
 // the mock send, so any of them is a bug to see.
 func readResponse(r *bufio.Reader, resp *rawResponse) error {
-	*resp = rawResponse{cache: shortValue{n: -1}, overhead: shortValue{n: -1}}
+	*resp = rawResponse{cache: shortValue{n: -1}, overhead: shortValue{n: -1}, skipGatehouse: resp.skipGatehouse}
 	if _, err := r.Peek(1); err != nil {
 		return fmt.Errorf("raw client: %w", errors.Join(errNoResponse, err))
 	}
@@ -328,6 +334,9 @@ func (resp *rawResponse) readFields(r *bufio.Reader, length *int64, chunked *boo
 				_, _ = r.Discard(used) // buffered: cannot fail
 				return nil
 			}
+			if !resp.takes(line[0]) {
+				continue
+			}
 			if err := resp.fieldLine(line, length, chunked); err != nil {
 				return err
 			}
@@ -344,6 +353,20 @@ func (resp *rawResponse) readFields(r *bufio.Reader, length *int64, chunked *boo
 			return err
 		}
 	}
+}
+
+// takes says whether a header line that starts with first is one for
+// fieldLine: a field the client may read, or a line to refuse. The loop
+// over the buffered lines asks it first, so a line it passes by costs no
+// call.
+func (resp *rawResponse) takes(first byte) bool {
+	switch first | 0x20 {
+	case 'c', 't':
+		return true
+	case 'x':
+		return !resp.skipGatehouse
+	}
+	return first == ' ' || first == '\t' || first == ':'
 }
 
 // fieldLine takes in one header line, CRLF cut off. Its first letter
@@ -365,7 +388,9 @@ func (resp *rawResponse) fieldLine(line []byte, length *int64, chunked *bool) er
 		}
 		return resp.framingField(line[:colon], trimOWS(line[colon+1:]), length, chunked)
 	case 'x':
-		resp.gatehouseField(line)
+		if !resp.skipGatehouse {
+			resp.gatehouseField(line)
+		}
 		return nil
 	}
 	if line[0] == ' ' || line[0] == '\t' || line[0] == ':' {
