@@ -59,7 +59,9 @@ type exchange struct {
 
 	// deploymentNames are the answering deployment's names for the log
 	// line and the usage record, made once with its pool backend
-	// (route.Attempt.Names); nil when not known.
+	// (route.Attempt.Names) and checked against deployment once
+	// (route.Names.Checked); nil when not known, or not made of its
+	// names.
 	deploymentNames *route.Names
 
 	group *route.Group // the model's group once resolved: a metric label that is never client input
@@ -448,7 +450,7 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		f.addQuoted(`,"model":`, x.model, q)
 	}
 	if d := x.deployment; d != nil {
-		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, x.deploymentNames.LogMembers(d))
+		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, x.deploymentNames.Members())
 	}
 	if x.attempts > 0 {
 		var text string
