@@ -76,10 +76,10 @@ func (x *exchange) attemptsDone(rep *route.Report) {
 	switch {
 	case rep.Answered.N > 0:
 		x.deployment = rep.Answered.Deployment
-		x.deploymentNames = rep.Answered.Names().Checked(x.deployment)
+		x.deploymentNames = rep.Answered.Names()
 	case rep.Last.N > 0:
 		x.deployment = rep.Last.Deployment
-		x.deploymentNames = rep.Last.Names().Checked(x.deployment)
+		x.deploymentNames = rep.Last.Names()
 	}
 	if rep.Err != nil {
 		x.fail(rep.Err)

@@ -158,7 +158,7 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 		for i, rt := range routes {
 			mc := models[i%len(models)]
 			x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/", nil),
-				id: "ID", start: fixed, status: http.StatusOK, principal: c.p, deployment: c.d, deploymentNames: checkedNames(c.members, c.d),
+				id: "ID", start: fixed, status: http.StatusOK, principal: c.p, deployment: c.d, deploymentNames: c.members,
 				model: mc.model, group: mc.group, attempts: mc.attempts, billedAttempt: mc.billed}
 			if mc.usage > 0 {
 				x.hasUsage, x.usage = true, llm.Usage{PromptTokens: mc.usage, CompletionTokens: mc.usage / 2, TotalTokens: mc.usage + mc.usage/2}
@@ -174,7 +174,7 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 	}
 	// The renamed names are the ones written, not the texts made before.
 	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
-		id: "ID", start: fixed, principal: &renamed, deployment: &moved, deploymentNames: dm.Checked(&moved)}
+		id: "ID", start: fixed, principal: &renamed, deployment: &moved, deploymentNames: dm}
 	var l jsonLine
 	x.logFields(&l, fixed)
 	for _, want := range []string{`,"project":"renamed \"p\""`, `,"upstream_model":"other<model>"`} {
@@ -182,15 +182,6 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 			t.Errorf("renamed: line %s lacks %s", l.b, want)
 		}
 	}
-}
-
-// checkedNames is what attemptsDone keeps of the names of deployment d's
-// backend: n when made of d's names (route.Names.Checked).
-func checkedNames(n *route.Names, d *provider.Deployment) *route.Names {
-	if d == nil {
-		return nil
-	}
-	return n.Checked(d)
 }
 
 // slogFields is what slog's JSON handler writes for x's log fields, after
