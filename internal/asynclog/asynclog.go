@@ -43,12 +43,31 @@ func New(out io.Writer, queue int) *Writer {
 // Write queues a copy of p. It never blocks and never fails; a line that
 // does not fit in the queue is dropped and counted.
 func (w *Writer) Write(p []byte) (int, error) {
+	b := w.Line()
+	*b = append(*b, p...)
+	w.Queue(b)
+	return len(p), nil
+}
+
+// Line returns an empty buffer for one whole line, to be handed to
+// Queue once written: a caller that writes its line there saves Write's
+// copy of it (and a buffer of its own to write it in).
+func (w *Writer) Line() *[]byte {
 	b := w.pool.Get().(*[]byte)
-	*b = append((*b)[:0], p...)
+	*b = (*b)[:0]
+	return b
+}
+
+// Queue queues the line in b, a buffer from Line, which is the Writer's
+// from then on: the caller must not touch it again. Like Write, it never
+// blocks; a line that does not fit is dropped and counted.
+func (w *Writer) Queue(b *[]byte) {
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
-		return w.out.Write(p) // after Close, write through
+		_, _ = w.out.Write(*b) // after Close, write through
+		w.pool.Put(b)
+		return
 	}
 	select {
 	case w.ch <- b:
@@ -57,7 +76,6 @@ func (w *Writer) Write(p []byte) (int, error) {
 		w.pool.Put(b)
 	}
 	w.mu.RUnlock()
-	return len(p), nil
 }
 
 // Dropped reports how many lines were lost to a full queue.

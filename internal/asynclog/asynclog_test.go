@@ -69,3 +69,35 @@ func TestWriteAfterCloseGoesThrough(t *testing.T) {
 		t.Fatalf("got %q", out.String())
 	}
 }
+
+// TestQueuedLines: lines written into buffers from Line and handed over
+// with Queue arrive whole and in order among Write's, each buffer empty
+// when given out (reused ones included); after Close, Queue writes
+// through.
+func TestQueuedLines(t *testing.T) {
+	var out bytes.Buffer
+	w := New(&out, 1024)
+	var want strings.Builder
+	for i := range 500 {
+		line := strings.Repeat("q", i%70) + "\n"
+		want.WriteString(line)
+		if i%3 == 0 {
+			_, _ = w.Write([]byte(line))
+			continue
+		}
+		b := w.Line()
+		if len(*b) != 0 {
+			t.Fatalf("line %d: buffer given out holding %q", i, *b)
+		}
+		*b = append(*b, line...)
+		w.Queue(b)
+	}
+	_ = w.Close()
+	b := w.Line()
+	*b = append(*b, "late\n"...)
+	w.Queue(b)
+	want.WriteString("late\n")
+	if out.String() != want.String() {
+		t.Fatalf("output differs: got %d bytes, want %d", out.Len(), want.Len())
+	}
+}

@@ -284,7 +284,7 @@ func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error
 	now := e.now()
 	p, slot := a.Memo.find(e, a, now)
 	if p != nil && lockLive(p.ops) {
-		e.admitLocked(a, d, p.ops, now, &p.held)
+		e.admitLocked(a, d, p.ops, now, p)
 		return nil
 	}
 	buf, _ := e.opBufs.Get().(*[maxOps]op)
@@ -294,23 +294,21 @@ func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error
 	ops := e.ops(a, now, buf[:])
 	defer e.putOps(buf, ops)
 	e.lockAll(ops)
-	var held *heldCells
 	if slot >= 0 {
 		// Made while the cells are locked (a shape's first admission of
 		// the day, or after a sweep): a reservation of it keeps them.
 		p = e.newPlan(a, ops, now)
-		held = &p.held
 	}
-	e.admitLocked(a, d, ops, now, held)
+	e.admitLocked(a, d, ops, now, p)
 	a.Memo.keep(slot, p)
 	return nil
 }
 
 // admitLocked decides the admission a on the locked cells of ops,
 // reserves it in them when it passes, writes the outcome to d, and
-// unlocks them. held is the cells of ops kept for the reservation (a
-// plan's); nil: they are kept with it here.
-func (e *Embedded) admitLocked(a *Admission, d *Decision, ops []op, now time.Time, held *heldCells) {
+// unlocks them. p is the Memo plan whose cells (those of ops) and
+// settled flags the reservation takes; nil: they are made here.
+func (e *Embedded) admitLocked(a *Admission, d *Decision, ops []op, now time.Time, p *plan) {
 	decide(d, a, ops, now.UnixNano(), int64(Window))
 	if d.Allowed {
 		for i := range ops {
@@ -332,8 +330,11 @@ func (e *Embedded) admitLocked(a *Admission, d *Decision, ops []op, now time.Tim
 	// No ID: Settle finds the counters from the admission itself, or
 	// from the cells it keeps.
 	var settled *atomic.Bool
-	if held != nil {
-		settled = new(atomic.Bool) // the plan's cells are shared; the flag is this reservation's
+	var held *heldCells
+	if p != nil {
+		// The plan's cells are shared; the flag, from the plan's slabs,
+		// is this reservation's.
+		settled, held = p.flags.take(), &p.held
 	} else {
 		h := &heldReservation{held: heldCells{e: e}}
 		h.held.hold(ops)

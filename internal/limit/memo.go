@@ -38,7 +38,8 @@ const memoPlans = 4
 // plan is what an Embedded admission of one shape found: its ops as
 // ops and lockAll left them (cost aside, which is the request's), the
 // rates and budgets they were made from, and the cells a reservation
-// keeps for its settle. Never changed once kept.
+// keeps for its settle. Never changed once kept, but for flags, where
+// its reservations take their settled flags.
 type plan struct {
 	e       *Embedded
 	day     int64 // the UTC day (Unix days) the budgets' periods were found for
@@ -47,6 +48,47 @@ type plan struct {
 	budgets []Budget
 	ops     []op
 	held    heldCells
+	flags   flagSource
+}
+
+// flagSource hands out settled flags (Reservation.settled) from slabs
+// of flagSlabSize, so that a reservation of a plan costs an allocation
+// once in flagSlabSize admissions instead of one each. Each flag is
+// given out once and never reused: a reservation and its copies own it
+// as they would a flag of their own, and a slab stays alive (some 70
+// bytes) while any reservation holds one of its flags. The zero
+// flagSource is ready; it is safe for concurrent use.
+type flagSource struct {
+	cur atomic.Pointer[flagSlab]
+}
+
+// flagSlabSize is how many flags a slab holds: the allocation per
+// admission it saves (a 1-byte flag took a 16-byte tiny block's share
+// and the allocator's call) is paid once in this many.
+const flagSlabSize = 64
+
+// flagSlab is a run of settled flags; next counts those taken (it may
+// run past flagSlabSize when admissions race for its last ones).
+type flagSlab struct {
+	next  atomic.Uint32
+	flags [flagSlabSize]atomic.Bool
+}
+
+// take returns a settled flag, false, that no one else has been given.
+func (s *flagSource) take() *atomic.Bool {
+	if slab := s.cur.Load(); slab != nil {
+		if i := slab.next.Add(1) - 1; i < flagSlabSize {
+			return &slab.flags[i]
+		}
+	}
+	// None yet, or this one is used up: a new slab, whose first flag is
+	// this caller's. Two callers that both found it used up each make
+	// one; the slab stored last serves the next admissions, and each
+	// keeps its own first flag either way.
+	slab := new(flagSlab)
+	slab.next.Store(1)
+	s.cur.Store(slab)
+	return &slab.flags[0]
 }
 
 // find returns the plan of m that a fits, made by e and current at now;

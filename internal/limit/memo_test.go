@@ -233,3 +233,72 @@ func TestMemoExactUnderConcurrency(t *testing.T) {
 		t.Fatalf("spent %d, want 500 (100 settles of 5)", got)
 	}
 }
+
+// TestFlagSourceDistinct: a flagSource gives every caller a flag of its
+// own, unset, across slabs and when callers race for a slab's last flags.
+func TestFlagSourceDistinct(t *testing.T) {
+	var s flagSource
+	const goroutines, each = 8, 3*flagSlabSize + 5
+	got := make([][]*atomic.Bool, goroutines)
+	var wg sync.WaitGroup
+	for g := range got {
+		wg.Go(func() {
+			for range each {
+				got[g] = append(got[g], s.take())
+			}
+		})
+	}
+	wg.Wait()
+	seen := make(map[*atomic.Bool]bool, goroutines*each)
+	for _, flags := range got {
+		for _, f := range flags {
+			if seen[f] {
+				t.Fatalf("flag %p given out twice", f)
+			}
+			if f.Load() {
+				t.Fatalf("flag %p given out set", f)
+			}
+			seen[f] = true
+		}
+	}
+}
+
+// TestMemoReservationsSettleOnce: reservations admitted through a Memo
+// plan (whose settled flags come from the plan's slabs, more of them
+// than a slab holds) each settle exactly once, however many copies of
+// each settle, concurrently; none settles another's.
+func TestMemoReservationsSettleOnce(t *testing.T) {
+	e := newEmbedded(t, Options{Now: newClock(t0).Now})
+	ctx := context.Background()
+	a := Admission{Tag: "p1", Rates: []Rate{keyRate("k1", 100_000, 0)},
+		Budgets: []Budget{{Scope: ScopeKey, ID: "k1", Limit: USD(1000), Period: Day}}, Memo: &Memo{}}
+	const n, copies = 3*flagSlabSize + 5, 4
+	res := make([]Reservation, n)
+	for i := range res {
+		var d Decision
+		if e.AdmitInto(ctx, &a, &d); !d.Allowed {
+			t.Fatalf("admission %d refused: %+v", i, d.Refused)
+		}
+		res[i] = d.Reservation
+	}
+	if res[1].held != res[n-1].held {
+		t.Fatal("the admissions did not share a Memo plan's cells: the test does not reach the plan's flags")
+	}
+	var wg sync.WaitGroup
+	for i := range res {
+		for range copies {
+			r := res[i] // each goroutine settles a copy of its own
+			wg.Go(func() { e.Settle(ctx, r, Actual{Cost: 1}) })
+		}
+	}
+	wg.Wait()
+	// Nothing was reserved; each settle that was not refused spent 1.
+	if got := e.Spent(ScopeKey, "k1", Day, t0); got != n {
+		t.Fatalf("spent %d, want %d: one settle of each reservation", got, n)
+	}
+	for i := range res {
+		if res[i].Claim() {
+			t.Fatalf("reservation %d claimed again after it settled", i)
+		}
+	}
+}

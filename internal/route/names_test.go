@@ -41,6 +41,23 @@ func TestNames(t *testing.T) {
 	if got := none.Name(d); got != "open\"ai/gpt-4o-mini" || none.LogMembers(d) != "" {
 		t.Errorf("no backend: %q", got)
 	}
+	// Checked once, read without checking again.
+	if n.Checked(d) != n || n.Checked(equal) != n {
+		t.Error("names made of the deployment's not given by Checked")
+	}
+	if got, want := n.Checked(d).Members(), n.LogMembers(d); got != want || got == "" {
+		t.Errorf("checked: members %s, want %s", got, want)
+	}
+	if got := n.Checked(d).Joined(d); got != "open\"ai/gpt-4o-mini" {
+		t.Errorf("checked: name %q", got)
+	}
+	moved := &provider.Deployment{Provider: d.Provider, Model: "gpt-4o"}
+	if c := n.Checked(moved); c != nil || c.Members() != "" || c.Joined(moved) != "open\"ai/gpt-4o" {
+		t.Errorf("another deployment's names: %+v, want nil, whose members are none and name made afresh", c)
+	}
+	if none.Checked(d) != nil || (&Names{}).Checked(d) != nil {
+		t.Error("no names, or zero names, given by Checked")
+	}
 	if got := (&Names{}).Name(&provider.Deployment{Provider: "a", Model: "b/c"}); got != "a/b/c" {
 		t.Errorf("zero names: %q", got)
 	}

@@ -219,33 +219,55 @@ const (
 // strings, told by their address — and made afresh otherwise, so a
 // missing or stale one costs time, never a wrong line or record.
 type Names struct {
-	members llm.Members // `,"provider":…,"upstream_model":…`
+	members llm.Members // `,"provider":…,"upstream_model":…`, with what it was made of
+	text    string      // the members' text, for Members (a Names that Checked returned)
 	name    string      // "provider/model"
 }
 
 func newNames(d *provider.Deployment) Names {
-	return Names{llm.MakeMembers(LogProviderMember, d.Provider, LogModelMember, d.Model), d.Provider + "/" + d.Model}
+	m := llm.MakeMembers(LogProviderMember, d.Provider, LogModelMember, d.Model)
+	return Names{m, m.Text(LogProviderMember, d.Provider, LogModelMember, d.Model), d.Provider + "/" + d.Model}
 }
 
-// LogMembers returns d's provider and model as the log line's members,
-// `,"provider":…,"upstream_model":…` (LogProviderMember,
-// LogModelMember), when n (which may be nil) was made of d's names; ""
-// otherwise, for the caller to write them itself.
-func (n *Names) LogMembers(d *provider.Deployment) string {
+// Checked returns n (which may be nil) when it was made of d's provider
+// and model, nil otherwise. A caller that writes d's names more than
+// once (a request's log line and its usage record) checks them once
+// here and reads them with Members and Joined.
+func (n *Names) Checked(d *provider.Deployment) *Names {
+	if n == nil || n.members.Text(LogProviderMember, d.Provider, LogModelMember, d.Model) == "" {
+		return nil
+	}
+	return n
+}
+
+// Members returns the log line's members of the deployment n was
+// checked against (Checked), `,"provider":…,"upstream_model":…`
+// (LogProviderMember, LogModelMember); "" for nil, for the caller to
+// write them itself.
+func (n *Names) Members() string {
 	if n == nil {
 		return ""
 	}
-	return n.members.Text(LogProviderMember, d.Provider, LogModelMember, d.Model)
+	return n.text
 }
 
-// Name returns d's "provider/model", as usage records name a
-// deployment: made once when n (which may be nil) was made of d's names.
-func (n *Names) Name(d *provider.Deployment) string {
-	if n.LogMembers(d) != "" {
+// Joined returns d's "provider/model", as usage records name a
+// deployment: made once when n is Checked(d), made here for nil.
+func (n *Names) Joined(d *provider.Deployment) string {
+	if n != nil {
 		return n.name
 	}
 	return d.Provider + "/" + d.Model
 }
+
+// LogMembers is Checked(d).Members(): d's provider and model as the log
+// line's members when n (which may be nil) was made of d's names; ""
+// otherwise.
+func (n *Names) LogMembers(d *provider.Deployment) string { return n.Checked(d).Members() }
+
+// Name is Checked(d).Joined(d): d's "provider/model", made once when n
+// (which may be nil) was made of d's names.
+func (n *Names) Name(d *provider.Deployment) string { return n.Checked(d).Joined(d) }
 
 // Backend is the live state of one deployment.
 type Backend struct {

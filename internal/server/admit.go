@@ -81,6 +81,7 @@ type admission struct {
 	budgeted bool // some budget applies: an unknown price cannot be served
 	costed   bool // cost holds the answer's cost (computed once: header, settlement, log)
 	settled  bool
+	priced   bool // price holds the price found for priceAt (see settlePrice)
 
 	tag        string
 	maxOut     int // output cap the estimate assumes
@@ -89,6 +90,14 @@ type admission struct {
 	downgraded string // the model the client asked for, when served by a cheaper one
 	cost       limit.Micros
 	costText   string // cost formatted, once
+
+	// price is the price of deployment priceAt's model as the estimate
+	// found it, under the catalog's generation priceGen (priced false:
+	// none was found). The answer's cost re-uses it when the same
+	// deployment answers under the same prices: a look-up a request.
+	price    tokens.Price
+	priceAt  *provider.Deployment
+	priceGen uint64
 
 	// req is the Admission admission builds, kept here rather than
 	// allocated on its own for every limited request; its Rates and
@@ -253,7 +262,9 @@ func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	if primary != nil {
 		model = primary.Model
 	}
+	gen := x.rt.Limits.Prices.Generation() // read first: a price found after a change is kept under the older one, and found again
 	price, err := x.priceOf(primary, model)
+	a.price, a.priced, a.priceAt, a.priceGen = price, err == nil, primary, gen
 	switch {
 	case err == nil:
 		adm.Cost = limit.Micros(price.Estimate(prompt, a.maxOut))
@@ -332,6 +343,22 @@ func (x *exchange) priceOf(d *provider.Deployment, model string) (tokens.Price, 
 		return p, nil
 	}
 	return prices.Price(model)
+}
+
+// settlePrice is the price of the model deployment d serves, for the
+// answer's cost: the price admission found, when it priced the request
+// at d and the catalog's prices have not changed since; looked up
+// afresh otherwise (a failover to another deployment, or a price the
+// admin API set while the request ran: the price in force when the
+// request ends is the one it pays, as when each was looked up then).
+// false: d's model has no price.
+func (x *exchange) settlePrice(d *provider.Deployment) (tokens.Price, bool) {
+	a := &x.adm
+	if a.priceAt == d && d != nil && a.priceGen == x.rt.Limits.Prices.Generation() {
+		return a.price, a.priced
+	}
+	p, err := x.priceOf(d, d.Model)
+	return p, err == nil
 }
 
 // PrincipalTag is the Redis hash tag of a principal's counters: its
@@ -560,7 +587,7 @@ func (x *exchange) answeredCost() limit.Micros {
 		}
 		// Nothing was reserved: the estimate a reservation would have
 		// held, at the price of the deployment that answered.
-		if p, err := x.priceOf(x.deployment, x.deployment.Model); err == nil {
+		if p, ok := x.settlePrice(x.deployment); ok {
 			return limit.Micros(p.Estimate(x.prompt(), x.adm.maxOut))
 		}
 		return 0
@@ -574,9 +601,9 @@ func (x *exchange) answeredCost() limit.Micros {
 // was reserved.
 func (x *exchange) usageCost(d *provider.Deployment, u llm.Usage) limit.Micros {
 	reserved := x.adm.dec.Reservation.Admission.Cost
-	p, err := x.priceOf(d, d.Model)
+	p, ok := x.settlePrice(d)
 	c := p.Cost(u)
-	if err != nil {
+	if !ok {
 		if x.adm.budgeted {
 			return reserved
 		}

@@ -56,10 +56,14 @@ type exchange struct {
 	// noOwnFields: gatehouse's engine saw no x-gatehouse-* field in the
 	// request (readLabels asked it); false when not known.
 	noOwnFields bool
+	// namesChecked: deploymentNames were checked against deployment
+	// (names).
+	namesChecked bool
 
 	// deploymentNames are the answering deployment's names for the log
 	// line and the usage record, made once with its pool backend
-	// (route.Attempt.Names); nil when not known.
+	// (route.Attempt.Names); nil when not known. Read through names,
+	// which checks them against deployment once.
 	deploymentNames *route.Names
 
 	group *route.Group // the model's group once resolved: a metric label that is never client input
@@ -112,6 +116,10 @@ type exchange struct {
 	// between attempts; overhead the rest, up to the response headers.
 	upstreamWait time.Duration
 	overhead     time.Duration
+
+	// line is the request's log line as queueLine writes it, in a
+	// buffer of the server's lineQueue.
+	line jsonLine
 
 	// Traces (trace.go); zero Spans when tracing is off.
 	op          string // gen_ai.operation.name: chat or embeddings
@@ -419,6 +427,10 @@ func (x *exchange) finish() {
 		if !x.s.log.Enabled(ctx, level) {
 			return
 		}
+		if q := x.s.lineQueue; q != nil {
+			x.queueLine(q, end, level)
+			return
+		}
 		line := linePool.Get().(*jsonLine)
 		line.b = appendLineStart(line.b[:0], &x.s.stamps, end, level)
 		x.logFields(line, end)
@@ -430,6 +442,31 @@ func (x *exchange) finish() {
 	attrs := attrList(make([]slog.Attr, 0, 24))
 	x.logFields(&attrs, end)
 	x.s.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// names returns the answering deployment's names when they were made
+// of its provider and model, nil otherwise: checked (route.Names.Checked)
+// the first time, for the log line and the usage record both, and only
+// when one of them is written.
+func (x *exchange) names() *route.Names {
+	if !x.namesChecked {
+		x.deploymentNames, x.namesChecked = x.deploymentNames.Checked(x.deployment), true
+	}
+	return x.deploymentNames
+}
+
+// queueLine writes the request's log line into a buffer of q's, through
+// the exchange's own jsonLine (logFields takes it as a fieldSink, so one
+// of its own would be an allocation), and hands the buffer to q: no
+// pool of lines here, and no copy of the line there.
+func (x *exchange) queueLine(q lineQueue, end time.Time, level slog.Level) {
+	buf := q.Line()
+	line := &x.line
+	line.b = appendLineStart(*buf, &x.s.stamps, end, level)
+	x.logFields(line, end)
+	*buf = append(line.b, '}', '\n')
+	line.b = nil // q's from here on
+	q.Queue(buf)
 }
 
 // logFields emits the fields of the request's log line, in order; each
@@ -448,7 +485,7 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		f.addQuoted(`,"model":`, x.model, q)
 	}
 	if d := x.deployment; d != nil {
-		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, x.deploymentNames.LogMembers(d))
+		f.addPair(route.LogProviderMember, d.Provider, route.LogModelMember, d.Model, x.names().Members())
 	}
 	if x.attempts > 0 {
 		var text string

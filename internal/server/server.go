@@ -88,6 +88,9 @@ type Server struct {
 	// requestLog, when set, takes the per-request lines encoded by hand
 	// (see SetRequestLog); nil sends them through log.
 	requestLog io.Writer
+	// lineQueue is requestLog when it takes whole lines in buffers of
+	// its own (asynclog.Writer); nil otherwise.
+	lineQueue lineQueue
 	// stamps writes the time of those lines.
 	stamps lineStamps
 	// admitters is what the running Limits' admitter implements
@@ -103,7 +106,18 @@ type Server struct {
 // about 6% of a small request's instructions (BENCHMARKS.md), most of it
 // generic attribute handling a fixed set of fields does not need. Call it
 // before serving.
-func (s *Server) SetRequestLog(w io.Writer) { s.requestLog = w }
+func (s *Server) SetRequestLog(w io.Writer) {
+	s.requestLog = w
+	s.lineQueue, _ = w.(lineQueue)
+}
+
+// lineQueue is a request log that lends the buffer a line is written in
+// and takes it back with the line (asynclog.Writer): the line is
+// written once, where Write would copy it from a buffer of the server's.
+type lineQueue interface {
+	Line() *[]byte   // an empty buffer for one line
+	Queue(b *[]byte) // takes the line in b, and b with it
+}
 
 // New returns a Server using rt until the next Swap. log receives one line
 // per request (when rt.LogRequests) and every internal error.

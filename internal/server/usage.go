@@ -237,7 +237,7 @@ func (x *exchange) usageRecord(r *account.Record, end time.Time) {
 		}
 	}
 	if d := x.deployment; d != nil {
-		r.ServedModel, r.Provider, r.Deployment = d.Model, d.Provider, x.deploymentNames.Name(d)
+		r.ServedModel, r.Provider, r.Deployment = d.Model, d.Provider, x.names().Joined(d)
 	} else if e := x.cache.hit; e != nil {
 		r.ServedModel, r.Provider, r.Deployment = e.ServedModel, e.Provider, e.Deployment
 		r.Saved = e.Cost

@@ -152,3 +152,26 @@ func TestLookupKeptAgreesWithFind(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneration: a catalog's generation stays while its prices do, and
+// moves on with every change of its store overlay.
+func TestGeneration(t *testing.T) {
+	store := &Overlay{}
+	c, err := NewCatalog(CatalogOptions{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0 := c.Generation()
+	if c.Lookup("gpt-4o"); c.Generation() != g0 {
+		t.Fatal("a look-up moved the generation")
+	}
+	seen := map[uint64]bool{g0: true}
+	for i := range 3 {
+		store.Set(map[string]Price{"gpt-4o": PerMillion(float64(i), 0, 1)})
+		g := c.Generation()
+		if seen[g] {
+			t.Fatalf("change %d: generation %d seen before", i, g)
+		}
+		seen[g] = true
+	}
+}

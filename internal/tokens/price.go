@@ -188,6 +188,14 @@ func (c *Catalog) Lookup(model string) (Price, bool) {
 	return p, ok
 }
 
+// Generation names the prices c answers with: while it stays the same,
+// Lookup, Price and Configured answer each model as they did before. It
+// moves on when the store overlay changes (the admin API); the embedded
+// prices and the config's overrides are c's for good. A caller that
+// keeps a price found earlier re-uses it only under the generation it
+// read before finding it.
+func (c *Catalog) Generation() uint64 { return c.store.state().gen }
+
 // Configured finds a price set for model in the config or the admin API
 // (not the embedded catalog): what a local deployment, free by default,
 // is charged when the operator says so.
