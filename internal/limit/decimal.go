@@ -15,34 +15,58 @@ import (
 //
 // strconv writes two digits a step, each step a division, a table
 // look-up and two byte stores, and then copies the digits it wrote into
-// an array onto the slice. Here eight digits are made at once in the
-// eight bytes of one word (digitWord: four multiplications, each
-// splitting all the lanes of the word together), and the word is stored
-// straight into the slice's spare capacity, shifted so that its leading
-// zeros fall off its end: no loop, no table, no copy.
+// an array onto the slice. Here, from a thousand up, eight digits are
+// made at once in the eight bytes of one word (digitWord: four
+// multiplications, each splitting all the lanes of the word together),
+// and the word is stored straight into the slice's spare capacity,
+// shifted so that its leading zeros fall off its end: no loop, no table,
+// no copy.
 
 // AppendInt appends v in decimal, as strconv.AppendInt(b, v, 10) does.
+// Below a thousand (a status, most token counts, a reset in
+// milliseconds) the digits are appended as they are, with fewer
+// instructions than making a word takes; below 10^8 the one word is
+// written here, not by a call.
 func AppendInt(b []byte, v int64) []byte {
+	u := uint64(v)
 	if v < 0 {
-		// -v wraps for math.MinInt64, whose magnitude uint64 still holds.
-		return AppendUint(append(b, '-'), -uint64(v))
+		// -u wraps for math.MinInt64, whose magnitude uint64 still holds.
+		b, u = append(b, '-'), -u
 	}
-	return AppendUint(b, uint64(v))
+	switch {
+	case u < 10:
+		return append(b, byte('0'+u))
+	case u < 100:
+		return append(b, digitPairs[2*u], digitPairs[2*u+1])
+	case u < 1000:
+		pair := 2 * (u % 100)
+		return append(b, byte('0'+u/100), digitPairs[pair], digitPairs[pair+1])
+	case u >= 1e8:
+		return appendLong(b, u)
+	}
+	d := digitWord(u)
+	zeros := leadingZeros(d)
+	return putWord(spare(b, 8), (d+asciiDigits)>>(8*zeros), 8-zeros)
 }
 
-// AppendUint appends u in decimal, as strconv.AppendUint(b, u, 10) does.
-func AppendUint(b []byte, u uint64) []byte {
-	switch {
-	case u < 1e8:
-		b = spare(b, 8)
-		return putLeading(b, u)
-	case u < 1e16:
-		b = spare(b, 16)
-		return putEight(putLeading(b, u/1e8), u%1e8)
-	}
+// digitPairs holds 00 to 99, two bytes each.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// appendLong appends u of nine digits or more (math.MinInt64's magnitude
+// included): the digits above the last eight with no leading zeros (in
+// two words above 10^16), the last eight in full.
+func appendLong(b []byte, u uint64) []byte {
 	b = spare(b, 24)
-	low := u % 1e16
-	return putEight(putEight(putLeading(b, u/1e16), low/1e8), low%1e8)
+	high, low := u/1e8, u%1e8
+	if high < 1e8 {
+		d := digitWord(high)
+		zeros := leadingZeros(d)
+		b = putWord(b, (d+asciiDigits)>>(8*zeros), 8-zeros)
+	} else {
+		b = putLeading(b, high/1e8)
+		b = putEight(b, high%1e8)
+	}
+	return putEight(b, low)
 }
 
 // digitWord spreads x (below 10^8) into the eight bytes of a word, one
@@ -70,11 +94,14 @@ const asciiDigits = 0x3030_3030_3030_3030
 // lengthened by its digits.
 func putLeading(b []byte, x uint64) []byte {
 	d := digitWord(x)
-	// The leading zero digits are the word's low zero bytes; the top bit
-	// (never set by a digit) keeps the last digit of zero.
-	zeros := bits.TrailingZeros64(d|1<<63) / 8
+	zeros := leadingZeros(d)
 	return putWord(b, (d+asciiDigits)>>(8*zeros), 8-zeros)
 }
+
+// leadingZeros is the number of leading zero digits in digitWord's d,
+// its low zero bytes, up to 7: the top bit (never set by a digit) keeps
+// the last digit of zero.
+func leadingZeros(d uint64) int { return bits.TrailingZeros64(d|1<<63) / 8 }
 
 // putEight writes x (below 10^8) as eight digits, leading zeros
 // included, into b's spare capacity, which must hold 8 bytes.

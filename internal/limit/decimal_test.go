@@ -9,94 +9,75 @@ import (
 )
 
 // decimalEdges are the values where a decimal writer goes wrong if it
-// does: each number of digits at its first and last value, the chunk
-// boundaries (10^8, 10^16), and the ends of int64 and uint64.
-func decimalEdges() []uint64 {
-	edges := []uint64{0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 9999, 10_000, 10_001,
+// does: each number of digits at its first and last value, the fast
+// paths' bounds (10, 100, 1000), the chunk boundaries (10^8, 10^16) and
+// the end of int64.
+func decimalEdges() []int64 {
+	edges := []int64{0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 9999, 10_000, 10_001,
 		12_345_678, 99_999_999, 100_000_000, 100_000_001, 123_456_789,
 		1_000_000_000_000, 999_999_999_999_999, 9_999_999_999_999_999, 10_000_000_000_000_000,
-		10_000_000_000_000_001, 18_446_744_073_709_551_615 / 10,
-		math.MaxInt64 - 1, math.MaxInt64, math.MaxInt64 + 1, math.MaxUint64 - 1, math.MaxUint64}
-	for p := uint64(10); p <= 1e19; p *= 10 {
+		10_000_000_000_000_001, math.MaxInt64 - 1, math.MaxInt64}
+	for p := int64(10); p <= 1e18; p *= 10 {
 		edges = append(edges, p-1, p, p+1, p*9/10, p/2)
-		if p > math.MaxUint64/10 {
-			break
-		}
 	}
 	return edges
-}
-
-func TestAppendUint(t *testing.T) {
-	for _, c := range []struct {
-		u    uint64
-		want string
-	}{{0, "0"}, {7, "7"}, {10, "10"}, {1000, "1000"}, {99_999_999, "99999999"}, {100_000_000, "100000000"},
-		{1_000_000_000_000, "1000000000000"}, {10_000_000_000_000_000, "10000000000000000"},
-		{math.MaxUint64, "18446744073709551615"}} {
-		if got := string(AppendUint(nil, c.u)); got != c.want {
-			t.Errorf("AppendUint(%d) = %q, want %q", c.u, got, c.want)
-		}
-	}
-	for _, u := range decimalEdges() {
-		checkAppendUint(t, u)
-	}
-}
-
-// checkAppendUint compares AppendUint with strconv for u, after a prefix
-// and with no spare capacity, with exactly enough and with plenty, and
-// checks that the bytes already in the slice stay as they were.
-func checkAppendUint(t *testing.T, u uint64) {
-	t.Helper()
-	want := strconv.AppendUint([]byte("x:"), u, 10)
-	for _, extra := range []int{0, 1, 7, 8, 16, 24, 64} {
-		b := make([]byte, 2, 2+extra)
-		copy(b, "x:")
-		if got := AppendUint(b, u); string(got) != string(want) {
-			t.Fatalf("AppendUint(%q, %d) with %d spare = %q, want %q", "x:", u, extra, got, want)
-		}
-		if string(b) != "x:" {
-			t.Fatalf("AppendUint(_, %d) changed the slice's bytes to %q", u, b)
-		}
-	}
 }
 
 func TestAppendInt(t *testing.T) {
 	for _, c := range []struct {
 		v    int64
 		want string
-	}{{0, "0"}, {-1, "-1"}, {-10, "-10"}, {-99_999_999, "-99999999"}, {-100_000_000, "-100000000"},
+	}{{0, "0"}, {7, "7"}, {10, "10"}, {1000, "1000"}, {99_999_999, "99999999"}, {100_000_000, "100000000"},
+		{1_000_000_000_000, "1000000000000"}, {10_000_000_000_000_000, "10000000000000000"},
+		{-1, "-1"}, {-10, "-10"}, {-99_999_999, "-99999999"}, {-100_000_000, "-100000000"},
 		{math.MinInt64, "-9223372036854775808"}, {math.MinInt64 + 1, "-9223372036854775807"},
 		{math.MaxInt64, "9223372036854775807"}} {
 		if got := string(AppendInt(nil, c.v)); got != c.want {
 			t.Errorf("AppendInt(%d) = %q, want %q", c.v, got, c.want)
 		}
 	}
-	for _, u := range decimalEdges() {
-		for _, v := range []int64{int64(u), -int64(u)} {
-			if got, want := string(AppendInt([]byte("y"), v)), string(strconv.AppendInt([]byte("y"), v, 10)); got != want {
-				t.Errorf("AppendInt(%d) = %q, want %q", v, got, want)
-			}
+	for _, v := range decimalEdges() {
+		checkAppendInt(t, v)
+		checkAppendInt(t, -v)
+	}
+	checkAppendInt(t, math.MinInt64)
+}
+
+// checkAppendInt compares AppendInt with strconv for v, after a prefix
+// and with no spare capacity, with exactly enough and with plenty, and
+// checks that the bytes already in the slice stay as they were.
+func checkAppendInt(t *testing.T, v int64) {
+	t.Helper()
+	want := strconv.AppendInt([]byte("x:"), v, 10)
+	for _, extra := range []int{0, 1, 7, 8, 16, 24, 64} {
+		b := make([]byte, 2, 2+extra)
+		copy(b, "x:")
+		if got := AppendInt(b, v); string(got) != string(want) {
+			t.Fatalf("AppendInt(%q, %d) with %d spare = %q, want %q", "x:", v, extra, got, want)
+		}
+		if string(b) != "x:" {
+			t.Fatalf("AppendInt(_, %d) changed the slice's bytes to %q", v, b)
 		}
 	}
 }
 
-// TestAppendUintSweep: every value below two million, and for each of
+// TestAppendIntSweep: every value below two million, and for each of
 // the 10,000 values of a word's upper half of four digits, that half
 // with several lower halves, so that each lane of digitWord meets every
 // value it can hold beside others.
-func TestAppendUintSweep(t *testing.T) {
+func TestAppendIntSweep(t *testing.T) {
 	var got, want []byte
-	check := func(u uint64) {
-		got, want = AppendUint(got[:0], u), strconv.AppendUint(want[:0], u, 10)
+	check := func(v int64) {
+		got, want = AppendInt(got[:0], v), strconv.AppendInt(want[:0], v, 10)
 		if string(got) != string(want) {
-			t.Fatalf("AppendUint(%d) = %q, want %q", u, got, want)
+			t.Fatalf("AppendInt(%d) = %q, want %q", v, got, want)
 		}
 	}
-	for u := range uint64(2_000_000) {
-		check(u)
+	for v := range int64(2_000_000) {
+		check(v)
 	}
-	for hi := range uint64(10_000) {
-		for _, lo := range []uint64{0, 1, 9999, hi, 9999 - hi, hi * 7919 % 10_000} {
+	for hi := range int64(10_000) {
+		for _, lo := range []int64{0, 1, 9999, hi, 9999 - hi, hi * 7919 % 10_000} {
 			x := hi*10_000 + lo
 			check(x)
 			check(x*1e8 + 99_999_999 - x) // both chunks of a 16-digit number
@@ -114,8 +95,7 @@ func TestAppendMatchesStrconv(t *testing.T) {
 			u %= pow10(int(n))
 		}
 		v := int64(u)
-		return string(AppendUint(nil, u)) == strconv.FormatUint(u, 10) &&
-			string(AppendInt(nil, v)) == strconv.FormatInt(v, 10) &&
+		return string(AppendInt(nil, v)) == strconv.FormatInt(v, 10) &&
 			string(AppendInt(nil, -v)) == strconv.FormatInt(-v, 10)
 	}
 	if err := quick.Check(same, &quick.Config{MaxCount: 200_000}); err != nil {
@@ -152,9 +132,9 @@ func TestMicrosAppend(t *testing.T) {
 			}
 		}
 	}
-	for _, u := range decimalEdges() {
-		check(Micros(u))
-		check(-Micros(u))
+	for _, v := range decimalEdges() {
+		check(Micros(v))
+		check(-Micros(v))
 	}
 	for _, m := range []Micros{math.MinInt64, math.MinInt64 + 1, 999_999_998_765_432, 1_234} {
 		check(m)
@@ -166,18 +146,18 @@ func TestMicrosAppend(t *testing.T) {
 	}
 }
 
-// BenchmarkAppendUint: the figures of a budgeted answer's headers and
+// BenchmarkAppendInt: the figures of a budgeted answer's headers and
 // log line (a 13- and a 9-digit remainder, a reset in milliseconds, a
-// status), by AppendUint and by strconv for comparison.
-func BenchmarkAppendUint(b *testing.B) {
-	figures := []uint64{999_999_999_187, 99_999_187, 600, 200}
-	b.Run("AppendUint", func(b *testing.B) {
+// status, token counts), by AppendInt and by strconv for comparison.
+func BenchmarkAppendInt(b *testing.B) {
+	figures := []int64{999_999_999_187, 99_999_187, 600, 200, 12, 9}
+	b.Run("AppendInt", func(b *testing.B) {
 		buf := make([]byte, 0, 128)
 		b.ReportAllocs()
 		for b.Loop() {
 			buf = buf[:0]
-			for _, u := range figures {
-				buf = AppendUint(buf, u)
+			for _, v := range figures {
+				buf = AppendInt(buf, v)
 			}
 		}
 	})
@@ -186,8 +166,8 @@ func BenchmarkAppendUint(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			buf = buf[:0]
-			for _, u := range figures {
-				buf = strconv.AppendUint(buf, u, 10)
+			for _, v := range figures {
+				buf = strconv.AppendInt(buf, v, 10)
 			}
 		}
 	})

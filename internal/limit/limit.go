@@ -110,7 +110,7 @@ func (m Micros) String() string {
 
 // Append appends m.String() to b. Every answer of a budgeted key
 // carries two such figures (its cost and the budget left): the dollars
-// are written by AppendUint, and the point with the six decimals as one
+// are written by AppendInt, and the point with the six decimals as one
 // word of eight bytes, stored once.
 func (m Micros) Append(b []byte) []byte {
 	u := uint64(m)
@@ -118,7 +118,7 @@ func (m Micros) Append(b []byte) []byte {
 		b = append(b, '-')
 		u = -u // math.MinInt64's magnitude too
 	}
-	b = AppendUint(b, u/1e6)
+	b = AppendInt(b, int64(u/1e6)) // below 2^64/10^6: never negative
 	// digitWord of the decimals (below 10^6) begins with two zero digits:
 	// moved down a byte, it leaves the first byte for the point and the
 	// last one empty.
