@@ -109,49 +109,26 @@ func (m Micros) String() string {
 }
 
 // Append appends m.String() to b. Every answer of a budgeted key
-// carries two such figures (its cost and the budget left), which are
-// written here from the last digit, two at a time, into one array and
-// appended in one copy: the six decimals and the dollars no longer each
-// go through their own formatting and copy.
+// carries two such figures (its cost and the budget left): the dollars
+// are written by AppendInt, and the point with the six decimals as one
+// word of eight bytes, stored once.
 func (m Micros) Append(b []byte) []byte {
 	u := uint64(m)
 	if m < 0 {
-		u = -u
+		b = append(b, '-')
+		u = -u // math.MinInt64's magnitude too
 	}
-	var buf [24]byte // "-9223372036854.775808" at most
-	i := len(buf)
-	// Dividing by constants compiles to multiplications.
-	whole, frac := u/1e6, u%1e6
-	for range 3 {
-		p := frac % 100 * 2
-		frac /= 100
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[p], digitPairs[p+1]
-	}
-	i--
-	buf[i] = '.'
-	for whole >= 100 {
-		p := whole % 100 * 2
-		whole /= 100
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[p], digitPairs[p+1]
-	}
-	if whole >= 10 {
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[whole*2], digitPairs[whole*2+1]
-	} else {
-		i--
-		buf[i] = byte('0' + whole)
-	}
-	if m < 0 {
-		i--
-		buf[i] = '-'
-	}
-	return append(b, buf[i:]...)
+	b = AppendInt(b, int64(u/1e6)) // below 2^64/10^6: never negative
+	// digitWord of the decimals (below 10^6) begins with two zero digits:
+	// moved down a byte, it leaves the first byte for the point and the
+	// last one empty.
+	frac := digitWord(u%1e6) >> 8
+	return putWord(spare(b, 8), frac+pointAndSixDigits, 7)
 }
 
-// digitPairs holds 00 to 99, two bytes each.
-const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+// pointAndSixDigits makes a word of a point and six digits from the
+// digits in its bytes 1 to 6: '.' in byte 0, '0' added to the others.
+const pointAndSixDigits = 0x0030_3030_3030_3000 | '.'
 
 // Rate is a pair of per-minute limits on one scope. A zero RPM or TPM
 // means that dimension is unlimited.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"gatehouse/internal/auth"
@@ -465,7 +464,7 @@ func (x *exchange) appendLimitFields(b []byte) []byte {
 // line end before), so each is one copy of a constant.
 func appendQuotaFields(b []byte, p *auth.Principal, q limit.Quota, limitName, remainingName, resetName string) []byte {
 	b = appendRate(append(b, limitName...), p, q.Limit)
-	b = strconv.AppendInt(append(b, remainingName...), max(q.Remaining, 0), 10)
+	b = limit.AppendInt(append(b, remainingName...), max(q.Remaining, 0))
 	return append(appendReset(append(b, resetName...), q.Reset), '\r', '\n')
 }
 
@@ -483,7 +482,7 @@ func quotaHeaders(h http.Header, vals *headerValues, p *auth.Principal, req, tok
 		}
 		b = appendRate(b, p, q.Limit)
 		ends[3*i] = len(b)
-		b = strconv.AppendInt(b, max(q.Remaining, 0), 10)
+		b = limit.AppendInt(b, max(q.Remaining, 0))
 		ends[3*i+1] = len(b)
 		b = appendReset(b, q.Reset)
 		ends[3*i+2] = len(b)
@@ -512,7 +511,7 @@ func appendRate(b []byte, p *auth.Principal, n int64) []byte {
 			return append(b, t...)
 		}
 	}
-	return strconv.AppendInt(b, n, 10)
+	return limit.AppendInt(b, n)
 }
 
 // The x-ratelimit header names in canonical form, built once: they are
@@ -539,17 +538,17 @@ func appendReset(b []byte, d time.Duration) []byte {
 		if ms >= 1000 {
 			return append(b, "1s"...)
 		}
-		return append(strconv.AppendInt(b, ms, 10), "ms"...)
+		return append(limit.AppendInt(b, ms), "ms"...)
 	}
 	secs := int64((d + time.Second - 1) / time.Second)
 	h, m, sec := secs/3600, secs/60%60, secs%60
 	if h > 0 {
-		b = append(strconv.AppendInt(b, h, 10), 'h')
+		b = append(limit.AppendInt(b, h), 'h')
 	}
 	if h > 0 || m > 0 {
-		b = append(strconv.AppendInt(b, m, 10), 'm')
+		b = append(limit.AppendInt(b, m), 'm')
 	}
-	return append(strconv.AppendInt(b, sec, 10), 's')
+	return append(limit.AppendInt(b, sec), 's')
 }
 
 // hdrTrailer is net/http's own name for the header that declares trailers,

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 )
 
@@ -74,21 +75,9 @@ func (l *jsonLine) addMillis(k string, d time.Duration) {
 }
 func (l *jsonLine) addBool(k string, v bool) { l.b = strconv.AppendBool(append(l.b, k...), v) }
 
-// appendInt appends v as strconv.AppendInt(b, v, 10) does. Statuses and
-// most token counts have three digits, which strconv writes through its
-// general loop (it has a table for 0-99 only): written here directly.
-func appendInt(b []byte, v int) []byte {
-	if uint(v) >= 1000 {
-		return strconv.AppendInt(b, int64(v), 10)
-	}
-	switch {
-	case v < 10:
-		return append(b, byte('0'+v))
-	case v < 100:
-		return append(b, byte('0'+v/10), byte('0'+v%10))
-	}
-	return append(b, byte('0'+v/100), byte('0'+v/10%10), byte('0'+v%10))
-}
+// appendInt appends v as strconv.AppendInt(b, v, 10) does, by the
+// decimal writer the limit headers and the cost share.
+func appendInt(b []byte, v int) []byte { return limit.AppendInt(b, int64(v)) }
 
 // appendMillisFloat appends ms(d) as strconv.AppendFloat(b, ms(d), 'g',
 // -1, 64) does (slog's form: 12.5, 1e+06), which costs a shortest-digits

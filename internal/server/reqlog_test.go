@@ -200,8 +200,9 @@ func slogFields(t *testing.T, x *exchange, end time.Time) string {
 	return strings.TrimSuffix(buf.String()[at+len(msg):], "}\n")
 }
 
-// TestAppendInt: the log line's integers are strconv's text, across the
-// three-digit fast path's edges and beyond it, negatives included.
+// TestAppendInt: the log line's integers are strconv's text, across
+// limit.AppendInt's fast paths (below ten, a hundred, a thousand, 10^8)
+// and beyond them, negatives included.
 func TestAppendInt(t *testing.T) {
 	check := func(v int) {
 		if got, want := string(appendInt([]byte("x"), v)), "x"+strconv.Itoa(v); got != want {
@@ -211,7 +212,7 @@ func TestAppendInt(t *testing.T) {
 	for v := -1100; v <= 11000; v++ {
 		check(v)
 	}
-	for _, v := range []int{math.MaxInt, math.MinInt, 1 << 40, -(1 << 40)} {
+	for _, v := range []int{math.MaxInt, math.MinInt, 1 << 40, -(1 << 40), 99_999_999, 100_000_000, -100_000_000} {
 		check(v)
 	}
 }

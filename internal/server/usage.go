@@ -2,12 +2,12 @@ package server
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/h1"
+	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/stream"
 )
@@ -137,7 +137,7 @@ func (x *exchange) appendOverhead(b []byte) []byte {
 // appendMillis appends d in milliseconds with three decimals ("0.153").
 func appendMillis(b []byte, d time.Duration) []byte {
 	us := d.Microseconds()
-	b = strconv.AppendInt(b, us/1000, 10)
+	b = limit.AppendInt(b, us/1000)
 	frac := us % 1000
 	return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }
