@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gatehouse/internal/account"
+	"gatehouse/internal/llm"
 )
 
 // insertBatchSQL stores one encoded batch (batch_codec.go).
@@ -469,6 +470,15 @@ type hourSums struct {
 	latency, ttft account.LatencyCounts
 }
 
+// sameCombo is a == b, its strings compared by address first: a batch's
+// records mostly share the very strings of their key and deployment, so
+// that this costs a few compares where == called memequal for each of
+// the four.
+func sameCombo(a, b *hourCombo) bool {
+	return a.hour == b.hour && llm.SameString(a.keyID, b.keyID) && llm.SameString(a.project, b.project) &&
+		llm.SameString(a.model, b.model) && llm.SameString(a.provider, b.provider)
+}
+
 // addRollup adds the records of rs (those marked in inserted, when it is
 // not nil) to the hourly rollup, latency histograms included, one upsert
 // per hour and combination. The combinations go in first-seen order, so
@@ -491,7 +501,7 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 		t := unixMicros(r.Time)
 		c := hourCombo{t - t%hour, r.KeyID, r.Project, r.Model, r.Provider}
 		h := last.sums
-		if h == nil || c != last.combo {
+		if h == nil || !sameCombo(&c, &last.combo) {
 			if h = sums[c]; h == nil {
 				h = &hourSums{}
 				sums[c] = h
@@ -499,7 +509,9 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 			}
 			last = hourRow{c, h}
 		}
-		h.projectID = max(h.projectID, r.ProjectID)
+		if !llm.SameString(r.ProjectID, h.projectID) { // nearly always the very string
+			h.projectID = max(h.projectID, r.ProjectID)
+		}
 		h.requests++
 		if r.Status >= 400 {
 			h.errors++
