@@ -3,6 +3,7 @@ package account
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,8 +136,14 @@ func (s *Sink) Keep(r *Record) {
 		s.spillNow([]Record{*r}, late)
 		return
 	}
-	s.queue = append(s.queue, *r)
-	n := len(s.queue)
+	// Room first, then the copy: append(s.queue, *r) copied *r to the
+	// stack before growing the slice, and from there into it.
+	n := len(s.queue) + 1
+	if n > cap(s.queue) {
+		s.queue = slices.Grow(s.queue, 1)
+	}
+	s.queue = s.queue[:n]
+	s.queue[n-1] = *r
 	s.mu.Unlock()
 	if n >= s.o.Batch {
 		s.wake()
