@@ -470,15 +470,6 @@ type hourSums struct {
 	latency, ttft account.LatencyCounts
 }
 
-// sameCombo is a == b, its strings compared by address first: a batch's
-// records mostly share the very strings of their key and deployment, so
-// that this costs a few compares where == called memequal for each of
-// the four.
-func sameCombo(a, b *hourCombo) bool {
-	return a.hour == b.hour && llm.SameString(a.keyID, b.keyID) && llm.SameString(a.project, b.project) &&
-		llm.SameString(a.model, b.model) && llm.SameString(a.provider, b.provider)
-}
-
 // addRollup adds the records of rs (those marked in inserted, when it is
 // not nil) to the hourly rollup, latency histograms included, one upsert
 // per hour and combination. The combinations go in first-seen order, so
@@ -501,7 +492,7 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 		t := unixMicros(r.Time)
 		c := hourCombo{t - t%hour, r.KeyID, r.Project, r.Model, r.Provider}
 		h := last.sums
-		if h == nil || !sameCombo(&c, &last.combo) {
+		if h == nil || c != last.combo {
 			if h = sums[c]; h == nil {
 				h = &hourSums{}
 				sums[c] = h
