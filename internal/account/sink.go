@@ -3,6 +3,7 @@ package account
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,16 +121,29 @@ func NewSink(store RecordStore, o SinkOptions) (*Sink, error) {
 // Add hands a record over. It never blocks on the store; when the queue
 // is full the record is appended to the spill file instead (no fsync on
 // this path: the writer's next batch syncs the file).
-func (s *Sink) Add(r Record) {
+func (s *Sink) Add(r Record) { s.Keep(&r) }
+
+// Keep is Add for a record its caller holds where it lies: *r is copied
+// once, into the queue (or the spill file), and not kept. A Record is
+// some 370 bytes, and Add's argument is a copy of its own, made for the
+// call, which a request's record (filled in place, handed over once)
+// need not pay for.
+func (s *Sink) Keep(r *Record) {
 	s.mu.Lock()
 	if s.closed || len(s.queue) >= s.o.Queue {
 		late := s.closed // a request that outlived Close
 		s.mu.Unlock()
-		s.spillNow([]Record{r}, late)
+		s.spillNow([]Record{*r}, late)
 		return
 	}
-	s.queue = append(s.queue, r)
-	n := len(s.queue)
+	// Room first, then the copy: append(s.queue, *r) copied *r to the
+	// stack before growing the slice, and from there into it.
+	n := len(s.queue) + 1
+	if n > cap(s.queue) {
+		s.queue = slices.Grow(s.queue, 1)
+	}
+	s.queue = s.queue[:n]
+	s.queue[n-1] = *r
 	s.mu.Unlock()
 	if n >= s.o.Batch {
 		s.wake()

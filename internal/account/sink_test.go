@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -417,5 +418,27 @@ func TestSinkDrainQueue(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{3, 3, 3, 1, 3, 2}, st.sizes); diff != "" {
 		t.Fatalf("batch sizes (-want +got):\n%s", diff)
+	}
+}
+
+// TestSinkKeepCopies: Keep queues a copy of the record, so the caller's
+// record may change or go after the call; Add is Keep of its argument.
+func TestSinkKeepCopies(t *testing.T) {
+	st := newMemStore()
+	s, err := NewSink(st, SinkOptions{SpillDir: t.TempDir(), Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rec(1)
+	s.Keep(&r)
+	r.RequestID = "gh-changed"
+	s.Keep(&r)
+	r = rec(2)
+	s.Add(r)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.stored(), []string{rec(1).RequestID, "gh-changed", rec(2).RequestID}; !slices.Equal(got, want) {
+		t.Errorf("stored %q, want %q", got, want)
 	}
 }

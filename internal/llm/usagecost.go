@@ -42,17 +42,16 @@ const SpliceRoom = 32
 // bytes of body are changed either way only in its own array: the
 // result is what SetUsageCostAt returns.
 func SetUsageCostOwned(body []byte, at UsageSlot, cost string) []byte {
-	// The bytes from cut to keep are replaced by sep, `"cost":` (when
-	// name) and cost.
-	cut, keep, sep, name := at.End-1, at.End-1, "", true
+	// The bytes from cut to keep are replaced by the member's name (when
+	// name), with a comma before it unless it is the object's first, and
+	// cost.
+	cut, keep, name := at.End-1, at.End-1, true
 	if at.CostEnd > 0 {
 		cut, keep, name = at.CostStart, at.CostEnd, false
-	} else if !at.Empty {
-		sep = ","
 	}
-	ins := len(sep) + len(cost)
+	ins := len(cost)
 	if name {
-		ins += len(`"cost":`)
+		ins += len(costName(at.Empty))
 	}
 	n := len(body) - (keep - cut) + ins
 	if n > cap(body) {
@@ -60,10 +59,33 @@ func SetUsageCostOwned(body []byte, at UsageSlot, cost string) []byte {
 	}
 	out := body[:n]
 	copy(out[cut+ins:], body[keep:]) // copy moves overlapping bytes correctly
-	w := cut + copy(out[cut:], sep)
+	w := cut
 	if name {
-		w += copy(out[w:], `"cost":`)
+		w += putCostName(out[w:], at.Empty)
 	}
 	copy(out[w:], cost)
 	return out
+}
+
+// costName is the name of the cost member as it is inserted: after a
+// comma, unless the usage object is empty.
+func costName(first bool) string {
+	if first {
+		return `"cost":`
+	}
+	return `,"cost":`
+}
+
+// putCostName writes costName(first) at the start of b, which has room
+// for it, and returns its length. Its eight or seven bytes go in one or
+// two stores of an array, where copy calls memmove for each of the two
+// strings that made it.
+func putCostName(b []byte, first bool) int {
+	name := [8]byte{',', '"', 'c', 'o', 's', 't', '"', ':'}
+	if first {
+		*(*[7]byte)(b) = [7]byte(name[1:])
+		return 7
+	}
+	*(*[8]byte)(b) = name
+	return 8
 }

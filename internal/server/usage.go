@@ -200,11 +200,20 @@ func (x *exchange) setCounted(completion int) {
 
 // keepRecord hands the request's usage record to the sink, if any. The
 // record (368 bytes) is filled where it lies rather than returned, which
-// would copy it once more on its way to Add.
+// would copy it once more on its way to Add; gatehouse's own sink takes
+// it by its address (account.Sink.Keep), where a call of the interface's
+// Add copies it for the call, and could not take its address without
+// moving it to the heap.
 func (x *exchange) keepRecord(end time.Time) {
-	if sink := x.rt.Usage; sink != nil {
-		var r account.Record
-		x.usageRecord(&r, end)
+	sink := x.rt.Usage
+	if sink == nil {
+		return
+	}
+	var r account.Record
+	x.usageRecord(&r, end)
+	if s, ok := sink.(*account.Sink); ok {
+		s.Keep(&r)
+	} else {
 		sink.Add(r)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log"
 	"net"
@@ -224,3 +225,54 @@ func TestLabelsOnTheEngine(t *testing.T) {
 type chanSink chan account.Record
 
 func (s chanSink) Add(r account.Record) { s <- r }
+
+// storeRecorder is a RecordStore that keeps what an account.Sink writes.
+type storeRecorder struct{ sinkRecorder }
+
+func (s *storeRecorder) WriteRecords(_ context.Context, rs []account.Record) error {
+	for _, r := range rs {
+		s.Add(r)
+	}
+	return nil
+}
+
+func (s *storeRecorder) PruneRecords(context.Context, time.Time, int) (int, error) { return 0, nil }
+
+// TestRecordThroughAccountSink: gatehouse's own sink, which keepRecord
+// hands the record by its address (account.Sink.Keep), gets the record
+// any other sink gets through Add, field for field.
+func TestRecordThroughAccountSink(t *testing.T) {
+	serve := func(sink UsageSink) {
+		s, _ := newTestServer(t)
+		clock := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
+		s.now = func() time.Time { clock = clock.Add(250 * time.Microsecond); return clock }
+		rt := *s.Runtime()
+		rt.Auth = fixedAuth{&auth.Principal{KeyID: "key_1", Project: "qa", ProjectID: "proj_1"}}
+		rt.Usage = sink
+		s.Swap(&rt)
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"nope","messages":[]}`))
+		req.Header.Set("X-Gatehouse-Label-Team", "blue")
+		s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	}
+	direct := &sinkRecorder{}
+	serve(direct)
+	stored := &storeRecorder{}
+	sink, err := account.NewSink(stored, account.SinkOptions{SpillDir: t.TempDir(), Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(sink)
+	if err := sink.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(direct.recs) != 1 || direct.recs[0].KeyID != "key_1" || direct.recs[0].Labels["team"] != "blue" {
+		t.Fatalf("the recording sink got %+v", direct.recs)
+	}
+	// Each request has an id of its own.
+	if diff := cmp.Diff(direct.recs, stored.recs, cmpopts.IgnoreFields(account.Record{}, "RequestID")); diff != "" {
+		t.Errorf("records (-through Add +through account.Sink):\n%s", diff)
+	}
+	if len(stored.recs) == 1 && stored.recs[0].RequestID == "" {
+		t.Error("the record through account.Sink has no request id")
+	}
+}

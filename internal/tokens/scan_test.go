@@ -247,6 +247,7 @@ func FuzzEstimateChatEqualsReference(f *testing.F) {
 	f.Add([]byte(` [ { "content" : "a\\" , "role" : "x" , "content" : { "content" : "b" } } ] `),
 		[]byte(`[{"function":{"name":"f","parameters":{"a":[1,"b"]},"parameters":{}}},{"function":3,"function":{"name":"g"}}]`))
 	f.Add([]byte(`[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{\"a\":1}"}},7]}]`), []byte(`{}`))
+	f.Add([]byte(`[{"role":"user","content":"a \"b\""},{"role":"tool","content":"c","role":"x"},{"role":"assistant","content":null}]`), []byte(nil))
 	f.Fuzz(func(t *testing.T, messages, tools []byte) {
 		got := EstimateChat(messages, tools)
 		if got < ReplyPriming {
@@ -295,6 +296,59 @@ func BenchmarkEstimateVsReference(b *testing.B) {
 					f.estimate(r.Messages, r.Tools)
 				}
 			})
+		}
+	}
+}
+
+// TestRoleAndContentEqualsReference: messages whose members start as the
+// SDKs write them ({"role":"user","content":"...) are read by
+// roleAndContent, and those that only nearly do by the walk of members;
+// each estimates as the reference. took says which messages the fast
+// path must read whole: a test of it that never ran would pass too.
+func TestRoleAndContentEqualsReference(t *testing.T) {
+	quoted, err := json.Marshal(prose[:200])
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `Hello, \"world\" \\ \n naïve 😀 \u00e9 ` + string(quoted[1:len(quoted)-1])
+	for _, c := range []struct {
+		message string
+		took    bool // roleAndContent reads role and content
+	}{
+		{`{"role":"user","content":"` + text + `"}`, true},
+		{`{"role":"system","content":"You are terse."}`, true},
+		{`{"role":"assistant","content":"","name":"ann"}`, true},
+		{`{"role":"tool","content":"{\"temp\":21}","tool_call_id":"c1"}`, true},
+		{`{"role":"developer","content":"x","content":"again"}`, true},
+		{`{"role":"user"}`, false},
+		{`{"role":"user","name":"ann","content":"x"}`, false},
+		{`{"role":"user","content":[{"type":"text","text":"x"}]}`, false},
+		{`{"role":"user","content":null}`, false},
+		{`{"role":"us\u0065r","content":"x"}`, false},
+		{`{"role":"critic","content":"x"}`, false},
+		{`{"role":"User","content":"x"}`, false},
+		{`{"role":1,"content":"x"}`, false},
+		{`{"role" :"user","content":"x"}`, false},
+		{`{ "role":"user","content":"x"}`, false},
+		{`{"role":"user", "content":"x"}`, false},
+		{`{"content":"x","role":"user"}`, false},
+		{`{"role":"user","content":"cut`, false},
+		{`{"role":"user`, false},
+		{`{"role":"`, false},
+		{`{}`, false},
+	} {
+		b := []byte("[" + c.message + "]")
+		if c.took && !json.Valid(b) {
+			t.Errorf("%s is no valid JSON", c.message)
+		}
+		// Cut messages need only end (as in FuzzEstimateChatEqualsReference).
+		if got, want := EstimateChat(b, nil), refEstimateChat(b, nil); got != want && json.Valid(b) {
+			t.Errorf("EstimateChat(%s) = %d, reference %d", b, got, want)
+		}
+		o := object{b: b, i: 2}
+		o.roleAndContent()
+		if took := o.i > 2 && b[o.i-1] == '"' && bytes.Contains(b[2:o.i], []byte(`"content":"`)); took != c.took {
+			t.Errorf("roleAndContent(%s) read to %d: took both %v, want %v", c.message, o.i, took, c.took)
 		}
 	}
 }

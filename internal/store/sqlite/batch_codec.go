@@ -90,7 +90,13 @@ func appendStr(b []byte, s, prev string) ([]byte, bool) {
 	return append(b, s...), false
 }
 
+// appendWhole appends s whole: its length and its bytes. An empty one
+// (the bodies of nearly every record) is its length's one byte, written
+// without the append of no bytes, which still calls memmove.
 func appendWhole(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, 0)
+	}
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
@@ -167,7 +173,11 @@ func (e *batchEncoder) addHashed(r *account.Record, id uint32) {
 	} else {
 		b = append(b, 0)
 	}
-	b = appendLabels(b, r.Labels)
+	if len(r.Labels) == 0 { // most records: the count 0, without the call
+		b = append(b, 0)
+	} else {
+		b = appendLabels(b, r.Labels)
+	}
 	b = appendWhole(b, r.RequestBody)
 	e.buf = appendWhole(b, r.ResponseBody)
 

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -90,5 +91,30 @@ func BenchmarkEncodeBatch(b *testing.B) {
 			e.add(&rs[i])
 		}
 		e.sum.appendTo(nil)
+	}
+}
+
+// BenchmarkEncodeRequestPath: what encoding costs the writer per batch
+// of 200 records shaped as the request path's benchmark makes them (one
+// key calling one model: every string but the request id the very one
+// of the record before, no labels, no bodies), the writer's share of
+// cmd/gatehouse's BenchmarkRequestPath.
+func BenchmarkEncodeRequestPath(b *testing.B) {
+	at := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
+	rs := make([]account.Record, 200)
+	for i := range rs {
+		rs[i] = account.Record{RequestID: fmt.Sprintf("01JDXK4Q9ZP3N6W8R2T5V7Y0B%05d", i), Time: at.Add(time.Duration(i) * 1130 * time.Microsecond),
+			Endpoint: "/v1/chat/completions", KeyID: "key_1", ProjectID: "proj_1", Project: "bench", Model: "chat",
+			ServedModel: "gpt-4o-mini", Provider: "openai", Deployment: "openai/gpt-4o-mini", Status: 200,
+			PromptTokens: 84, CompletionTokens: 12, Cost: 20, UsageSource: account.SourceReported,
+			LatencyMS: 1.25 + float64(i%7), OverheadMS: 0.08, Cache: "bypass", Attempts: 1}
+	}
+	var e batchEncoder
+	b.ReportAllocs()
+	for b.Loop() {
+		e.reset()
+		for i := range rs {
+			e.add(&rs[i])
+		}
 	}
 }

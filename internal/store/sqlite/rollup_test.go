@@ -3,9 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/store"
@@ -152,5 +156,83 @@ func TestLatencyBackfill(t *testing.T) {
 		win.Customer = "cus" // the records
 		storetest.CheckLatency(t, "records", s, recs, account.UsageQuery{Filter: win, Interval: iv})
 		win.Customer = ""
+	}
+}
+
+// TestRollupCombos: a batch's records are summed per hour and
+// combination whether their strings are the very ones of the record
+// before or copies of them, a combination that returns after another is
+// the same row, and a row's project id is the greatest of its records'.
+// The want is worked out with ==, apart from the code under test.
+func TestRollupCombos(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "g.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 5, 2, 10, 59, 59, 0, time.UTC)
+	fresh := strings.Clone
+	var rs []account.Record
+	for i, c := range []struct{ key, project, model, provider, projectID string }{
+		{"key_1", "p", "chat", "openai", "proj_b"},
+		{"key_1", "p", "chat", "openai", "proj_a"},                                    // the same combination, a lesser project id
+		{fresh("key_1"), fresh("p"), fresh("chat"), fresh("openai"), fresh("proj_c")}, // copies: still the same
+		{"key_2", "p", "chat", "openai", "proj_a"},
+		{"key_1", "q", "chat", "openai", "proj_a"},
+		{"key_1", "p", "mini", "openai", "proj_a"},
+		{"key_1", "p", "chat", "anthropic", "proj_a"},
+		{"key_1", "p", "chat", "openai", "proj_a"}, // back to the first
+	} {
+		r := account.Record{RequestID: fmt.Sprintf("combo-%d", i), Time: at, KeyID: c.key, Project: c.project,
+			Model: c.model, Provider: c.provider, ProjectID: c.projectID, Status: 200, PromptTokens: 1 + i}
+		rs = append(rs, r)
+	}
+	late := rs[0]
+	late.RequestID, late.Time = "combo-late", at.Add(time.Second) // the next hour
+	rs = append(rs, late)
+	type row struct {
+		hour                                     int64
+		key, project, model, provider, projectID string
+		requests, prompt                         int64
+	}
+	want := map[row]bool{}
+	sums := map[[5]any]*row{}
+	for _, r := range rs {
+		hour := r.Time.UnixMicro() - r.Time.UnixMicro()%int64(time.Hour/time.Microsecond)
+		k := [5]any{hour, r.KeyID, r.Project, r.Model, r.Provider}
+		w := sums[k]
+		if w == nil {
+			w = &row{hour: hour, key: r.KeyID, project: r.Project, model: r.Model, provider: r.Provider}
+			sums[k] = w
+		}
+		w.projectID = max(w.projectID, r.ProjectID)
+		w.requests++
+		w.prompt += int64(r.PromptTokens)
+	}
+	for _, w := range sums {
+		want[*w] = true
+	}
+	if err := s.WriteFreshRecords(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT hour, key_id, project, model, provider, project_id, requests, prompt_tokens FROM usage_hourly`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[row]bool{}
+	for rows.Next() {
+		var w row
+		if err := rows.Scan(&w.hour, &w.key, &w.project, &w.model, &w.provider, &w.projectID, &w.requests, &w.prompt); err != nil {
+			t.Fatal(err)
+		}
+		got[w] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("usage_hourly (-want +got):\n%s", diff)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gatehouse/internal/account"
+	"gatehouse/internal/llm"
 )
 
 // insertBatchSQL stores one encoded batch (batch_codec.go).
@@ -499,7 +500,9 @@ func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inser
 			}
 			last = hourRow{c, h}
 		}
-		h.projectID = max(h.projectID, r.ProjectID)
+		if !llm.SameString(r.ProjectID, h.projectID) { // nearly always the very string
+			h.projectID = max(h.projectID, r.ProjectID)
+		}
 		h.requests++
 		if r.Status >= 400 {
 			h.errors++
