@@ -238,17 +238,28 @@ func BenchmarkRequestPath(b *testing.B) {
 					rc = benchRedis(b)
 					scripts0, all0 = redisCalls(b, rc)
 				}
+				paced := func() benchSeen {
+					resp := do.request(false)
+					if pace.manual && served.Add(1)%benchSpendEvery == 0 {
+						if err := flush(context.Background()); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return resp
+				}
+				marks := b.N > 1 && os.Getenv("BENCH_MARKS") != ""
+				if marks {
+					for range benchWarm(b) {
+						paced()
+					}
+					benchMark()
+				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					var mine []float64
 					for pb.Next() {
-						resp := do.request(false)
-						if pace.manual && served.Add(1)%benchSpendEvery == 0 {
-							if err := flush(context.Background()); err != nil {
-								b.Fatal(err)
-							}
-						}
+						resp := paced()
 						if v.cache != "" { // the cache's figure (the other variants' counts stay as they were)
 							mine = append(mine, resp.overheadMs)
 						}
@@ -258,6 +269,9 @@ func BenchmarkRequestPath(b *testing.B) {
 					mu.Unlock()
 				})
 				b.StopTimer()
+				if marks {
+					benchMark()
+				}
 				if rc != nil {
 					// Less the INFO that read the count; the settles queued
 					// last may still be on their way (a pipelined batch).
@@ -307,4 +321,36 @@ func startPlainProxy(b *testing.B, upstream string) string {
 		tr.CloseIdleConnections()
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// benchMark marks where the timed requests begin and where they end, when
+// BENCH_MARKS is set: scripts/bench-instructions' MARKS mode has
+// callgrind dump its counters each time it is entered (--dump-before),
+// so that the counts between the two dumps are the timed requests' alone,
+// in one process that has served benchWarm requests first. Two processes
+// counted N1 and N2 requests each differ by more than the requests in
+// between: the Go runtime fills its type-assertion caches at random (one
+// miss in about a thousand updates a call site's cache), so when each of
+// the net/http and io call sites stops missing differs per process, and
+// that moves a count by hundreds of instructions a request. It does
+// nothing; it is not inlined, so that callgrind sees it entered.
+//
+//go:noinline
+func benchMark() {}
+
+// benchWarm is how many requests BENCH_MARKS runs before the first mark
+// (BENCH_WARM, 5,000 unless set): enough that a call site that misses on
+// every request has stopped missing (the chance that it has not is
+// (1-1/1024)^5000, under 1%), and a multiple of the paced batches and
+// flushes.
+func benchWarm(b *testing.B) int {
+	v := os.Getenv("BENCH_WARM")
+	if v == "" {
+		return 5000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		b.Fatalf("BENCH_WARM=%q: want a count of requests", v)
+	}
+	return n
 }
