@@ -319,7 +319,7 @@ func TestOnlyAnsweredAttemptIsReported(t *testing.T) {
 	}
 	// The answering deployment's names, made once with its backend.
 	d := rep.Answered.Deployment
-	if n := rep.Answered.Names(); n == nil || *n != newNames(d) || n.Name(d) != d.Provider+"/"+d.Model {
+	if n := rep.Answered.Names(); n == nil || *n != newNames(d) || n.Checked(d).Joined(d) != d.Provider+"/"+d.Model {
 		t.Errorf("names %+v", n)
 	}
 	if (Attempt{}).Names() != nil {

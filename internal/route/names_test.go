@@ -13,39 +13,39 @@ import (
 func TestNames(t *testing.T) {
 	d := &provider.Deployment{Provider: "open\"ai", Model: "gpt-4o-mini"}
 	n := &NewPool(PoolOptions{}).Backend(d).Names
-	if got := n.Name(d); got != "open\"ai/gpt-4o-mini" {
+	if got := n.Checked(d).Joined(d); got != "open\"ai/gpt-4o-mini" {
 		t.Errorf("made: %q", got)
 	}
-	if got := n.LogMembers(d); got != `,"provider":"open\"ai","upstream_model":"gpt-4o-mini"` {
+	if got := n.Checked(d).Members(); got != `,"provider":"open\"ai","upstream_model":"gpt-4o-mini"` {
 		t.Errorf("made: members %s", got)
 	}
-	if a := testing.AllocsPerRun(100, func() { _ = n.Name(d) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { _ = n.Checked(d).Joined(d) }); a != 0 {
 		t.Errorf("made: %v allocations a call, want 0", a)
 	}
 	equal := &provider.Deployment{Provider: string([]byte(d.Provider)), Model: string([]byte(d.Model))}
-	if got := n.Name(equal); got != "open\"ai/gpt-4o-mini" || n.LogMembers(equal) == "" {
+	if got := n.Checked(equal).Joined(equal); got != "open\"ai/gpt-4o-mini" || n.Checked(equal).Members() == "" {
 		t.Errorf("equal names in other strings: %q", got)
 	}
 	for _, other := range []*provider.Deployment{
 		{Provider: "open\"ai", Model: "gpt-4o"}, {Provider: "anthropic", Model: "gpt-4o-mini"},
 		{Provider: "open\"ai/gpt-4o", Model: "mini"}, {Provider: "", Model: ""},
 	} {
-		if got, want := n.Name(other), other.Provider+"/"+other.Model; got != want {
+		if got, want := n.Checked(other).Joined(other), other.Provider+"/"+other.Model; got != want {
 			t.Errorf("%+v: %q, want %q", other, got, want)
 		}
-		if got := n.LogMembers(other); got != "" {
+		if got := n.Checked(other).Members(); got != "" {
 			t.Errorf("%+v: members %s, want none", other, got)
 		}
 	}
 	var none *Names
-	if got := none.Name(d); got != "open\"ai/gpt-4o-mini" || none.LogMembers(d) != "" {
+	if got := none.Checked(d).Joined(d); got != "open\"ai/gpt-4o-mini" || none.Checked(d).Members() != "" {
 		t.Errorf("no backend: %q", got)
 	}
 	// Checked once, read without checking again.
 	if n.Checked(d) != n || n.Checked(equal) != n {
 		t.Error("names made of the deployment's not given by Checked")
 	}
-	if got, want := n.Checked(d).Members(), n.LogMembers(d); got != want || got == "" {
+	if got, want := n.Checked(d).Members(), `,"provider":"open\"ai","upstream_model":"gpt-4o-mini"`; got != want {
 		t.Errorf("checked: members %s, want %s", got, want)
 	}
 	if got := n.Checked(d).Joined(d); got != "open\"ai/gpt-4o-mini" {
@@ -58,7 +58,8 @@ func TestNames(t *testing.T) {
 	if none.Checked(d) != nil || (&Names{}).Checked(d) != nil {
 		t.Error("no names, or zero names, given by Checked")
 	}
-	if got := (&Names{}).Name(&provider.Deployment{Provider: "a", Model: "b/c"}); got != "a/b/c" {
+	ab := &provider.Deployment{Provider: "a", Model: "b/c"}
+	if got := (&Names{}).Checked(ab).Joined(ab); got != "a/b/c" {
 		t.Errorf("zero names: %q", got)
 	}
 }

@@ -205,8 +205,8 @@ const (
 	Failure
 )
 
-// The opening texts of the request log line's members
-// Backend.LogMembers holds.
+// The opening texts of the request log line's members a backend's
+// Names hold (Names.Members).
 const (
 	LogProviderMember = `,"provider":`
 	LogModelMember    = `,"upstream_model":`
@@ -259,15 +259,6 @@ func (n *Names) Joined(d *provider.Deployment) string {
 	}
 	return d.Provider + "/" + d.Model
 }
-
-// LogMembers is Checked(d).Members(): d's provider and model as the log
-// line's members when n (which may be nil) was made of d's names; ""
-// otherwise.
-func (n *Names) LogMembers(d *provider.Deployment) string { return n.Checked(d).Members() }
-
-// Name is Checked(d).Joined(d): d's "provider/model", made once when n
-// (which may be nil) was made of d's names.
-func (n *Names) Name(d *provider.Deployment) string { return n.Checked(d).Joined(d) }
 
 // Backend is the live state of one deployment.
 type Backend struct {
