@@ -100,6 +100,11 @@ type Principal struct {
 	// only for admissions with the very rates and budgets it was made
 	// from.
 	LimitMemo *limit.Memo
+	// LineMemo keeps the request log line's members from "stream" to
+	// "project" as the key's requests write them (see llm.TextMemo),
+	// made with the principal; nil works (they are written member by
+	// member).
+	LineMemo *llm.TextMemo
 	// rates are the key's and its project's rates in decimal, made once
 	// with the principal (quoteNames) for the x-ratelimit-limit-*
 	// headers every admitted answer carries; see RateText.
@@ -140,10 +145,11 @@ const (
 )
 
 // quoteNames fills QuotedKeyID, LogMembers, StaticTag, the rates
-// RateText returns and a LimitMemo of its own.
+// RateText returns, and a LimitMemo and a LineMemo of its own.
 func (p *Principal) quoteNames() {
 	p.QuotedKeyID = llm.Quote(p.KeyID)
 	p.LimitMemo = new(limit.Memo)
+	p.LineMemo = new(llm.TextMemo)
 	p.LogMembers = llm.Members{}
 	if p.Project != "" { // the line has no project member then
 		p.LogMembers = llm.MakeMembers(LogKeyMember, p.KeyID, LogProjectMember, p.Project)

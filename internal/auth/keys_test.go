@@ -87,12 +87,12 @@ func TestKeysPrincipal(t *testing.T) {
 				t.Fatalf("%q: error %v, want %v", c.secret, err, c.err)
 			}
 			// The quoted names and rate texts are made with the principal, for the log line and headers,
-			// and its limit.Memo, for the admissions of the key.
-			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "LogMembers", "LimitMemo"), cmpopts.IgnoreUnexported(auth.Principal{})); diff != "" {
+			// its limit.Memo, for the admissions of the key, and its LineMemo.
+			if diff := cmp.Diff(c.want, got, cmpopts.IgnoreFields(auth.Principal{}, "QuotedKeyID", "LogMembers", "LimitMemo", "LineMemo"), cmpopts.IgnoreUnexported(auth.Principal{})); diff != "" {
 				t.Errorf("%q: principal (-want +got):\n%s", c.secret, diff)
 			}
-			if got != nil && got.LimitMemo == nil {
-				t.Errorf("%q: principal made without a LimitMemo", c.secret)
+			if got != nil && (got.LimitMemo == nil || got.LineMemo == nil) {
+				t.Errorf("%q: principal made without a LimitMemo or a LineMemo", c.secret)
 			}
 			if got != nil && (got.QuotedKeyID != llm.Quote(got.KeyID) || got.LogMembers != wantLogMembers(got)) {
 				t.Errorf("%q: quoted names %+v %+v", c.secret, got.QuotedKeyID, got.LogMembers)

@@ -476,6 +476,69 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 	x.routeFields(f)
 	f.addInt(`,"status":`, x.status)
 	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
+	if !x.memoNameFields(f) {
+		x.nameFields(f)
+	}
+	if x.ttft > 0 {
+		f.addMillis(`,"ttft_ms":`, x.ttft)
+	}
+	if a := &x.adm; a.settled {
+		f.addPlain(`,"cost_usd":`, a.costText) // limit.Micros.Append's digits
+		if x.estimated {
+			f.addInt(`,"estimated_prompt_tokens":`, x.promptTokens)
+		}
+		if a.downgraded != "" {
+			f.addString(`,"downgraded_from":`, a.downgraded)
+		}
+		if a.customer != nil {
+			f.addString(`,"customer":`, a.customer.ID)
+		}
+	}
+	if x.hasUsage {
+		f.addIntPair(`,"prompt_tokens":`, x.usage.PromptTokens, `,"completion_tokens":`, x.usage.CompletionTokens, "")
+		f.addInt(`,"total_tokens":`, x.usage.TotalTokens)
+	}
+	if x.err != nil {
+		f.addString(`,"error_kind":`, string(x.err.Kind))
+		f.addString(`,"error":`, x.err.Error())
+	}
+}
+
+// memoNameFields writes nameFields' members into a JSON line as one text
+// the key keeps (auth.Principal.LineMemo), made by nameFields the first
+// time: a key's requests write them alike, as long as the stream flag,
+// the model's name, the deployment's names and the key's own are the
+// same strings. It reports false, and writes nothing, for a sink that is
+// not a JSON line and for the requests it keeps no texts of (no key,
+// model or deployment; a failover's or a retry's attempt counts).
+func (x *exchange) memoNameFields(f fieldSink) bool {
+	l, ok := f.(*jsonLine)
+	p, d := x.principal, x.deployment
+	if !ok || p == nil || p.LineMemo == nil || d == nil || x.model == "" || x.attempts != 1 || x.billedAttempt != 1 {
+		return false
+	}
+	var values [llm.TextMemoValues]string // set one by one: a literal is built aside and copied
+	values[0] = "false"
+	if x.stream {
+		values[0] = "true"
+	}
+	values[1], values[2], values[3], values[4], values[5] = x.model, d.Provider, d.Model, p.KeyID, p.Project
+	text := p.LineMemo.Find(&values)
+	if text == "" {
+		var made jsonLine
+		x.nameFields(&made)
+		text = string(made.b)
+		p.LineMemo.Keep(&values, text)
+	}
+	l.b = append(l.b, text...)
+	return true
+}
+
+// nameFields emits the members from "stream" to "project": whether the
+// request streamed, the model asked for, the deployment that answered,
+// the attempts and the key. What they write depends on those values
+// alone, which memoNameFields relies on.
+func (x *exchange) nameFields(f fieldSink) {
 	f.addBool(`,"stream":`, x.stream)
 	if x.model != "" {
 		var q llm.Quoted // the group's name, when the model names one
@@ -501,29 +564,6 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 		} else {
 			f.addQuoted(auth.LogKeyMember, p.KeyID, p.QuotedKeyID)
 		}
-	}
-	if x.ttft > 0 {
-		f.addMillis(`,"ttft_ms":`, x.ttft)
-	}
-	if a := &x.adm; a.settled {
-		f.addPlain(`,"cost_usd":`, a.costText) // limit.Micros.Append's digits
-		if x.estimated {
-			f.addInt(`,"estimated_prompt_tokens":`, x.promptTokens)
-		}
-		if a.downgraded != "" {
-			f.addString(`,"downgraded_from":`, a.downgraded)
-		}
-		if a.customer != nil {
-			f.addString(`,"customer":`, a.customer.ID)
-		}
-	}
-	if x.hasUsage {
-		f.addIntPair(`,"prompt_tokens":`, x.usage.PromptTokens, `,"completion_tokens":`, x.usage.CompletionTokens, "")
-		f.addInt(`,"total_tokens":`, x.usage.TotalTokens)
-	}
-	if x.err != nil {
-		f.addString(`,"error_kind":`, string(x.err.Kind))
-		f.addString(`,"error":`, x.err.Error())
 	}
 }
 

@@ -164,11 +164,13 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 				x.hasUsage, x.usage = true, llm.Usage{PromptTokens: mc.usage, CompletionTokens: mc.usage / 2, TotalTokens: mc.usage + mc.usage/2}
 			}
 			x.r.Method, x.r.URL.Path = rt[0], rt[1]
-			var l jsonLine
-			x.logFields(&l, fixed)
 			want := slogFields(t, x, fixed)
-			if got := string(l.b); got != want {
-				t.Errorf("%s %q %+v:\n line %s\n slog %s", name, rt, mc, got, want)
+			for range 2 { // the second from the key's LineMemo, where it keeps one
+				var l jsonLine
+				x.logFields(&l, fixed)
+				if got := string(l.b); got != want {
+					t.Errorf("%s %q %+v:\n line %s\n slog %s", name, rt, mc, got, want)
+				}
 			}
 		}
 	}
@@ -359,6 +361,58 @@ func TestLineStartLevels(t *testing.T) {
 		want := strings.TrimSuffix(buf.String(), "}\n")
 		if got := string(appendLineStart(nil, &stamps, at, level)); got != want {
 			t.Errorf("level %v: %s, slog %s", level, got, want)
+		}
+	}
+}
+
+// TestRequestLineMemoFollowsNames: a key's LineMemo gives its text only
+// for the names it was made of. Copies of one principal share the memo,
+// so a copy with another project, a deployment with another model, the
+// other stream flag and more combinations than the memo has slots each
+// write their own names, in any order and again.
+func TestRequestLineMemoFollowsNames(t *testing.T) {
+	s, _ := newTestServer(t)
+	fixed := time.Date(2026, 11, 28, 22, 0, 0, 0, time.UTC)
+	static := auth.NewStatic([]auth.StaticKey{{Secret: "gh-memo", Principal: auth.Principal{KeyID: "key_memo", Project: "alpha"}}})
+	made, ok := static.Lookup("gh-memo")
+	if !ok || made.LineMemo == nil {
+		t.Fatalf("the static principal has no LineMemo: %+v", made)
+	}
+	renamed := *made
+	renamed.Project = "beta"
+	noProject := *made
+	noProject.Project = ""
+	pool := route.NewPool(route.PoolOptions{})
+	d1 := &provider.Deployment{Provider: "up", Model: "gpt-4o-mini"}
+	d2 := &provider.Deployment{Provider: "up", Model: "gpt-4o"}
+	d3 := &provider.Deployment{Provider: "down", Model: "gpt-4o-mini"}
+	type step struct {
+		p      *auth.Principal
+		d      *provider.Deployment
+		model  string
+		stream bool
+	}
+	var steps []step
+	for _, p := range []*auth.Principal{made, &renamed, &noProject} {
+		for _, d := range []*provider.Deployment{d1, d2, d3} {
+			for _, model := range []string{"chat", "fast"} {
+				steps = append(steps, step{p, d, model, false}, step{p, d, model, true})
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 4 * len(steps) {
+		st := steps[i%len(steps)]
+		if i >= len(steps) {
+			st = steps[rng.IntN(len(steps))]
+		}
+		x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
+			id: "ID", start: fixed, status: http.StatusOK, principal: st.p, deployment: st.d,
+			deploymentNames: &pool.Backend(st.d).Names, model: st.model, stream: st.stream, attempts: 1, billedAttempt: 1}
+		var l jsonLine
+		x.logFields(&l, fixed)
+		if got, want := string(l.b), slogFields(t, x, fixed); got != want {
+			t.Fatalf("step %d %+v:\n line %s\n slog %s", i, st, got, want)
 		}
 	}
 }
