@@ -440,7 +440,7 @@ func (x *exchange) finish() {
 		return
 	}
 	attrs := attrList(make([]slog.Attr, 0, 24))
-	x.logFields(&attrs, end)
+	x.logFields(&jsonLine{attrs: &attrs}, end)
 	x.s.log.LogAttrs(ctx, level, "request", attrs...)
 }
 
@@ -456,9 +456,8 @@ func (x *exchange) names() *route.Names {
 }
 
 // queueLine writes the request's log line into a buffer of q's, through
-// the exchange's own jsonLine (logFields takes it as a fieldSink, so one
-// of its own would be an allocation), and hands the buffer to q: no
-// pool of lines here, and no copy of the line there.
+// the exchange's own jsonLine, and hands the buffer to q: no pool of
+// lines here, and no copy of the line there.
 func (x *exchange) queueLine(q lineQueue, end time.Time, level slog.Level) {
 	buf := q.Line()
 	line := &x.line
@@ -470,8 +469,8 @@ func (x *exchange) queueLine(q lineQueue, end time.Time, level slog.Level) {
 }
 
 // logFields emits the fields of the request's log line, in order; each
-// key is its member text (see fieldSink). end is when the request ended.
-func (x *exchange) logFields(f fieldSink, end time.Time) {
+// key is its member text (see jsonLine). end is when the request ended.
+func (x *exchange) logFields(f *jsonLine, end time.Time) {
 	f.addPlain(`,"request_id":`, x.id) // newRequestID's: "gh-" and hex digits
 	x.routeFields(f)
 	f.addInt(`,"status":`, x.status)
@@ -508,13 +507,12 @@ func (x *exchange) logFields(f fieldSink, end time.Time) {
 // the key keeps (auth.Principal.LineMemo), made by nameFields the first
 // time: a key's requests write them alike, as long as the stream flag,
 // the model's name, the deployment's names and the key's own are the
-// same strings. It reports false, and writes nothing, for a sink that is
-// not a JSON line and for the requests it keeps no texts of (no key,
-// model or deployment; a failover's or a retry's attempt counts).
-func (x *exchange) memoNameFields(f fieldSink) bool {
-	l, ok := f.(*jsonLine)
+// same strings. It reports false, and writes nothing, for slog's
+// attributes and for the requests it keeps no texts of (no key, model or
+// deployment; a failover's or a retry's attempt counts).
+func (x *exchange) memoNameFields(f *jsonLine) bool {
 	p, d := x.principal, x.deployment
-	if !ok || p == nil || p.LineMemo == nil || d == nil || x.model == "" || x.attempts != 1 || x.billedAttempt != 1 {
+	if f.attrs != nil || p == nil || p.LineMemo == nil || d == nil || x.model == "" || x.attempts != 1 || x.billedAttempt != 1 {
 		return false
 	}
 	var values [llm.TextMemoValues]string // set one by one: a literal is built aside and copied
@@ -530,7 +528,7 @@ func (x *exchange) memoNameFields(f fieldSink) bool {
 		text = string(made.b)
 		p.LineMemo.Keep(&values, text)
 	}
-	l.b = append(l.b, text...)
+	f.b = append(f.b, text...)
 	return true
 }
 
@@ -538,7 +536,7 @@ func (x *exchange) memoNameFields(f fieldSink) bool {
 // request streamed, the model asked for, the deployment that answered,
 // the attempts and the key. What they write depends on those values
 // alone, which memoNameFields relies on.
-func (x *exchange) nameFields(f fieldSink) {
+func (x *exchange) nameFields(f *jsonLine) {
 	f.addBool(`,"stream":`, x.stream)
 	if x.model != "" {
 		var q llm.Quoted // the group's name, when the model names one
@@ -570,7 +568,7 @@ func (x *exchange) nameFields(f fieldSink) {
 // routeFields emits the method and the path, as one member text made
 // once for the method and path of each of gatehouse's model APIs
 // (routeMembers), as two fields otherwise.
-func (x *exchange) routeFields(f fieldSink) {
+func (x *exchange) routeFields(f *jsonLine) {
 	m, p := x.r.Method, x.r.URL.Path
 	if text := routeMembers(m, p); text != "" {
 		f.addPair(`,"method":`, m, `,"path":`, p, text)

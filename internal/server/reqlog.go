@@ -10,70 +10,109 @@ import (
 	"gatehouse/internal/llm"
 )
 
-// fieldSink receives the fields of a request's log line (logFields), so
-// the one list of fields feeds both the hand-written JSON line and slog.
+// jsonLine receives the fields of a request's log line (logFields), so
+// the one list of fields feeds both the hand-written JSON line and slog:
+// it appends them to a JSON object in the making, b, or, with attrs set,
+// collects them as slog attributes (a server with no request-log
+// writer). One concrete type rather than an interface of the two: the
+// line every request writes calls its methods directly, not through an
+// interface's table.
 //
 // A key arrives as the constant text that introduces its member in the
 // JSON line, `,"name":`, with no character that needs escaping: the line
 // appends it in one copy, and slog's attributes take the name out of it
 // (memberName), without an allocation either way.
-type fieldSink interface {
-	addString(key, v string)
-	// addQuoted adds v, whose JSON form q may hold already (see
-	// llm.AppendQuoted): the names of a key or a deployment, made once.
-	addQuoted(key, v string, q llm.Quoted)
-	// addPair adds two string fields, whose JSON member text,
-	// `,"k1":"v1","k2":"v2"`, text holds when not "" (made once: see
-	// llm.Members and routeMembers); with text "", the values are quoted
-	// here.
-	addPair(k1, v1, k2, v2, text string)
-	// addPlain adds v, which holds only bytes a JSON string keeps as
-	// they are (printable ASCII but '"' and '\\'): a request ID gatehouse
-	// made, a formatted number. The line writes it between quotes
-	// without looking at it.
-	addPlain(key, v string)
-	addInt(key string, v int)
-	// addIntPair adds two integer fields, whose JSON member text text
-	// holds when not "" (a constant for the common values), as addPair.
-	addIntPair(k1 string, v1 int, k2 string, v2 int, text string)
-	// addMillis adds d in milliseconds, as the float64 ms(d).
-	addMillis(key string, d time.Duration)
-	addBool(key string, v bool)
+type jsonLine struct {
+	b     []byte
+	attrs *attrList
 }
 
 // memberName is the name in a key's member text `,"name":`.
 func memberName(k string) string { return k[2 : len(k)-2] }
 
-// jsonLine appends fields to a JSON object in the making, as slog's JSON
-// handler would encode them.
-type jsonLine struct{ b []byte }
+func (l *jsonLine) addString(k, v string) {
+	if l.attrs != nil {
+		l.attrs.addString(k, v)
+		return
+	}
+	l.b = llm.AppendQuote(append(l.b, k...), v)
+}
 
-func (l *jsonLine) addString(k, v string) { l.b = llm.AppendQuote(append(l.b, k...), v) }
+// addQuoted adds v, whose JSON form q may hold already (see
+// llm.AppendQuoted): the names of a key or a deployment, made once.
 func (l *jsonLine) addQuoted(k, v string, q llm.Quoted) {
+	if l.attrs != nil {
+		l.attrs.addString(k, v)
+		return
+	}
 	l.b = llm.AppendQuoted(append(l.b, k...), q, v)
 }
+
+// addPair adds two string fields, whose JSON member text,
+// `,"k1":"v1","k2":"v2"`, text holds when not "" (made once: see
+// llm.Members and routeMembers); with text "", the values are quoted
+// here.
 func (l *jsonLine) addPair(k1, v1, k2, v2, text string) {
-	if text != "" {
+	switch {
+	case l.attrs != nil:
+		l.attrs.addPair(k1, v1, k2, v2)
+	case text != "":
 		l.b = append(l.b, text...)
+	default:
+		l.b = llm.AppendQuote(append(llm.AppendQuote(append(l.b, k1...), v1), k2...), v2)
+	}
+}
+
+// addPlain adds v, which holds only bytes a JSON string keeps as they
+// are (printable ASCII but '"' and '\\'): a request ID gatehouse made, a
+// formatted number. The line writes it between quotes without looking
+// at it.
+func (l *jsonLine) addPlain(k, v string) {
+	if l.attrs != nil {
+		l.attrs.addString(k, v)
 		return
 	}
-	l.b = llm.AppendQuote(append(llm.AppendQuote(append(l.b, k1...), v1), k2...), v2)
-}
-func (l *jsonLine) addPlain(k, v string) {
 	l.b = append(append(append(append(l.b, k...), '"'), v...), '"')
 }
-func (l *jsonLine) addInt(k string, v int) { l.b = appendInt(append(l.b, k...), v) }
-func (l *jsonLine) addIntPair(k1 string, v1 int, k2 string, v2 int, text string) {
-	if text != "" {
-		l.b = append(l.b, text...)
+
+func (l *jsonLine) addInt(k string, v int) {
+	if l.attrs != nil {
+		l.attrs.addInt(k, v)
 		return
 	}
-	l.b = appendInt(append(appendInt(append(l.b, k1...), v1), k2...), v2)
+	l.b = appendInt(append(l.b, k...), v)
 }
+
+// addIntPair adds two integer fields, whose JSON member text text holds
+// when not "" (a constant for the common values), as addPair.
+func (l *jsonLine) addIntPair(k1 string, v1 int, k2 string, v2 int, text string) {
+	switch {
+	case l.attrs != nil:
+		l.attrs.addInt(k1, v1)
+		l.attrs.addInt(k2, v2)
+	case text != "":
+		l.b = append(l.b, text...)
+	default:
+		l.b = appendInt(append(appendInt(append(l.b, k1...), v1), k2...), v2)
+	}
+}
+
+// addMillis adds d in milliseconds, as the float64 ms(d).
 func (l *jsonLine) addMillis(k string, d time.Duration) {
+	if l.attrs != nil {
+		l.attrs.addMillis(k, d)
+		return
+	}
 	l.b = appendMillisFloat(append(l.b, k...), d)
 }
-func (l *jsonLine) addBool(k string, v bool) { l.b = strconv.AppendBool(append(l.b, k...), v) }
+
+func (l *jsonLine) addBool(k string, v bool) {
+	if l.attrs != nil {
+		l.attrs.addBool(k, v)
+		return
+	}
+	l.b = strconv.AppendBool(append(l.b, k...), v)
+}
 
 // appendInt appends v as strconv.AppendInt(b, v, 10) does, by the
 // decimal writer the limit headers and the cost share.
@@ -181,27 +220,23 @@ const firstAttemptMembers = `,"attempts":1,"billed_attempt":1`
 
 // linePool recycles log lines and their buffers: the writer copies a
 // line before Write returns (asynclog does). It holds the jsonLine, not
-// only its buffer: one made for each line escaped to the heap, as
-// logFields takes it as a fieldSink.
+// only its buffer: one made for each line escaped to the heap.
 var linePool = sync.Pool{New: func() any { return &jsonLine{b: make([]byte, 0, 512)} }}
 
 // attrList collects the fields as slog attributes, for a server with no
-// request-log writer.
+// request-log writer (jsonLine.attrs).
 type attrList []slog.Attr
 
 func (a *attrList) addString(k, v string) { *a = append(*a, slog.String(memberName(k), v)) }
-func (a *attrList) addQuoted(k, v string, _ llm.Quoted) {
-	*a = append(*a, slog.String(memberName(k), v))
-}
-func (a *attrList) addPair(k1, v1, k2, v2, _ string) {
+
+func (a *attrList) addPair(k1, v1, k2, v2 string) {
 	*a = append(*a, slog.String(memberName(k1), v1), slog.String(memberName(k2), v2))
 }
-func (a *attrList) addPlain(k, v string)   { *a = append(*a, slog.String(memberName(k), v)) }
+
 func (a *attrList) addInt(k string, v int) { *a = append(*a, slog.Int(memberName(k), v)) }
-func (a *attrList) addIntPair(k1 string, v1 int, k2 string, v2 int, _ string) {
-	*a = append(*a, slog.Int(memberName(k1), v1), slog.Int(memberName(k2), v2))
-}
+
 func (a *attrList) addMillis(k string, d time.Duration) {
 	*a = append(*a, slog.Float64(memberName(k), ms(d)))
 }
+
 func (a *attrList) addBool(k string, v bool) { *a = append(*a, slog.Bool(memberName(k), v)) }

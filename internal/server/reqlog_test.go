@@ -191,7 +191,7 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 func slogFields(t *testing.T, x *exchange, end time.Time) string {
 	t.Helper()
 	var attrs attrList
-	x.logFields(&attrs, end)
+	x.logFields(&jsonLine{attrs: &attrs}, end)
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
 	const msg = `"msg":"request"`
@@ -247,16 +247,23 @@ func TestAppendMillisFloat(t *testing.T) {
 // texts the JSON line writes.
 func TestAttrNames(t *testing.T) {
 	var a attrList
-	a.addString(`,"request_id":`, "r")
-	a.addQuoted(`,"key":`, "k", llm.Quoted{})
-	a.addInt(`,"status":`, 200)
-	a.addMillis(`,"latency_ms":`, 1500*time.Microsecond)
-	a.addBool(`,"stream":`, true)
+	l := jsonLine{attrs: &a}
+	l.addString(`,"request_id":`, "r")
+	l.addQuoted(`,"key":`, "k", llm.Quoted{})
+	l.addInt(`,"status":`, 200)
+	l.addMillis(`,"latency_ms":`, 1500*time.Microsecond)
+	l.addBool(`,"stream":`, true)
+	l.addPair(`,"provider":`, "p", `,"upstream_model":`, "m", `,"provider":"p","upstream_model":"m"`)
+	l.addIntPair(`,"attempts":`, 1, `,"billed_attempt":`, 1, firstAttemptMembers)
+	l.addPlain(`,"cost_usd":`, "0.1")
+	if len(l.b) != 0 {
+		t.Errorf("with attributes, the line also got %q", l.b)
+	}
 	var got []string
 	for _, at := range a {
 		got = append(got, at.String())
 	}
-	if want := "request_id=r key=k status=200 latency_ms=1.5 stream=true"; strings.Join(got, " ") != want {
+	if want := "request_id=r key=k status=200 latency_ms=1.5 stream=true provider=p upstream_model=m attempts=1 billed_attempt=1 cost_usd=0.1"; strings.Join(got, " ") != want {
 		t.Errorf("attributes %q, want %q", strings.Join(got, " "), want)
 	}
 }
