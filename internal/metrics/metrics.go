@@ -24,21 +24,20 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	handler http.Handler
 
-	requests        *prometheus.CounterVec
-	requestDuration *prometheus.HistogramVec
-	ttft            *prometheus.HistogramVec
-	overhead        *prometheus.HistogramVec
-	tokens          *prometheus.CounterVec
-	cost            *prometheus.CounterVec
-	cacheRequests   *prometheus.CounterVec
-	denials         *prometheus.CounterVec
-	inFlight        prometheus.Gauge
-	attempts        *prometheus.CounterVec
-	connectRetries  *prometheus.CounterVec
-	decisions       *prometheus.CounterVec
-	breakerState    *prometheus.GaugeVec
-	breakerChanges  *prometheus.CounterVec
-	upstreamDown    *prometheus.GaugeVec
+	// descs describe the families a finished request feeds, kept in
+	// bundles (see series.go); latencyNanos and overheadNanos are their
+	// histograms' bounds in nanoseconds.
+	descs                       requestDescs
+	latencyNanos, overheadNanos []int64
+
+	denials        *prometheus.CounterVec
+	inFlight       prometheus.Gauge
+	attempts       *prometheus.CounterVec
+	connectRetries *prometheus.CounterVec
+	decisions      *prometheus.CounterVec
+	breakerState   *prometheus.GaugeVec
+	breakerChanges *prometheus.CounterVec
+	upstreamDown   *prometheus.GaugeVec
 
 	bundles      resolvedSet[bundleKey, *bundle]
 	attemptPairs resolvedSet[attemptKey, *attemptPair]
@@ -48,49 +47,21 @@ type Metrics struct {
 
 // overheadBuckets span the gateway's own time: tens of microseconds to a
 // slow second.
-var overheadBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, 1}
+var overheadBuckets = [...]float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, 1}
 
 // latencyBuckets span a cached answer (sub-millisecond) to a long
 // generation (minutes).
-var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+var latencyBuckets = [...]float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 // New builds the instruments on a fresh registry, with the Go runtime and
 // process collectors.
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
-		reg: reg,
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gatehouse_requests_total",
-			Help: "API requests answered, by client-facing model, route, status code and error kind (empty on success).",
-		}, []string{"model", "route", "code", "error_kind"}),
-		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "gatehouse_request_duration_seconds",
-			Help:    "Time from request received to response finished (streams: to the last event).",
-			Buckets: latencyBuckets,
-		}, []string{"model", "route"}),
-		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "gatehouse_time_to_first_token_seconds",
-			Help:    "Time from request received to the first streamed chunk written to the client.",
-			Buckets: latencyBuckets,
-		}, []string{"model"}),
-		overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "gatehouse_overhead_seconds",
-			Help:    "The gateway's own time per request, upstream waits excluded, up to the response headers (x-gatehouse-overhead-ms).",
-			Buckets: overheadBuckets,
-		}, []string{"route"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gatehouse_tokens_total",
-			Help: "Tokens of answered requests by project, client-facing model, provider and type: prompt, completion, cached (prompt tokens from the provider's cache), reasoning (completion tokens spent reasoning).",
-		}, []string{"project", "model", "provider", "type"}),
-		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gatehouse_cost_usd_total",
-			Help: "Cost settled, in US dollars, by project, client-facing model and provider.",
-		}, []string{"project", "model", "provider"}),
-		cacheRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gatehouse_cache_requests_total",
-			Help: "Requests by what the response cache did: hit, semantic, miss or bypass (not read).",
-		}, []string{"project", "model", "result"}),
+		reg:           reg,
+		descs:         newRequestDescs(),
+		latencyNanos:  nanosBounds(latencyBuckets[:]),
+		overheadNanos: nanosBounds(overheadBuckets[:]),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatehouse_limit_denials_total",
 			Help: "Requests refused by a limit, by project, the limit's scope (key, project, customer, key_model) and kind (requests, tokens, budget).",
@@ -124,7 +95,8 @@ func New() *Metrics {
 			Help: "1 while a provider's active health check fails (its deployments are skipped), else 0.",
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.requestDuration, m.ttft, m.overhead, m.tokens, m.cost, m.cacheRequests, m.denials,
+	m.bundles.keepAll = true // a bundle holds its tuple's counts
+	reg.MustRegister(requestCollector{m}, m.denials,
 		m.inFlight, m.decisions, m.attempts, m.connectRetries, m.breakerState, m.breakerChanges, m.upstreamDown, deploymentCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})

@@ -1,10 +1,7 @@
 package metrics
 
 import (
-	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"gatehouse/internal/llm"
 )
@@ -40,19 +37,9 @@ type bundleKey struct {
 	code                                         int
 }
 
-// bundle holds one label tuple's instruments resolved once, so a request
-// costs one lock-free map lookup rather than a dozen vector lookups (each
-// of which takes the vector's lock and hashes its labels).
-type bundle struct {
-	requests, cost, cache      prometheus.Counter
-	duration, ttft, overhead   prometheus.Observer
-	prompt, completion, cached prometheus.Counter
-	reasoning                  prometheus.Counter
-}
-
-// maxBundles bounds the resolved tuples kept (bundles, attempt pairs);
-// tuples past it are resolved on each request (correct, a little
-// slower).
+// maxBundles bounds the resolved attempt pairs kept; pairs past it are
+// resolved on each attempt (correct, a little slower). Bundles are all
+// kept (resolvedSet.keepAll).
 const maxBundles = 10000
 
 // slot is the key's cheap hash for resolvedSet's recent table.
@@ -76,24 +63,7 @@ func (m *Metrics) bundle(k *bundleKey) *bundle {
 	return m.bundles.get(*k, m.newBundle)
 }
 
-func (m *Metrics) newBundle(k bundleKey) *bundle {
-	code := strconv.Itoa(k.code)
-	b := &bundle{
-		requests:   m.requests.WithLabelValues(k.model, k.route, code, k.kind),
-		duration:   m.requestDuration.WithLabelValues(k.model, k.route),
-		ttft:       m.ttft.WithLabelValues(k.model),
-		overhead:   m.overhead.WithLabelValues(k.route),
-		prompt:     m.tokens.WithLabelValues(k.project, k.model, k.provider, "prompt"),
-		completion: m.tokens.WithLabelValues(k.project, k.model, k.provider, "completion"),
-		cached:     m.tokens.WithLabelValues(k.project, k.model, k.provider, "cached"),
-		reasoning:  m.tokens.WithLabelValues(k.project, k.model, k.provider, "reasoning"),
-		cost:       m.cost.WithLabelValues(k.project, k.model, k.provider),
-	}
-	if k.cache != "" {
-		b.cache = m.cacheRequests.WithLabelValues(k.project, k.model, k.cache)
-	}
-	return b
-}
+func (m *Metrics) newBundle(bundleKey) *bundle { return new(bundle) }
 
 // Observe records one finished API request.
 func (m *Metrics) Observe(o *RequestObs) {
@@ -102,29 +72,29 @@ func (m *Metrics) Observe(o *RequestObs) {
 	}
 	k := bundleKey{project: o.Project, model: o.Model, provider: o.Provider, route: o.Route, kind: o.ErrorKind, cache: o.Cache, code: o.Code}
 	b := m.bundle(&k)
-	b.requests.Inc()
-	b.duration.Observe(o.Took.Seconds())
+	b.requests.Add(1)
+	b.duration.observe(int64(o.Took), m.latencyNanos)
 	if o.TTFT > 0 {
-		b.ttft.Observe(o.TTFT.Seconds())
+		b.ttft.observe(int64(o.TTFT), m.latencyNanos)
 	}
-	b.overhead.Observe(o.Overhead.Seconds())
+	b.overhead.observe(int64(o.Overhead), m.overheadNanos)
 	if o.PromptTokens > 0 {
-		b.prompt.Add(float64(o.PromptTokens))
+		b.prompt.Add(uint64(o.PromptTokens))
 	}
 	if o.CompletionTokens > 0 {
-		b.completion.Add(float64(o.CompletionTokens))
+		b.completion.Add(uint64(o.CompletionTokens))
 	}
 	if o.CachedTokens > 0 {
-		b.cached.Add(float64(o.CachedTokens))
+		b.cached.Add(uint64(o.CachedTokens))
 	}
 	if o.ReasoningTokens > 0 {
-		b.reasoning.Add(float64(o.ReasoningTokens))
+		b.reasoning.Add(uint64(o.ReasoningTokens))
 	}
 	if o.CostMicros > 0 {
-		b.cost.Add(float64(o.CostMicros) / 1e6)
+		b.cost.Add(o.CostMicros)
 	}
-	if b.cache != nil {
-		b.cache.Inc()
+	if o.Cache != "" {
+		b.cache.Add(1)
 	}
 	if o.DenialKind != "" {
 		m.denials.WithLabelValues(o.Project, o.DenialScope, o.DenialKind).Inc() // refusals are the rare path

@@ -21,6 +21,11 @@ type resolvedSet[K slotted, V any] struct {
 	m      sync.Map // K → *resolved[K, V]
 	n      atomic.Int64
 	recent [recentSlots]atomic.Pointer[resolved[K, V]]
+	// keepAll keeps every tuple, past maxBundles too: set where the
+	// values hold the counts themselves (a request's bundle), which a
+	// tuple resolved afresh on each call would lose. Their labels are
+	// bounded by the configuration (see RequestObs).
+	keepAll bool
 }
 
 // recentSlots is the size of the direct-mapped table: a power of two.
@@ -44,7 +49,8 @@ type resolved[K slotted, V any] struct {
 }
 
 // get returns k's instruments, resolving them with resolve the first time;
-// beyond maxBundles tuples they are resolved on every call.
+// beyond maxBundles tuples they are resolved on every call (but with
+// keepAll).
 func (s *resolvedSet[K, V]) get(k K, resolve func(K) V) V {
 	slot := &s.recent[k.slot()%recentSlots]
 	if r := slot.Load(); r != nil && r.key == k && !r.gone.Load() {
@@ -56,7 +62,7 @@ func (s *resolvedSet[K, V]) get(k K, resolve func(K) V) V {
 		return r.val
 	}
 	r := &resolved[K, V]{key: k, val: resolve(k)}
-	if s.n.Load() < maxBundles {
+	if s.keepAll || s.n.Load() < maxBundles {
 		if v, loaded := s.m.LoadOrStore(k, r); !loaded {
 			s.n.Add(1)
 			slot.Store(r)

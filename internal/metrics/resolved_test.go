@@ -14,7 +14,8 @@ func (sameSlot) slot() uint { return 7 }
 // TestResolvedSet: a tuple is resolved once and served from then on,
 // whether its slot holds it or another tuple that collides with it; a
 // dropped tuple is resolved afresh though its slot still holds it; past
-// maxBundles a tuple is resolved on every call and kept nowhere.
+// maxBundles a tuple is resolved on every call and kept nowhere, unless
+// the set keeps all.
 func TestResolvedSet(t *testing.T) {
 	var s resolvedSet[sameSlot, string]
 	made := map[sameSlot]int{}
@@ -52,6 +53,16 @@ func TestResolvedSet(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		if got, want := full.get(x, resolve), fmt.Sprintf("p/m#%d", i); got != want {
 			t.Errorf("past maxBundles, call %d: %q, want %q", i, got, want)
+		}
+	}
+	// A set that keeps all (the bundles, which hold counts) keeps a
+	// tuple past maxBundles too.
+	keep := resolvedSet[sameSlot, string]{keepAll: true}
+	keep.n.Store(maxBundles)
+	made = map[sameSlot]int{}
+	for range 3 {
+		if got := keep.get(x, resolve); got != "p/m#1" {
+			t.Errorf("keepAll past maxBundles: %q, want p/m#1 each time", got)
 		}
 	}
 }
