@@ -90,8 +90,8 @@ const (
 // stateEst is the est each state stands for (n is 0), and pendingOf what
 // close would add to it.
 type asciiAutomaton struct {
-	steps     [stepsSize]uint32
-	pairCode  [1 << 16]uint8
+	steps     *[stepsSize]uint32
+	pairCode  *[1 << 16]uint8 // read as a little-endian uint16
 	byteCode  [1 << 8]uint8
 	stateEst  [stateCount]est
 	pendingOf [stateCount]int
@@ -101,7 +101,10 @@ type asciiAutomaton struct {
 const halvesShift = 20
 
 // automaton is built once, when the package is loaded, and only read
-// after: a value, not a pointer, so a step indexes it directly.
+// after. steps and pairCode are reached through pointers, which a scan
+// loads once and keeps in registers: the address of a table inside a
+// global value is a constant the compiler computes again (a LEA) at
+// every use in a loop, two instructions an eight-byte block.
 var automaton = buildAutomaton()
 
 // buildAutomaton runs feed from every state on every class of ASCII
@@ -111,6 +114,7 @@ func buildAutomaton() (a asciiAutomaton) {
 	if 4*stopRow >= 1<<halvesShift || stopRow >= stepsSize {
 		panic("tokens: the ASCII automaton's rows do not fit below its halves")
 	}
+	a.steps, a.pairCode = new([stepsSize]uint32), new([1 << 16]uint8)
 	for s := range stateCount {
 		a.stateEst[s] = estOfState(s)
 		a.pendingOf[s] = pending(&a.stateEst[s])
@@ -275,33 +279,35 @@ func step(row uint, c byte) (uint, uint) {
 // the next step's index, and only the row returned is masked.
 func scanASCII[T string | []byte](s T, i int, row uint) (int, uint, int) {
 	t := s[i:]
+	steps, pairCode := automaton.steps, automaton.pairCode
+	_, _ = steps[0], pairCode[0] // nil checks once, not a step at a time
 	j := 0
 	var h uint
 	for end := len(t) - 8; j <= end; j += 8 {
 		w := t[j : j+8]
 		// the steps written out (an inlined call leaves a no-op behind),
 		// each entry added whole: its row's bits are shifted out at the end
-		e := uint(automaton.steps[(row|uint(automaton.pairCode[uint16(w[0])|uint16(w[1])<<8]))%stepsSize])
+		e := uint(steps[(row|uint(pairCode[uint16(w[0])|uint16(w[1])<<8]))%stepsSize])
 		g := e
-		e = uint(automaton.steps[(e|uint(automaton.pairCode[uint16(w[2])|uint16(w[3])<<8]))%stepsSize])
+		e = uint(steps[(e|uint(pairCode[uint16(w[2])|uint16(w[3])<<8]))%stepsSize])
 		g += e
-		e = uint(automaton.steps[(e|uint(automaton.pairCode[uint16(w[4])|uint16(w[5])<<8]))%stepsSize])
+		e = uint(steps[(e|uint(pairCode[uint16(w[4])|uint16(w[5])<<8]))%stepsSize])
 		g += e
-		e = uint(automaton.steps[(e|uint(automaton.pairCode[uint16(w[6])|uint16(w[7])<<8]))%stepsSize])
+		e = uint(steps[(e|uint(pairCode[uint16(w[6])|uint16(w[7])<<8]))%stepsSize])
 		if e == stopRow {
 			break
 		}
 		row, h = e, h+(g+e)>>halvesShift
 	}
 	for ; j <= len(t)-2; j += 2 {
-		e := uint(automaton.steps[(row|uint(automaton.pairCode[uint16(t[j])|uint16(t[j+1])<<8]))%stepsSize])
+		e := uint(steps[(row|uint(pairCode[uint16(t[j])|uint16(t[j+1])<<8]))%stepsSize])
 		if e == stopRow {
 			break
 		}
 		row, h = e, h+e>>halvesShift
 	}
 	for ; j < len(t); j++ {
-		e := uint(automaton.steps[(row|uint(automaton.byteCode[t[j]]))%stepsSize])
+		e := uint(steps[(row|uint(automaton.byteCode[t[j]]))%stepsSize])
 		if e == stopRow {
 			break
 		}
