@@ -234,8 +234,11 @@ func (e *est) reset() {
 // tokens ends the text and returns its estimate.
 func (e *est) tokens() int {
 	e.close()
-	return (e.n + milli/2) / milli
+	return wholeTokens(e.n)
 }
+
+// wholeTokens rounds milli-tokens to the nearest whole token.
+func wholeTokens(n int) int { return (n + milli/2) / milli }
 
 // runeClass classifies a non-ASCII character and weighs it: the share
 // of a token one such character costs in o200k, by script.
@@ -313,12 +316,13 @@ func (e *est) jsonString(raw []byte) {
 	e.jsonBody(raw[1:len(raw)-1], false)
 }
 
-// jsonStringAt feeds the JSON string that opens at b[i] and returns the
-// index after it: the estimate finds the string's end as it reads it, so
-// the walk of a request need not look for it first. b has been validated
-// by the scanner; a string cut short ends at len(b).
-func (e *est) jsonStringAt(b []byte, i int) int {
-	j := i + 1 + e.jsonBody(b[i+1:], true)
+// jsonStringRest feeds the rest of the JSON string whose body goes on
+// at b[i] and returns the index after the string: the estimate finds
+// the string's end as it reads it, so the walk of a request need not
+// look for it first. b has been validated by the scanner; a string cut
+// short ends at len(b).
+func (e *est) jsonStringRest(b []byte, i int) int {
+	j := i + e.jsonBody(b[i:], true)
 	if j < len(b) {
 		j++ // the closing quote
 	}
@@ -546,10 +550,21 @@ func (o *object) value(at int) []byte {
 }
 
 // stringAt estimates the string value that starts at b[at] and moves
-// past it.
+// past it. The automaton reads it from its first state (an est with
+// nothing read is state 0, worth nothing); nearly every string the walk
+// estimates is read by it to the closing quote (ASCII and escapes of one
+// ASCII character), and its estimate is then the automaton's value
+// rounded, with no est to enter, leave and close. A string that holds
+// anything else goes on through an est from where the automaton stopped.
 func (o *object) stringAt(at int) int {
+	i, row, h := jsonASCII(o.b, at+1, 0, true)
+	if i < len(o.b) && o.b[i] == '"' {
+		o.i = i + 1
+		return wholeTokens(h * halfToken)
+	}
 	var e est
-	o.i = e.jsonStringAt(o.b, at)
+	e.leave(row, h*halfToken)
+	o.i = e.jsonStringRest(o.b, i)
 	return e.tokens()
 }
 

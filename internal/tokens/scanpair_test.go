@@ -120,10 +120,52 @@ func TestPairStepsHaveBothBytes(t *testing.T) {
 	}
 }
 
+// TestStringAtEqualsEst: stringAt, which estimates a string read by the
+// automaton to its closing quote from the automaton's value alone and
+// hands anything else on to an est, estimates every string as a fresh
+// est fed the whole string does, and as the reference, and moves past
+// the same bytes: strings the automaton reads whole and strings where it
+// stops at any position on a \u escape, a non-ASCII character or a
+// string cut short.
+func TestStringAtEqualsEst(t *testing.T) {
+	pieces := []string{"a", "word", "Word", " ", `\n`, `\t`, `\"`, `\\`, `\/`, ".", "12", "é", `\u00e9`, `\u0041`, `\ud83d\ude00`, "日本", `x\"y`}
+	rng := rand.New(rand.NewPCG(9, 10))
+	fast := 0
+	for range 20000 {
+		var body strings.Builder
+		for range rng.IntN(30) {
+			body.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		raw := `"` + body.String() + `"`
+		for _, b := range [][]byte{[]byte(`[` + raw + `,1]`), []byte(`[` + raw[:rng.IntN(len(raw))+1])} {
+			var e est
+			wantEnd := e.jsonStringRest(b, 2)
+			want := e.tokens()
+			o := object{b: b}
+			if got := o.stringAt(1); got != want || o.i != wantEnd {
+				t.Fatalf("stringAt(%s) = %d, moved to %d; an est %d, to %d", b, got, o.i, want, wantEnd)
+			}
+			if b[len(b)-1] == ']' {
+				if ref := refStringTokens([]byte(raw)); want != ref {
+					t.Fatalf("stringAt(%s) = %d, reference %d", raw, want, ref)
+				}
+				if j, _, _ := jsonASCII(b, 2, 0, true); b[j] == '"' {
+					fast++
+				}
+			}
+		}
+	}
+	if fast < 1000 {
+		t.Fatalf("only %d strings read by the automaton to their end", fast)
+	}
+}
+
 // BenchmarkScan estimates JSON strings as the request path reads a
 // message's content (stringTokens: jsonBody, jsonASCII, scanASCII): the
 // request path's benchmark prompt, the corpus's prose (paragraphs, so
-// \n escapes stop the scan every few lines) and its source code.
+// \n escapes stop the scan every few lines) and its source code; and
+// the request path's messages array whole (EstimateChat, the walk
+// around the scan included).
 func BenchmarkScan(b *testing.B) {
 	prompt := strings.Repeat("Summarise the trade-offs of running an LLM gateway in front of several providers. ", 4)[:300]
 	for _, c := range []struct{ name, text string }{{"prompt", prompt}, {"prose", prose}, {"code", code}} {
@@ -138,4 +180,11 @@ func BenchmarkScan(b *testing.B) {
 			}
 		})
 	}
+	messages := []byte(`[{"role":"user","content":"` + prompt + `"}]`)
+	b.Run("request", func(b *testing.B) {
+		b.SetBytes(int64(len(messages)))
+		for b.Loop() {
+			EstimateChat(messages, nil)
+		}
+	})
 }
