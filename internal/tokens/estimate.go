@@ -472,6 +472,9 @@ func EstimateChat(messages, tools []byte) int {
 		t, i = messageTokens(messages, i)
 		n += MessageOverhead + t
 	}
+	if len(tools) == 0 { // most requests: not even a call of openArray
+		return n
+	}
 	for i := openArray(tools); i < len(tools) && tools[i] != ']' && tools[i] != '}'; i = nextItem(tools, i) {
 		var t int
 		t, i = callTokens(tools, i, `"name"`, `"description"`, true)
@@ -519,7 +522,7 @@ func (o *object) next() (key []byte, at int, ok bool) {
 	b := o.b
 	i := o.i
 	if i < len(b) && (b[i] <= ' ' || b[i] == ',') { // compact JSON skips the call
-		i = nextItem(b, i)
+		i = skipItem(b, i)
 	}
 	if i >= len(b) || b[i] == '}' || b[i] == ']' {
 		o.i = min(i+1, len(b))
@@ -711,8 +714,20 @@ func callTokens(b []byte, i int, a, c string, params bool) (n, end int) {
 }
 
 // nextItem skips the whitespace and the comma before an array's element
-// or an object's member.
+// or an object's member. Where there is nothing to skip (in compact
+// JSON, at an array's first element and at its end) the byte there is a
+// bracket, a brace or another byte above the comma, and a test for that
+// is small enough to be inlined: only the bytes up to the comma
+// (whitespace, the comma, a string's quote) call skipItem.
 func nextItem(b []byte, i int) int {
+	if i < len(b) && b[i] > ',' {
+		return i
+	}
+	return skipItem(b, i)
+}
+
+// skipItem is nextItem's loop.
+func skipItem(b []byte, i int) int {
 	i = skipSpace(b, i)
 	if i < len(b) && b[i] == ',' {
 		i = skipSpace(b, i+1)

@@ -160,6 +160,23 @@ func TestStringAtEqualsEst(t *testing.T) {
 	}
 }
 
+// TestNextItemSkipsAsItsLoop: nextItem, which returns at once when the
+// byte it starts on is above the comma, moves to where skipItem's loop
+// does, after any byte and before any of the bytes that follow one.
+func TestNextItemSkipsAsItsLoop(t *testing.T) {
+	for c := range 256 {
+		for _, rest := range []string{"", " ", "\n\t ,  {", ",\"a\"", "]", " , ]", "x"} {
+			b := []byte("[" + string(rune(0)) + rest)
+			b[1] = byte(c)
+			for i := 1; i <= len(b); i++ {
+				if got, want := nextItem(b, i), skipItem(b, i); got != want {
+					t.Fatalf("nextItem(%q, %d) = %d, skipItem %d", b, i, got, want)
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkScan estimates JSON strings as the request path reads a
 // message's content (stringTokens: jsonBody, jsonASCII, scanASCII): the
 // request path's benchmark prompt, the corpus's prose (paragraphs, so
