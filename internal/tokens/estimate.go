@@ -559,8 +559,16 @@ func (o *object) value(at int) []byte {
 // ASCII character), and its estimate is then the automaton's value
 // rounded, with no est to enter, leave and close. A string that holds
 // anything else goes on through an est from where the automaton stopped.
+// The scan stops at every quote and backslash, so a quote it stops at
+// closes the string; only a string with an escape or a non-ASCII
+// character needs jsonASCII, which decodes escapes around the scans.
 func (o *object) stringAt(at int) int {
-	i, row, h := jsonASCII(o.b, at+1, 0, true)
+	i, row, h := scanASCII(o.b, at+1, 0)
+	if i < len(o.b) && o.b[i] != '"' {
+		var more int
+		i, row, more = jsonASCII(o.b, i, row, true)
+		h += more
+	}
 	if i < len(o.b) && o.b[i] == '"' {
 		o.i = i + 1
 		return wholeTokens(h * halfToken)
