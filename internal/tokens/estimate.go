@@ -587,6 +587,9 @@ func messageTokens(b []byte, i int) (n, end int) {
 		return 0, end
 	}
 	n = o.roleAndContent()
+	if o.i < len(b) && b[o.i] == '}' { // most messages: role and content were all
+		return n, o.i + 1
+	}
 	// The switch converts key for its compares only, with no string made
 	// of it: a string kept in a variable for a switch of compares was
 	// copied out of the body twice a message.
