@@ -234,8 +234,11 @@ func (e *est) reset() {
 // tokens ends the text and returns its estimate.
 func (e *est) tokens() int {
 	e.close()
-	return (e.n + milli/2) / milli
+	return wholeTokens(e.n)
 }
+
+// wholeTokens rounds milli-tokens to the nearest whole token.
+func wholeTokens(n int) int { return (n + milli/2) / milli }
 
 // runeClass classifies a non-ASCII character and weighs it: the share
 // of a token one such character costs in o200k, by script.
@@ -313,12 +316,13 @@ func (e *est) jsonString(raw []byte) {
 	e.jsonBody(raw[1:len(raw)-1], false)
 }
 
-// jsonStringAt feeds the JSON string that opens at b[i] and returns the
-// index after it: the estimate finds the string's end as it reads it, so
-// the walk of a request need not look for it first. b has been validated
-// by the scanner; a string cut short ends at len(b).
-func (e *est) jsonStringAt(b []byte, i int) int {
-	j := i + 1 + e.jsonBody(b[i+1:], true)
+// jsonStringRest feeds the rest of the JSON string whose body goes on
+// at b[i] and returns the index after the string: the estimate finds
+// the string's end as it reads it, so the walk of a request need not
+// look for it first. b has been validated by the scanner; a string cut
+// short ends at len(b).
+func (e *est) jsonStringRest(b []byte, i int) int {
+	j := i + e.jsonBody(b[i:], true)
 	if j < len(b) {
 		j++ // the closing quote
 	}
@@ -468,6 +472,9 @@ func EstimateChat(messages, tools []byte) int {
 		t, i = messageTokens(messages, i)
 		n += MessageOverhead + t
 	}
+	if len(tools) == 0 { // most requests: not even a call of openArray
+		return n
+	}
 	for i := openArray(tools); i < len(tools) && tools[i] != ']' && tools[i] != '}'; i = nextItem(tools, i) {
 		var t int
 		t, i = callTokens(tools, i, `"name"`, `"description"`, true)
@@ -515,7 +522,7 @@ func (o *object) next() (key []byte, at int, ok bool) {
 	b := o.b
 	i := o.i
 	if i < len(b) && (b[i] <= ' ' || b[i] == ',') { // compact JSON skips the call
-		i = nextItem(b, i)
+		i = skipItem(b, i)
 	}
 	if i >= len(b) || b[i] == '}' || b[i] == ']' {
 		o.i = min(i+1, len(b))
@@ -546,10 +553,29 @@ func (o *object) value(at int) []byte {
 }
 
 // stringAt estimates the string value that starts at b[at] and moves
-// past it.
+// past it. The automaton reads it from its first state (an est with
+// nothing read is state 0, worth nothing); nearly every string the walk
+// estimates is read by it to the closing quote (ASCII and escapes of one
+// ASCII character), and its estimate is then the automaton's value
+// rounded, with no est to enter, leave and close. A string that holds
+// anything else goes on through an est from where the automaton stopped.
+// The scan stops at every quote and backslash, so a quote it stops at
+// closes the string; only a string with an escape or a non-ASCII
+// character needs jsonASCII, which decodes escapes around the scans.
 func (o *object) stringAt(at int) int {
+	i, row, h := scanASCII(o.b, at+1, 0)
+	if i < len(o.b) && o.b[i] != '"' {
+		var more int
+		i, row, more = jsonASCII(o.b, i, row, true)
+		h += more
+	}
+	if i < len(o.b) && o.b[i] == '"' {
+		o.i = i + 1
+		return wholeTokens(h * halfToken)
+	}
 	var e est
-	o.i = e.jsonStringAt(o.b, at)
+	e.leave(row, h*halfToken)
+	o.i = e.jsonStringRest(o.b, i)
 	return e.tokens()
 }
 
@@ -561,6 +587,9 @@ func messageTokens(b []byte, i int) (n, end int) {
 		return 0, end
 	}
 	n = o.roleAndContent()
+	if o.i < len(b) && b[o.i] == '}' { // most messages: role and content were all
+		return n, o.i + 1
+	}
 	// The switch converts key for its compares only, with no string made
 	// of it: a string kept in a variable for a switch of compares was
 	// copied out of the body twice a message.
@@ -696,8 +725,20 @@ func callTokens(b []byte, i int, a, c string, params bool) (n, end int) {
 }
 
 // nextItem skips the whitespace and the comma before an array's element
-// or an object's member.
+// or an object's member. Where there is nothing to skip (in compact
+// JSON, at an array's first element and at its end) the byte there is a
+// bracket, a brace or another byte above the comma, and a test for that
+// is small enough to be inlined: only the bytes up to the comma
+// (whitespace, the comma, a string's quote) call skipItem.
 func nextItem(b []byte, i int) int {
+	if i < len(b) && b[i] > ',' {
+		return i
+	}
+	return skipItem(b, i)
+}
+
+// skipItem is nextItem's loop.
+func skipItem(b []byte, i int) int {
 	i = skipSpace(b, i)
 	if i < len(b) && b[i] == ',' {
 		i = skipSpace(b, i+1)
