@@ -309,18 +309,19 @@ func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error
 // unlocks them. p is the Memo plan whose cells (those of ops) and
 // settled flags the reservation takes; nil: they are made here.
 func (e *Embedded) admitLocked(a *Admission, d *Decision, ops []op, now time.Time, p *plan) {
-	decide(d, a, ops, now.UnixNano(), int64(Window))
+	ns := now.UnixNano() // once: each call decodes the Time again
+	decide(d, a, ops, ns, int64(Window))
 	if d.Allowed {
 		for i := range ops {
 			o := &ops[i]
 			if o.key.kind == cellBudget {
 				o.c.v += o.cost(a)
 			} else {
-				o.c.v = max(o.c.v, now.UnixNano()) + increment(o.cost(a), o.limit, int64(Window))
+				o.c.v = max(o.c.v, ns) + increment(o.cost(a), o.limit, int64(Window))
 			}
 		}
 	}
-	d.Requests, d.Tokens = quotas(d, ops, now.UnixNano(), int64(Window))
+	d.Requests, d.Tokens = quotas(d, ops, ns, int64(Window))
 	for i := range ops {
 		ops[i].c.mu.Unlock()
 	}
@@ -611,53 +612,84 @@ func (e *Embedded) SettlesWithoutContext() {}
 
 // settle applies a claimed reservation's actual usage.
 func (e *Embedded) settle(r *Reservation, actual Actual) {
-	a := &r.Admission
-	now := e.now().UnixNano()
-	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for i := range a.Rates {
-			rt := &a.Rates[i] // not copied: a Rate is some 60 bytes
-			if rt.TPM <= 0 {
-				continue
-			}
-			correct := func(v int64) int64 {
-				if dt > 0 {
-					return max(v, now) + increment(dt, rt.TPM, int64(Window))
-				}
-				return v - increment(-dt, rt.TPM, int64(Window))
-			}
-			if c := e.held(r, false, i); c != nil && c.update(correct) {
-				continue
-			}
-			c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
-			if c == nil {
-				continue // swept: the bucket is full already
-			}
-			c.update(correct)
-		}
+	if dt := actual.Tokens - r.Admission.Tokens; dt != 0 {
+		e.settleTokens(r, dt)
 	}
-	dc := int64(actual.Cost - a.Cost)
+	e.settleBudgets(r, actual.Cost)
+}
+
+// settleTokens corrects the token buckets of r's admission by dt, the
+// tokens used beyond (or, negative, short of) the estimate reserved.
+// The clock is read only for an overrun, the one correction that
+// refills a bucket from now: most calls use less than their estimate
+// (the output cap), and a clock reading is some 80 instructions.
+func (e *Embedded) settleTokens(r *Reservation, dt int64) {
+	a := &r.Admission
+	var now int64
+	if dt > 0 {
+		now = e.now().UnixNano()
+	}
+	for i := range a.Rates {
+		rt := &a.Rates[i] // not copied: a Rate is some 60 bytes
+		if rt.TPM <= 0 {
+			continue
+		}
+		correct := func(v int64) int64 {
+			if dt > 0 {
+				return max(v, now) + increment(dt, rt.TPM, int64(Window))
+			}
+			return v - increment(-dt, rt.TPM, int64(Window))
+		}
+		if c := e.held(r, false, i); c != nil && c.update(correct) {
+			continue
+		}
+		c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
+		if c == nil {
+			continue // swept: the bucket is full already
+		}
+		c.update(correct)
+	}
+}
+
+// settleBudgets corrects the budgets of r's admission from the cost
+// reserved to cost, and records cost for persistence.
+func (e *Embedded) settleBudgets(r *Reservation, cost Micros) {
+	a := &r.Admission
+	dc := int64(cost - a.Cost)
+	add := func(v int64) int64 { return v + dc }
 	for i := range a.Budgets {
 		b := &a.Budgets[i]
-		start, _ := e.cal.span(b.Period, r.At)
 		held := e.held(r, true, i)
-		if dc != 0 {
-			add := func(v int64) int64 { return v + dc }
-			if held == nil || !held.update(add) {
-				if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
-					c.mu.Lock()
-					c.v += dc
-					c.mu.Unlock()
-				}
+		if dc != 0 && (held == nil || !held.update(add)) {
+			// Not kept, or swept since: the counter of its period, if
+			// there is one still.
+			start, _ := e.cal.span(b.Period, r.At)
+			if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
+				c.mu.Lock()
+				c.v += dc
+				c.mu.Unlock()
 			}
 		}
 		if e.spend != nil {
-			k := BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}
-			if held != nil {
-				e.spend.addAt(held, k, int64(actual.Cost))
-			} else {
-				e.spend.Add(k, int64(actual.Cost))
-			}
+			e.recordSpend(r, b, held, cost)
 		}
+	}
+}
+
+// recordSpend adds cost to the spend to persist of budget b of r's
+// admission, whose counter is held (nil when not kept). The entry a kept
+// counter's spend went to last takes it without the budget's key being
+// made: only its tag can differ (see SpendLog.addKnown).
+func (e *Embedded) recordSpend(r *Reservation, b *Budget, held *cell, cost Micros) {
+	if held != nil && e.spend.addKnown(held, r.Admission.Tag, int64(cost)) {
+		return
+	}
+	start, _ := e.cal.span(b.Period, r.At)
+	k := BudgetKey{Tag: r.Admission.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}
+	if held != nil {
+		e.spend.addAt(held, k, int64(cost))
+	} else {
+		e.spend.Add(k, int64(cost))
 	}
 }
 

@@ -935,3 +935,46 @@ func TestAdmitInto(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleReadsClockOnlyForOverrun: settling reads the clock only
+// when the call used more tokens than were reserved (the bucket then
+// refills from now); a call that used fewer, or as many, is settled
+// without it, and the bucket is corrected all the same.
+func TestSettleReadsClockOnlyForOverrun(t *testing.T) {
+	clk := newClock(t0)
+	var reads atomic.Int64
+	now := func() time.Time { reads.Add(1); return clk.Now() }
+	e := newEmbedded(t, Options{Now: now, SweepEvery: time.Hour})
+	ctx := context.Background()
+	a := Admission{Rates: []Rate{keyRate("k", 0, 6000)}, Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Day}}, Tokens: 1000, Cost: 5}
+	settle := func(used int64) (clockReads int64) {
+		t.Helper()
+		d, err := e.Admit(ctx, a)
+		if err != nil || !d.Allowed {
+			t.Fatalf("admit: %v %+v", err, d)
+		}
+		before := reads.Load()
+		if err := e.Settle(ctx, d.Reservation, Actual{Tokens: used, Cost: 3}); err != nil {
+			t.Fatal(err)
+		}
+		return reads.Load() - before
+	}
+	if n := settle(400); n != 0 {
+		t.Errorf("settling fewer tokens than reserved read the clock %d times, want 0", n)
+	}
+	if n := settle(1000); n != 0 {
+		t.Errorf("settling the tokens reserved read the clock %d times, want 0", n)
+	}
+	clk.Advance(30 * time.Second) // the bucket is full again: an overrun counts from now
+	if n := settle(1600); n != 1 {
+		t.Errorf("settling more tokens than reserved read the clock %d times, want 1", n)
+	}
+	// 1,600 used of 6,000 a minute, counted from now: 4,400 left.
+	d, _ := e.Admit(ctx, Admission{Rates: a.Rates, Tokens: 0})
+	if d.Tokens.Remaining != 4400 {
+		t.Errorf("after an overrun settled from now: %d tokens left, want 4400", d.Tokens.Remaining)
+	}
+	if got := e.Spent(ScopeKey, "k", Day, clk.Now()); got != 9 {
+		t.Errorf("spent %d micros, want 9 (three settles of 3)", got)
+	}
+}

@@ -106,6 +106,29 @@ func (l *SpendLog) addAt(c *cell, k BudgetKey, micros int64) {
 	l.mu.Unlock()
 }
 
+// addKnown is addAt for spend whose entry is known already: the one
+// counter c's spend went to last, when that was under tag. It reports
+// false, adding nothing, when there is none (addAt then makes it).
+//
+// The tag is all it compares of the entry's key: a counter is kept in
+// one place of Embedded's map, under one key for its life, and each of
+// its settles adds to the BudgetKey of that key (the reservation's
+// period start is the one its counter was found for, on the same day),
+// so Scope, ID, Period and Start are always those of the entry found.
+func (l *SpendLog) addKnown(c *cell, tag string, micros int64) bool {
+	if micros == 0 {
+		return true
+	}
+	l.mu.Lock()
+	e := l.byCell[c]
+	found := e != nil && e.key.Tag == tag
+	if found {
+		e.micros += micros
+	}
+	l.mu.Unlock()
+	return found
+}
+
 // entryLocked returns k's pending entry, made when there is none.
 func (l *SpendLog) entryLocked(k BudgetKey) *pendingSpend {
 	e := l.pending[k]
