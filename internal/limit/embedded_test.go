@@ -910,6 +910,12 @@ func TestAdmitInto(t *testing.T) {
 	into, plain := newEmbedded(t, Options{Now: clock}), newEmbedded(t, Options{Now: clock})
 	ctx := context.Background()
 	budget := Budget{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Total}
+	// What a Decision held before: a valid reservation (another key's)
+	// and quotas of another admission.
+	earlier, err := newEmbedded(t, Options{Now: clock}).Admit(ctx, Admission{Tag: "q", Rates: []Rate{keyRate("other", 5, 50)}, Tokens: 5})
+	if err != nil || !earlier.Reservation.Valid() {
+		t.Fatalf("earlier admission: %v %+v", err, earlier)
+	}
 	for i, a := range []Admission{
 		{Tag: "p", Rates: []Rate{keyRate("k", 2, 1000)}, Tokens: 400},
 		{Tag: "p", Rates: []Rate{keyRate("k", 2, 1000)}, Budgets: []Budget{budget}, Tokens: 400, Cost: USD(0.4)},
@@ -917,7 +923,8 @@ func TestAdmitInto(t *testing.T) {
 		{Tag: "p", Budgets: []Budget{budget}, Cost: USD(0.7)},         // over the budget: refused
 	} {
 		stale := Decision{Refused: Refusal{Scope: ScopeCustomer, ID: "c", Kind: KindBudget, TooLarge: true},
-			RetryAfter: time.Hour, Requests: Quota{Limit: 9, Remaining: 9}, Budgeted: true, BudgetLeft: 5}
+			RetryAfter: time.Hour, Requests: Quota{Limit: 9, Remaining: 9}, Tokens: Quota{Limit: 7, Remaining: 3, Reset: time.Second},
+			Budgeted: true, BudgetLeft: 5, Reservation: earlier.Reservation}
 		d := stale
 		if err := into.AdmitInto(ctx, &a, &d); err != nil {
 			t.Fatal(err)
