@@ -128,6 +128,11 @@ type cell struct {
 	mu   sync.Mutex
 	dead bool // removed from its shard by the sweeper; look it up again
 	v    int64
+	// spend is the SpendLog entry a budget counter's settled spend went
+	// to last, current while spendGen is the log's gen (SpendLog.addAt);
+	// both under the SpendLog's mutex, not mu.
+	spend    *pendingSpend
+	spendGen uint64
 }
 
 // NewEmbedded builds an Embedded admitter, loading the spend of the
