@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -400,17 +401,24 @@ func (e *Embedded) held(r *Reservation, budget bool, i int) *cell {
 	return h.tokens[i]
 }
 
-// update applies f to c, locked, unless the sweeper has removed c; it
-// reports whether it did.
-func (c *cell) update(f func(v int64) int64) bool {
+// add sets c to max(c, floor) + delta, locked, unless the sweeper has
+// removed c; it reports whether it did. Every settle's correction is of
+// this form (a rate bucket refilled from now or given back tokens, a
+// budget's reservation replaced by the cost), with noFloor where no
+// floor applies; not a function applied to c, which cost each a
+// closure and an indirect call.
+func (c *cell) add(floor, delta int64) bool {
 	c.mu.Lock()
 	live := !c.dead
 	if live {
-		c.v = f(c.v)
+		c.v = max(c.v, floor) + delta
 	}
 	c.mu.Unlock()
 	return live
 }
+
+// noFloor is cell.add's floor for a plain addition.
+const noFloor = math.MinInt64
 
 // putOps gives an op array back, emptied: it must not keep counters or
 // their keys alive. ops is what the admission made of it: only its
@@ -643,20 +651,20 @@ func (e *Embedded) settleTokens(r *Reservation, dt int64) {
 		if rt.TPM <= 0 {
 			continue
 		}
-		correct := func(v int64) int64 {
-			if dt > 0 {
-				return max(v, now) + increment(dt, rt.TPM, int64(Window))
-			}
-			return v - increment(-dt, rt.TPM, int64(Window))
+		// An overrun is charged from now (the bucket may have refilled
+		// since); tokens not used are given back.
+		floor, delta := now, increment(dt, rt.TPM, int64(Window))
+		if dt < 0 {
+			floor, delta = noFloor, -increment(-dt, rt.TPM, int64(Window))
 		}
-		if c := e.held(r, false, i); c != nil && c.update(correct) {
+		if c := e.held(r, false, i); c != nil && c.add(floor, delta) {
 			continue
 		}
 		c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
 		if c == nil {
 			continue // swept: the bucket is full already
 		}
-		c.update(correct)
+		c.add(floor, delta)
 	}
 }
 
@@ -665,11 +673,10 @@ func (e *Embedded) settleTokens(r *Reservation, dt int64) {
 func (e *Embedded) settleBudgets(r *Reservation, cost Micros) {
 	a := &r.Admission
 	dc := int64(cost - a.Cost)
-	add := func(v int64) int64 { return v + dc }
 	for i := range a.Budgets {
 		b := &a.Budgets[i]
 		held := e.held(r, true, i)
-		if dc != 0 && (held == nil || !held.update(add)) {
+		if dc != 0 && (held == nil || !held.add(noFloor, dc)) {
 			// Not kept, or swept since: the counter of its period, if
 			// there is one still.
 			start, _ := e.cal.span(b.Period, r.At)
