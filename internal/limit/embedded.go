@@ -616,9 +616,14 @@ func quotas(d *Decision, ops []op, now, window int64) (req, tok Quota) {
 // Settle implements Admitter. It corrects the token buckets and budgets by
 // the difference between actual and reserved, and records the actual
 // cost for persistence.
-func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error {
+func (e *Embedded) Settle(ctx context.Context, r Reservation, actual Actual) error {
+	return e.SettleInPlace(ctx, &r, actual)
+}
+
+// SettleInPlace implements SettlerInPlace: Settle of *r, not copied.
+func (e *Embedded) SettleInPlace(_ context.Context, r *Reservation, actual Actual) error {
 	if r.Claim() {
-		e.settle(&r, actual)
+		e.settle(r, actual)
 	}
 	return nil
 }
@@ -770,4 +775,5 @@ func (e *Embedded) sweep(now time.Time) {
 var (
 	_ ContextFreeSettler = (*Embedded)(nil)
 	_ AdmitterInto       = (*Embedded)(nil)
+	_ SettlerInPlace     = (*Embedded)(nil)
 )

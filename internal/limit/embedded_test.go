@@ -211,6 +211,7 @@ func TestSettleOnce(t *testing.T) {
 	for range 3 {
 		e.Settle(ctx, r, Actual{Cost: USD(0.25)})
 		e.Settle(ctx, copy, Actual{Cost: USD(0.25)})
+		e.SettleInPlace(ctx, &copy, Actual{Cost: USD(0.5)})
 	}
 	if got := e.Spent(ScopeKey, "k", Day, t0); got != USD(0.25) {
 		t.Fatalf("spent %v after repeated settles, want 0.250000", got)
@@ -218,6 +219,19 @@ func TestSettleOnce(t *testing.T) {
 	// The zero Reservation (a refused admission) settles to nothing.
 	if err := e.Settle(ctx, Reservation{}, Actual{Cost: 5}); err != nil {
 		t.Fatal(err)
+	}
+	if err := e.SettleInPlace(ctx, &Reservation{}, Actual{Cost: 5}); err != nil {
+		t.Fatal(err)
+	}
+	// Settled in place first: once, and its copies not again.
+	d, _ = e.Admit(ctx, Admission{Budgets: []Budget{b}, Cost: USD(1)})
+	r = d.Reservation
+	for range 3 {
+		e.SettleInPlace(ctx, &r, Actual{Cost: USD(0.5)})
+		e.Settle(ctx, d.Reservation, Actual{Cost: USD(0.25)})
+	}
+	if got := e.Spent(ScopeKey, "k", Day, t0); got != USD(0.75) {
+		t.Fatalf("spent %v after settling in place, want 0.750000", got)
 	}
 }
 

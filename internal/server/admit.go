@@ -36,9 +36,10 @@ type Limits struct {
 // made per request costs a look-up of the runtime's itab table on most
 // of a process's first few thousand requests.
 type admitterView struct {
-	limits *Limits
-	into   limit.AdmitterInto // nil: the admitter has only Admit
-	free   bool               // it is a limit.ContextFreeSettler
+	limits  *Limits
+	into    limit.AdmitterInto   // nil: the admitter has only Admit
+	inPlace limit.SettlerInPlace // nil: the admitter has only Settle
+	free    bool                 // it is a limit.ContextFreeSettler
 }
 
 // admitterOf returns the view of l's admitter, made once for l (and
@@ -48,6 +49,7 @@ func (s *Server) admitterOf(l *Limits) *admitterView {
 	if v == nil || v.limits != l {
 		v = &admitterView{limits: l}
 		v.into, _ = l.Admitter.(limit.AdmitterInto)
+		v.inPlace, _ = l.Admitter.(limit.SettlerInPlace)
 		_, v.free = l.Admitter.(limit.ContextFreeSettler)
 		s.admitters.Store(v)
 	}
@@ -394,6 +396,9 @@ func appendKeyRate(rs []limit.Rate, p *auth.Principal) []limit.Rate {
 // keyModelRate is the key's rate for the model of group g; false when
 // it has none.
 func keyModelRate(p *auth.Principal, g *route.Group) (limit.Rate, bool) {
+	if len(p.ModelLimits) == 0 {
+		return limit.Rate{}, false // most keys: no map look-up
+	}
 	ml, ok := p.ModelLimits[g.Name]
 	if !ok || (ml.RPM <= 0 && ml.TPM <= 0) {
 		return limit.Rate{}, false
@@ -833,11 +838,17 @@ func (x *exchange) settle() {
 	// request's as it is; any other gets context.WithoutCancel of it. (A
 	// context type of our own that forwarded Value would also forward the
 	// context package's private key for the request's cancellation state.)
-	ctx, adm := x.r.Context(), x.rt.Limits.Admitter
-	if !x.s.admitterOf(x.rt.Limits).free {
+	ctx, view := x.r.Context(), x.s.admitterOf(x.rt.Limits)
+	if !view.free {
 		ctx = context.WithoutCancel(ctx)
 	}
-	if err := adm.Settle(ctx, *res, actual); err != nil {
+	var err error
+	if view.inPlace != nil {
+		err = view.inPlace.SettleInPlace(ctx, res, actual) // read where it is, not copied
+	} else {
+		err = x.rt.Limits.Admitter.Settle(ctx, *res, actual)
+	}
+	if err != nil {
 		x.s.log.Error("settle failed", "request_id", x.id, "err", err.Error())
 	}
 }
