@@ -367,7 +367,7 @@ func (s *budgetSource) is(b *auth.Budget) bool {
 	if b == nil {
 		return !s.set
 	}
-	return s.set && b.USD == s.budget.USD && b.Period == s.budget.Period
+	return s.set && b.USD == s.budget.USD && llm.SameString(b.Period, s.budget.Period)
 }
 
 func newTemplateSource(p *auth.Principal, projectID string, keyRates int) *templateSource {
@@ -377,11 +377,13 @@ func newTemplateSource(p *auth.Principal, projectID string, keyRates int) *templ
 }
 
 // describes reports whether s was made from p's values, with projectID
-// as its project's counters' ID. (The strings of one principal are the
-// same strings, which compare by their address first.)
+// as its project's counters' ID. The strings are compared by
+// llm.SameString: those of the principal a template was made from are
+// the very strings it keeps, whose bytes are not read.
 func (s *templateSource) describes(p *auth.Principal, projectID string) bool {
 	return s.rpm == p.RPM && s.tpm == p.TPM && s.projectLimits == p.ProjectLimits &&
-		s.keyID == p.KeyID && s.name == p.Name && s.project == p.Project && s.projectID == projectID &&
+		llm.SameString(s.keyID, p.KeyID) && llm.SameString(s.name, p.Name) &&
+		llm.SameString(s.project, p.Project) && llm.SameString(s.projectID, projectID) &&
 		s.budget.is(p.Budget) && s.projectBudget.is(p.ProjectBudget)
 }
 
