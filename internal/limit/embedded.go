@@ -317,19 +317,18 @@ func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error
 func (e *Embedded) admitLocked(a *Admission, d *Decision, ops []op, now time.Time, p *plan) {
 	ns := now.UnixNano() // once: each call decodes the Time again
 	decide(d, a, ops, ns, int64(Window))
-	if d.Allowed {
-		for i := range ops {
-			o := &ops[i]
-			if o.key.kind == cellBudget {
-				o.c.v += o.cost(a)
-			} else {
-				o.c.v = max(o.c.v, ns) + increment(o.cost(a), o.limit, int64(Window))
-			}
-		}
-	}
-	d.Requests, d.Tokens = quotas(d, ops, ns, int64(Window))
+	// One pass then reserves in each counter (when admitted), notes
+	// what it has left, and unlocks it: all were locked while deciding,
+	// so an admission that locks one after it is unlocked here finds
+	// this one's reservation, as it would if all were unlocked at once.
+	d.Requests, d.Tokens = Quota{}, Quota{}
 	for i := range ops {
-		ops[i].c.mu.Unlock()
+		o := &ops[i]
+		if d.Allowed {
+			o.reserve(a, ns)
+		}
+		noteQuota(d, o, ns, int64(Window))
+		o.c.mu.Unlock()
 	}
 	if !d.Allowed {
 		d.Reservation = Reservation{}
@@ -592,25 +591,33 @@ func decide(d *Decision, a *Admission, ops []op, now, window int64) {
 	}
 }
 
-// quotas picks the binding request and token buckets for the headers,
-// and notes what the budgets have left in d.
-func quotas(d *Decision, ops []op, now, window int64) (req, tok Quota) {
-	for i := range ops {
-		o := &ops[i]
-		if o.key.kind == cellBudget {
-			d.noteBudget(o.limit, o.c.v)
-			continue
-		}
-		q := Quota{Limit: o.limit, Remaining: remaining(o.limit, o.c.v, now, window), Reset: time.Duration(max(o.c.v-now, 0))}
-		p := &req
-		if o.key.kind == cellTokens {
-			p = &tok
-		}
-		if p.Limit == 0 || q.Remaining < p.Remaining || (q.Remaining == p.Remaining && q.Limit < p.Limit) {
-			*p = q
-		}
+// reserve adds what admission a takes to o's locked counter.
+func (o *op) reserve(a *Admission, now int64) {
+	if o.key.kind == cellBudget {
+		o.c.v += o.cost(a)
+	} else {
+		o.c.v = max(o.c.v, now) + increment(o.cost(a), o.limit, int64(Window))
 	}
-	return req, tok
+}
+
+// noteQuota notes in d what o's locked counter has left: for a budget,
+// in BudgetLeft; for a bucket, in Requests or Tokens when it binds more
+// than the one noted there (less left, or as little left of a lower
+// limit; the first of equals stays), so that after all of an
+// admission's counters they hold its binding buckets for the headers.
+func noteQuota(d *Decision, o *op, now, window int64) {
+	if o.key.kind == cellBudget {
+		d.noteBudget(o.limit, o.c.v)
+		return
+	}
+	q := Quota{Limit: o.limit, Remaining: remaining(o.limit, o.c.v, now, window), Reset: time.Duration(max(o.c.v-now, 0))}
+	p := &d.Requests
+	if o.key.kind == cellTokens {
+		p = &d.Tokens
+	}
+	if p.Limit == 0 || q.Remaining < p.Remaining || (q.Remaining == p.Remaining && q.Limit < p.Limit) {
+		*p = q
+	}
 }
 
 // Settle implements Admitter. It corrects the token buckets and budgets by

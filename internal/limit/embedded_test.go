@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -998,4 +1000,88 @@ func TestSettleReadsClockOnlyForOverrun(t *testing.T) {
 	if got := e.Spent(ScopeKey, "k", Day, clk.Now()); got != 9 {
 		t.Errorf("spent %d micros, want 9 (three settles of 3)", got)
 	}
+}
+
+// TestBindingQuotas: the Requests and Tokens of an admitted Decision are
+// its binding buckets — of all its rates' buckets, the one with the
+// least left, then the lowest limit, then the first in the counters'
+// order — as the same admissions find each bucket alone, in a random
+// run of admissions of some of a key's rates each (so that buckets of
+// one limit are in different states), settles and time going by.
+func TestBindingQuotas(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 5))
+	ties := 0 // checks where two buckets had as much left
+	for run := range 60 {
+		clk := newClock(t0)
+		e := newEmbedded(t, Options{Now: clk.Now})
+		var rates []Rate
+		for i := range 2 + rng.IntN(3) {
+			scope := []Scope{ScopeKey, ScopeProject, ScopeKeyModel}[rng.IntN(3)]
+			rates = append(rates, Rate{Scope: scope, ID: fmt.Sprint("id", i), RPM: 3 + int64(rng.IntN(2))*3, TPM: 500 + int64(rng.IntN(2))*500})
+		}
+		// Each rate alone.
+		alone := make([]*Embedded, len(rates))
+		for i := range alone {
+			alone[i] = newEmbedded(t, Options{Now: clk.Now})
+		}
+		for step := range 40 {
+			var some []Rate
+			var which []int
+			for i, r := range rates {
+				if rng.IntN(3) > 0 {
+					some, which = append(some, r), append(which, i)
+				}
+			}
+			a := Admission{Rates: some, Tokens: int64(rng.IntN(200))}
+			d, _ := e.Admit(ctx, a)
+			if !d.Allowed {
+				clk.Advance(time.Duration(rng.IntN(20)) * time.Second)
+				continue
+			}
+			used := Actual{Tokens: a.Tokens / int64(1+rng.IntN(2))}
+			e.Settle(ctx, d.Reservation, used)
+			// Each alone, in the counters' order (kind, scope, ID).
+			slices.SortFunc(which, func(i, j int) int {
+				if c := strings.Compare(string(rates[i].Scope), string(rates[j].Scope)); c != 0 {
+					return c
+				}
+				return strings.Compare(rates[i].ID, rates[j].ID)
+			})
+			var wantReq, wantTok Quota
+			var left []int64
+			for _, i := range which {
+				da, _ := alone[i].Admit(ctx, Admission{Rates: rates[i : i+1], Tokens: a.Tokens})
+				if !da.Allowed {
+					t.Fatalf("run %d step %d: rate %+v alone refused what all admitted", run, step, rates[i])
+				}
+				alone[i].Settle(ctx, da.Reservation, used)
+				wantReq, wantTok = binding(wantReq, da.Requests), binding(wantTok, da.Tokens)
+				left = append(left, da.Requests.Remaining)
+			}
+			slices.Sort(left)
+			if len(left) != len(slices.Compact(left)) {
+				ties++
+			}
+			if d.Requests != wantReq || d.Tokens != wantTok {
+				t.Fatalf("run %d step %d, rates %+v: quotas %+v %+v, want %+v %+v", run, step, some, d.Requests, d.Tokens, wantReq, wantTok)
+			}
+			clk.Advance(time.Duration(rng.IntN(3)) * time.Second)
+		}
+	}
+	if ties < 50 {
+		t.Errorf("only %d admissions had request buckets with as much left: the run tests little", ties)
+	}
+}
+
+// binding is the bucket that binds more of cur (none when its Limit is
+// 0) and q, cur among equals.
+func binding(cur, q Quota) Quota {
+	switch {
+	case q.Limit == 0:
+		return cur
+	case cur.Limit == 0, q.Remaining < cur.Remaining, q.Remaining == cur.Remaining && q.Limit < cur.Limit:
+		return q
+	}
+	return cur
 }
