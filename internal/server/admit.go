@@ -285,16 +285,30 @@ func (x *exchange) admissionFrom(t *limit.Template, g *route.Group, customer boo
 	a := &x.adm
 	p := x.principal
 	adm := &a.req
-	*adm = limit.Admission{Tag: a.tag, Rates: t.Rates(), Budgets: t.Budgets(), Memo: p.LimitMemo}
-	if modelRate, ok := keyModelRate(p, g); ok {
-		keyRates := t.Source().(*templateSource).keyRates
-		rs := append(a.rates[:0], t.Rates()[:keyRates]...)
-		rs = append(rs, modelRate)
-		adm.Rates = append(rs, t.Rates()[keyRates:]...)
+	// Field by field: a composite literal is built aside, then copied.
+	adm.Tag, adm.Rates, adm.Budgets, adm.Memo = a.tag, t.Rates(), t.Budgets(), p.LimitMemo
+	adm.Tokens, adm.Cost = 0, 0
+	if len(p.ModelLimits) != 0 {
+		x.insertModelRate(t, g)
 	}
 	if c := a.customer; customer && c != nil && (c.DailyUSD != nil || c.MonthlyUSD != nil) {
 		adm.Budgets = appendCustomerBudgets(append(a.budgets[:0], t.Budgets()...), c)
 	}
+}
+
+// insertModelRate puts the key's rate for the model of group g, if it
+// has one, into x.adm.req's rates, copied from template t, between the
+// key's own and its project's (buildAdmission's order).
+func (x *exchange) insertModelRate(t *limit.Template, g *route.Group) {
+	modelRate, ok := keyModelRate(x.principal, g)
+	if !ok {
+		return
+	}
+	a := &x.adm
+	keyRates := t.Source().(*templateSource).keyRates
+	rs := append(a.rates[:0], t.Rates()[:keyRates]...)
+	rs = append(rs, modelRate)
+	a.req.Rates = append(rs, t.Rates()[keyRates:]...)
 }
 
 // principalTemplate is the template of p's admissions (their key's and

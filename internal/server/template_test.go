@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -180,5 +182,21 @@ func TestAdmissionTemplateFollowsPrincipal(t *testing.T) {
 	}
 	if reloaded.LimitMemo.Template() == orig.LimitMemo.Template() {
 		t.Error("the reloaded principal uses the old one's template")
+	}
+}
+
+// TestAdmissionFieldsAllSet: admissionFrom sets the Admission's fields
+// one by one (not by a literal, which is built aside and copied), so a
+// field added to limit.Admission must be set there too, or a request
+// would inherit the one before it in a reused exchange.
+func TestAdmissionFieldsAllSet(t *testing.T) {
+	set := []string{"Tag", "Rates", "Budgets", "Tokens", "Cost", "Memo"}
+	typ := reflect.TypeFor[limit.Admission]()
+	var fields []string
+	for i := range typ.NumField() {
+		fields = append(fields, typ.Field(i).Name)
+	}
+	if !slices.Equal(fields, set) {
+		t.Errorf("limit.Admission has fields %v; admissionFrom sets %v", fields, set)
 	}
 }
