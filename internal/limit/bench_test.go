@@ -115,3 +115,22 @@ func BenchmarkEmbeddedAdmitSettleKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEmbeddedAdmitSettleTemplate: BenchmarkEmbeddedAdmitSettleKey
+// as the gateway admits that key: its rates and budget listed from its
+// principal's Template, kept in its Memo, and settled spend recorded in
+// a SpendLog (flushed by the hour: not in the count).
+func BenchmarkEmbeddedAdmitSettleTemplate(b *testing.B) {
+	e := newEmbedded(b, Options{Spend: &memSpend{}, FlushEvery: time.Hour})
+	ctx := context.Background()
+	t := NewTemplate([]Rate{{Scope: ScopeKey, ID: "k", RPM: 1 << 40, TPM: 1 << 40}},
+		[]Budget{{Scope: ScopeKey, ID: "k", Limit: 1 << 60, Period: Total}}, nil)
+	a := Admission{Tag: "static:bench", Rates: t.Rates(), Budgets: t.Budgets(), Tokens: 1200, Cost: USD(0.002), Memo: &Memo{}}
+	a.Memo.KeepTemplate(t)
+	var d Decision
+	b.ReportAllocs()
+	for b.Loop() {
+		e.AdmitInto(ctx, &a, &d)
+		e.SettleInPlace(ctx, &d.Reservation, Actual{Tokens: 800, Cost: USD(0.001)})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +129,11 @@ type cell struct {
 	mu   sync.Mutex
 	dead bool // removed from its shard by the sweeper; look it up again
 	v    int64
+	// spend is the SpendLog entry a budget counter's settled spend went
+	// to last, current while spendGen is the log's gen (SpendLog.addAt);
+	// both under the SpendLog's mutex, not mu.
+	spend    *pendingSpend
+	spendGen uint64
 }
 
 // NewEmbedded builds an Embedded admitter, loading the spend of the
@@ -309,22 +315,23 @@ func (e *Embedded) AdmitInto(_ context.Context, a *Admission, d *Decision) error
 // unlocks them. p is the Memo plan whose cells (those of ops) and
 // settled flags the reservation takes; nil: they are made here.
 func (e *Embedded) admitLocked(a *Admission, d *Decision, ops []op, now time.Time, p *plan) {
-	decide(d, a, ops, now.UnixNano(), int64(Window))
-	if d.Allowed {
-		for i := range ops {
-			o := &ops[i]
-			if o.key.kind == cellBudget {
-				o.c.v += o.cost(a)
-			} else {
-				o.c.v = max(o.c.v, now.UnixNano()) + increment(o.cost(a), o.limit, int64(Window))
-			}
-		}
-	}
-	d.Requests, d.Tokens = quotas(d, ops, now.UnixNano(), int64(Window))
+	ns := now.UnixNano() // once: each call decodes the Time again
+	decide(d, a, ops, ns, int64(Window))
+	// One pass then reserves in each counter (when admitted), notes
+	// what it has left, and unlocks it: all were locked while deciding,
+	// so an admission that locks one after it is unlocked here finds
+	// this one's reservation, as it would if all were unlocked at once.
+	d.Requests, d.Tokens = Quota{}, Quota{}
 	for i := range ops {
-		ops[i].c.mu.Unlock()
+		o := &ops[i]
+		if d.Allowed {
+			o.reserve(a, ns)
+		}
+		noteQuota(d, o, ns, int64(Window))
+		o.c.mu.Unlock()
 	}
 	if !d.Allowed {
+		d.Reservation = Reservation{}
 		return
 	}
 	// No ID: Settle finds the counters from the admission itself, or
@@ -393,17 +400,24 @@ func (e *Embedded) held(r *Reservation, budget bool, i int) *cell {
 	return h.tokens[i]
 }
 
-// update applies f to c, locked, unless the sweeper has removed c; it
-// reports whether it did.
-func (c *cell) update(f func(v int64) int64) bool {
+// add sets c to max(c, floor) + delta, locked, unless the sweeper has
+// removed c; it reports whether it did. Every settle's correction is of
+// this form (a rate bucket refilled from now or given back tokens, a
+// budget's reservation replaced by the cost), with noFloor where no
+// floor applies; not a function applied to c, which cost each a
+// closure and an indirect call.
+func (c *cell) add(floor, delta int64) bool {
 	c.mu.Lock()
 	live := !c.dead
 	if live {
-		c.v = f(c.v)
+		c.v = max(c.v, floor) + delta
 	}
 	c.mu.Unlock()
 	return live
 }
+
+// noFloor is cell.add's floor for a plain addition.
+const noFloor = math.MinInt64
 
 // putOps gives an op array back, emptied: it must not keep counters or
 // their keys alive. ops is what the admission made of it: only its
@@ -527,11 +541,14 @@ func (e *Embedded) keepHint(s *shard, ops []op) {
 }
 
 // decide checks every op against its locked counter and writes the
-// outcome to d, all of d anew. A budget refusal wins over a rate one
-// (waiting a minute will not help it); among rate refusals, the longest
-// wait wins.
+// outcome to d: all of d anew but its quotas and reservation, which
+// admitLocked writes after (the whole Decision, some 300 bytes, cleared
+// here first cost more than the fields written twice). A budget refusal
+// wins over a rate one (waiting a minute will not help it); among rate
+// refusals, the longest wait wins.
 func decide(d *Decision, a *Admission, ops []op, now, window int64) {
-	*d = Decision{Allowed: true}
+	d.Allowed, d.Refused, d.RetryAfter = true, Refusal{}, 0
+	d.Budgeted, d.BudgetLeft = false, 0
 	for i := range ops {
 		o := &ops[i]
 		if o.key.kind == cellBudget {
@@ -574,33 +591,46 @@ func decide(d *Decision, a *Admission, ops []op, now, window int64) {
 	}
 }
 
-// quotas picks the binding request and token buckets for the headers,
-// and notes what the budgets have left in d.
-func quotas(d *Decision, ops []op, now, window int64) (req, tok Quota) {
-	for i := range ops {
-		o := &ops[i]
-		if o.key.kind == cellBudget {
-			d.noteBudget(o.limit, o.c.v)
-			continue
-		}
-		q := Quota{Limit: o.limit, Remaining: remaining(o.limit, o.c.v, now, window), Reset: time.Duration(max(o.c.v-now, 0))}
-		p := &req
-		if o.key.kind == cellTokens {
-			p = &tok
-		}
-		if p.Limit == 0 || q.Remaining < p.Remaining || (q.Remaining == p.Remaining && q.Limit < p.Limit) {
-			*p = q
-		}
+// reserve adds what admission a takes to o's locked counter.
+func (o *op) reserve(a *Admission, now int64) {
+	if o.key.kind == cellBudget {
+		o.c.v += o.cost(a)
+	} else {
+		o.c.v = max(o.c.v, now) + increment(o.cost(a), o.limit, int64(Window))
 	}
-	return req, tok
+}
+
+// noteQuota notes in d what o's locked counter has left: for a budget,
+// in BudgetLeft; for a bucket, in Requests or Tokens when it binds more
+// than the one noted there (less left, or as little left of a lower
+// limit; the first of equals stays), so that after all of an
+// admission's counters they hold its binding buckets for the headers.
+func noteQuota(d *Decision, o *op, now, window int64) {
+	if o.key.kind == cellBudget {
+		d.noteBudget(o.limit, o.c.v)
+		return
+	}
+	q := Quota{Limit: o.limit, Remaining: remaining(o.limit, o.c.v, now, window), Reset: time.Duration(max(o.c.v-now, 0))}
+	p := &d.Requests
+	if o.key.kind == cellTokens {
+		p = &d.Tokens
+	}
+	if p.Limit == 0 || q.Remaining < p.Remaining || (q.Remaining == p.Remaining && q.Limit < p.Limit) {
+		*p = q
+	}
 }
 
 // Settle implements Admitter. It corrects the token buckets and budgets by
 // the difference between actual and reserved, and records the actual
 // cost for persistence.
-func (e *Embedded) Settle(_ context.Context, r Reservation, actual Actual) error {
+func (e *Embedded) Settle(ctx context.Context, r Reservation, actual Actual) error {
+	return e.SettleInPlace(ctx, &r, actual)
+}
+
+// SettleInPlace implements SettlerInPlace: Settle of *r, not copied.
+func (e *Embedded) SettleInPlace(_ context.Context, r *Reservation, actual Actual) error {
 	if r.Claim() {
-		e.settle(&r, actual)
+		e.settle(r, actual)
 	}
 	return nil
 }
@@ -611,53 +641,83 @@ func (e *Embedded) SettlesWithoutContext() {}
 
 // settle applies a claimed reservation's actual usage.
 func (e *Embedded) settle(r *Reservation, actual Actual) {
-	a := &r.Admission
-	now := e.now().UnixNano()
-	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for i := range a.Rates {
-			rt := &a.Rates[i] // not copied: a Rate is some 60 bytes
-			if rt.TPM <= 0 {
-				continue
-			}
-			correct := func(v int64) int64 {
-				if dt > 0 {
-					return max(v, now) + increment(dt, rt.TPM, int64(Window))
-				}
-				return v - increment(-dt, rt.TPM, int64(Window))
-			}
-			if c := e.held(r, false, i); c != nil && c.update(correct) {
-				continue
-			}
-			c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
-			if c == nil {
-				continue // swept: the bucket is full already
-			}
-			c.update(correct)
-		}
+	if dt := actual.Tokens - r.Admission.Tokens; dt != 0 {
+		e.settleTokens(r, dt)
 	}
-	dc := int64(actual.Cost - a.Cost)
+	e.settleBudgets(r, actual.Cost)
+}
+
+// settleTokens corrects the token buckets of r's admission by dt, the
+// tokens used beyond (or, negative, short of) the estimate reserved.
+// The clock is read only for an overrun, the one correction that
+// refills a bucket from now: most calls use less than their estimate
+// (the output cap), and a clock reading is some 80 instructions.
+func (e *Embedded) settleTokens(r *Reservation, dt int64) {
+	a := &r.Admission
+	var now int64
+	if dt > 0 {
+		now = e.now().UnixNano()
+	}
+	for i := range a.Rates {
+		rt := &a.Rates[i] // not copied: a Rate is some 60 bytes
+		if rt.TPM <= 0 {
+			continue
+		}
+		// An overrun is charged from now (the bucket may have refilled
+		// since); tokens not used are given back.
+		floor, delta := now, increment(dt, rt.TPM, int64(Window))
+		if dt < 0 {
+			floor, delta = noFloor, -increment(-dt, rt.TPM, int64(Window))
+		}
+		if c := e.held(r, false, i); c != nil && c.add(floor, delta) {
+			continue
+		}
+		c := e.lookup(cellKey{kind: cellTokens, scope: rt.Scope, id: rt.ID}, dt > 0)
+		if c == nil {
+			continue // swept: the bucket is full already
+		}
+		c.add(floor, delta)
+	}
+}
+
+// settleBudgets corrects the budgets of r's admission from the cost
+// reserved to cost, and records cost for persistence.
+func (e *Embedded) settleBudgets(r *Reservation, cost Micros) {
+	a := &r.Admission
+	dc := int64(cost - a.Cost)
 	for i := range a.Budgets {
 		b := &a.Budgets[i]
-		start, _ := e.cal.span(b.Period, r.At)
 		held := e.held(r, true, i)
-		if dc != 0 {
-			add := func(v int64) int64 { return v + dc }
-			if held == nil || !held.update(add) {
-				if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
-					c.mu.Lock()
-					c.v += dc
-					c.mu.Unlock()
-				}
+		if dc != 0 && (held == nil || !held.add(noFloor, dc)) {
+			// Not kept, or swept since: the counter of its period, if
+			// there is one still.
+			start, _ := e.cal.span(b.Period, r.At)
+			if c := e.lookup(cellKey{kind: cellBudget, scope: b.Scope, id: b.ID, period: b.Period, start: start}, false); c != nil {
+				c.mu.Lock()
+				c.v += dc
+				c.mu.Unlock()
 			}
 		}
 		if e.spend != nil {
-			k := BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}
-			if held != nil {
-				e.spend.addAt(held, k, int64(actual.Cost))
-			} else {
-				e.spend.Add(k, int64(actual.Cost))
-			}
+			e.recordSpend(r, b, held, cost)
 		}
+	}
+}
+
+// recordSpend adds cost to the spend to persist of budget b of r's
+// admission, whose counter is held (nil when not kept). The entry a kept
+// counter's spend went to last takes it without the budget's key being
+// made: only its tag can differ (see SpendLog.addKnown).
+func (e *Embedded) recordSpend(r *Reservation, b *Budget, held *cell, cost Micros) {
+	if held != nil && e.spend.addKnown(held, r.Admission.Tag, int64(cost)) {
+		return
+	}
+	start, _ := e.cal.span(b.Period, r.At)
+	k := BudgetKey{Tag: r.Admission.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}
+	if held != nil {
+		e.spend.addAt(held, k, int64(cost))
+	} else {
+		e.spend.Add(k, int64(cost))
 	}
 }
 
@@ -722,4 +782,5 @@ func (e *Embedded) sweep(now time.Time) {
 var (
 	_ ContextFreeSettler = (*Embedded)(nil)
 	_ AdmitterInto       = (*Embedded)(nil)
+	_ SettlerInPlace     = (*Embedded)(nil)
 )

@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,6 +213,7 @@ func TestSettleOnce(t *testing.T) {
 	for range 3 {
 		e.Settle(ctx, r, Actual{Cost: USD(0.25)})
 		e.Settle(ctx, copy, Actual{Cost: USD(0.25)})
+		e.SettleInPlace(ctx, &copy, Actual{Cost: USD(0.5)})
 	}
 	if got := e.Spent(ScopeKey, "k", Day, t0); got != USD(0.25) {
 		t.Fatalf("spent %v after repeated settles, want 0.250000", got)
@@ -218,6 +221,19 @@ func TestSettleOnce(t *testing.T) {
 	// The zero Reservation (a refused admission) settles to nothing.
 	if err := e.Settle(ctx, Reservation{}, Actual{Cost: 5}); err != nil {
 		t.Fatal(err)
+	}
+	if err := e.SettleInPlace(ctx, &Reservation{}, Actual{Cost: 5}); err != nil {
+		t.Fatal(err)
+	}
+	// Settled in place first: once, and its copies not again.
+	d, _ = e.Admit(ctx, Admission{Budgets: []Budget{b}, Cost: USD(1)})
+	r = d.Reservation
+	for range 3 {
+		e.SettleInPlace(ctx, &r, Actual{Cost: USD(0.5)})
+		e.Settle(ctx, d.Reservation, Actual{Cost: USD(0.25)})
+	}
+	if got := e.Spent(ScopeKey, "k", Day, t0); got != USD(0.75) {
+		t.Fatalf("spent %v after settling in place, want 0.750000", got)
 	}
 }
 
@@ -910,6 +926,12 @@ func TestAdmitInto(t *testing.T) {
 	into, plain := newEmbedded(t, Options{Now: clock}), newEmbedded(t, Options{Now: clock})
 	ctx := context.Background()
 	budget := Budget{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Total}
+	// What a Decision held before: a valid reservation (another key's)
+	// and quotas of another admission.
+	earlier, err := newEmbedded(t, Options{Now: clock}).Admit(ctx, Admission{Tag: "q", Rates: []Rate{keyRate("other", 5, 50)}, Tokens: 5})
+	if err != nil || !earlier.Reservation.Valid() {
+		t.Fatalf("earlier admission: %v %+v", err, earlier)
+	}
 	for i, a := range []Admission{
 		{Tag: "p", Rates: []Rate{keyRate("k", 2, 1000)}, Tokens: 400},
 		{Tag: "p", Rates: []Rate{keyRate("k", 2, 1000)}, Budgets: []Budget{budget}, Tokens: 400, Cost: USD(0.4)},
@@ -917,7 +939,8 @@ func TestAdmitInto(t *testing.T) {
 		{Tag: "p", Budgets: []Budget{budget}, Cost: USD(0.7)},         // over the budget: refused
 	} {
 		stale := Decision{Refused: Refusal{Scope: ScopeCustomer, ID: "c", Kind: KindBudget, TooLarge: true},
-			RetryAfter: time.Hour, Requests: Quota{Limit: 9, Remaining: 9}, Budgeted: true, BudgetLeft: 5}
+			RetryAfter: time.Hour, Requests: Quota{Limit: 9, Remaining: 9}, Tokens: Quota{Limit: 7, Remaining: 3, Reset: time.Second},
+			Budgeted: true, BudgetLeft: 5, Reservation: earlier.Reservation}
 		d := stale
 		if err := into.AdmitInto(ctx, &a, &d); err != nil {
 			t.Fatal(err)
@@ -934,4 +957,131 @@ func TestAdmitInto(t *testing.T) {
 			t.Fatalf("admission %d: AdmitInto wrote %+v, Admit returned %+v", i, d, want)
 		}
 	}
+}
+
+// TestSettleReadsClockOnlyForOverrun: settling reads the clock only
+// when the call used more tokens than were reserved (the bucket then
+// refills from now); a call that used fewer, or as many, is settled
+// without it, and the bucket is corrected all the same.
+func TestSettleReadsClockOnlyForOverrun(t *testing.T) {
+	clk := newClock(t0)
+	var reads atomic.Int64
+	now := func() time.Time { reads.Add(1); return clk.Now() }
+	e := newEmbedded(t, Options{Now: now, SweepEvery: time.Hour})
+	ctx := context.Background()
+	a := Admission{Rates: []Rate{keyRate("k", 0, 6000)}, Budgets: []Budget{{Scope: ScopeKey, ID: "k", Limit: USD(1), Period: Day}}, Tokens: 1000, Cost: 5}
+	settle := func(used int64) (clockReads int64) {
+		t.Helper()
+		d, err := e.Admit(ctx, a)
+		if err != nil || !d.Allowed {
+			t.Fatalf("admit: %v %+v", err, d)
+		}
+		before := reads.Load()
+		if err := e.Settle(ctx, d.Reservation, Actual{Tokens: used, Cost: 3}); err != nil {
+			t.Fatal(err)
+		}
+		return reads.Load() - before
+	}
+	if n := settle(400); n != 0 {
+		t.Errorf("settling fewer tokens than reserved read the clock %d times, want 0", n)
+	}
+	if n := settle(1000); n != 0 {
+		t.Errorf("settling the tokens reserved read the clock %d times, want 0", n)
+	}
+	clk.Advance(30 * time.Second) // the bucket is full again: an overrun counts from now
+	if n := settle(1600); n != 1 {
+		t.Errorf("settling more tokens than reserved read the clock %d times, want 1", n)
+	}
+	// 1,600 used of 6,000 a minute, counted from now: 4,400 left.
+	d, _ := e.Admit(ctx, Admission{Rates: a.Rates, Tokens: 0})
+	if d.Tokens.Remaining != 4400 {
+		t.Errorf("after an overrun settled from now: %d tokens left, want 4400", d.Tokens.Remaining)
+	}
+	if got := e.Spent(ScopeKey, "k", Day, clk.Now()); got != 9 {
+		t.Errorf("spent %d micros, want 9 (three settles of 3)", got)
+	}
+}
+
+// TestBindingQuotas: the Requests and Tokens of an admitted Decision are
+// its binding buckets — of all its rates' buckets, the one with the
+// least left, then the lowest limit, then the first in the counters'
+// order — as the same admissions find each bucket alone, in a random
+// run of admissions of some of a key's rates each (so that buckets of
+// one limit are in different states), settles and time going by.
+func TestBindingQuotas(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 5))
+	ties := 0 // checks where two buckets had as much left
+	for run := range 60 {
+		clk := newClock(t0)
+		e := newEmbedded(t, Options{Now: clk.Now})
+		var rates []Rate
+		for i := range 2 + rng.IntN(3) {
+			scope := []Scope{ScopeKey, ScopeProject, ScopeKeyModel}[rng.IntN(3)]
+			rates = append(rates, Rate{Scope: scope, ID: fmt.Sprint("id", i), RPM: 3 + int64(rng.IntN(2))*3, TPM: 500 + int64(rng.IntN(2))*500})
+		}
+		// Each rate alone.
+		alone := make([]*Embedded, len(rates))
+		for i := range alone {
+			alone[i] = newEmbedded(t, Options{Now: clk.Now})
+		}
+		for step := range 40 {
+			var some []Rate
+			var which []int
+			for i, r := range rates {
+				if rng.IntN(3) > 0 {
+					some, which = append(some, r), append(which, i)
+				}
+			}
+			a := Admission{Rates: some, Tokens: int64(rng.IntN(200))}
+			d, _ := e.Admit(ctx, a)
+			if !d.Allowed {
+				clk.Advance(time.Duration(rng.IntN(20)) * time.Second)
+				continue
+			}
+			used := Actual{Tokens: a.Tokens / int64(1+rng.IntN(2))}
+			e.Settle(ctx, d.Reservation, used)
+			// Each alone, in the counters' order (kind, scope, ID).
+			slices.SortFunc(which, func(i, j int) int {
+				if c := strings.Compare(string(rates[i].Scope), string(rates[j].Scope)); c != 0 {
+					return c
+				}
+				return strings.Compare(rates[i].ID, rates[j].ID)
+			})
+			var wantReq, wantTok Quota
+			var left []int64
+			for _, i := range which {
+				da, _ := alone[i].Admit(ctx, Admission{Rates: rates[i : i+1], Tokens: a.Tokens})
+				if !da.Allowed {
+					t.Fatalf("run %d step %d: rate %+v alone refused what all admitted", run, step, rates[i])
+				}
+				alone[i].Settle(ctx, da.Reservation, used)
+				wantReq, wantTok = binding(wantReq, da.Requests), binding(wantTok, da.Tokens)
+				left = append(left, da.Requests.Remaining)
+			}
+			slices.Sort(left)
+			if len(left) != len(slices.Compact(left)) {
+				ties++
+			}
+			if d.Requests != wantReq || d.Tokens != wantTok {
+				t.Fatalf("run %d step %d, rates %+v: quotas %+v %+v, want %+v %+v", run, step, some, d.Requests, d.Tokens, wantReq, wantTok)
+			}
+			clk.Advance(time.Duration(rng.IntN(3)) * time.Second)
+		}
+	}
+	if ties < 50 {
+		t.Errorf("only %d admissions had request buckets with as much left: the run tests little", ties)
+	}
+}
+
+// binding is the bucket that binds more of cur (none when its Limit is
+// 0) and q, cur among equals.
+func binding(cur, q Quota) Quota {
+	switch {
+	case q.Limit == 0:
+		return cur
+	case cur.Limit == 0, q.Remaining < cur.Remaining, q.Remaining == cur.Remaining && q.Limit < cur.Limit:
+		return q
+	}
+	return cur
 }

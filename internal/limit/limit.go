@@ -38,6 +38,19 @@ type AdmitterInto interface {
 	AdmitInto(ctx context.Context, a *Admission, d *Decision) error
 }
 
+// SettlerInPlace is an Admitter that settles a reservation read where
+// the caller keeps it: a Reservation is some 160 bytes, copied by value
+// into every Settle. Embedded, which settles every request of a gateway
+// without Redis, implements it. A type that wraps a SettlerInPlace to
+// change what Settle does must change SettleInPlace too (or not have
+// it): a caller that finds SettleInPlace calls only that.
+type SettlerInPlace interface {
+	Admitter
+	// SettleInPlace is Settle of *r; r is read, not kept, and not
+	// changed (the settled flag its copies share is set).
+	SettleInPlace(ctx context.Context, r *Reservation, actual Actual) error
+}
+
 // ContextFreeSettler is an Admitter whose Settle reads nothing of its
 // context (neither its cancellation, its deadline nor its values): it
 // settles in memory. A request settling after its client has gone may

@@ -26,6 +26,29 @@ import (
 // admits against, and with it, a key's principal.
 type Memo struct {
 	plans [memoPlans]atomic.Pointer[plan]
+	// template is the caller's Template of these admissions, kept with
+	// them (KeepTemplate); nil until one is.
+	template atomic.Pointer[Template]
+}
+
+// Template returns the Template kept in m; nil when none is (or m is
+// nil). The caller checks, by its Source, that it still applies.
+func (m *Memo) Template() *Template {
+	if m == nil {
+		return nil
+	}
+	return m.template.Load()
+}
+
+// KeepTemplate keeps t in m unless m keeps one already: the first kept
+// stays (a Memo goes with one key's principal, which is not changed
+// once made; a copy changed since, which shares it, finds the kept
+// Template's Source not its own and builds its admissions itself). It
+// does nothing when m is nil.
+func (m *Memo) KeepTemplate(t *Template) {
+	if m != nil {
+		m.template.CompareAndSwap(nil, t)
+	}
 }
 
 // memoPlans is how many shapes of admission a Memo keeps: a key's own,
@@ -41,14 +64,18 @@ const memoPlans = 4
 // keeps for its settle. Never changed once kept, but for flags, where
 // its reservations take their settled flags.
 type plan struct {
-	e       *Embedded
-	day     int64 // the UTC day (Unix days) the budgets' periods were found for
-	dated   bool  // some budget has a period that starts over (day is checked)
-	rates   []Rate
-	budgets []Budget
-	ops     []op
-	held    heldCells
-	flags   flagSource
+	e *Embedded
+	// template is the Template whose slices the admission the plan was
+	// made from listed (nil: not one): an admission that lists them too
+	// fits without its rates and budgets compared.
+	template *Template
+	day      int64 // the UTC day (Unix days) the budgets' periods were found for
+	dated    bool  // some budget has a period that starts over (day is checked)
+	rates    []Rate
+	budgets  []Budget
+	ops      []op
+	held     heldCells
+	flags    flagSource
 }
 
 // flagSource hands out settled flags (Reservation.settled) from slabs
@@ -120,6 +147,9 @@ func (m *Memo) find(e *Embedded, a *Admission, now time.Time) (p *plan, slot int
 // Names are not compared: they are read from the admission, for a
 // refusal's message only.
 func (p *plan) fits(a *Admission) bool {
+	if p.template != nil && p.template.listedBy(a) {
+		return true
+	}
 	if len(a.Rates) != len(p.rates) || len(a.Budgets) != len(p.budgets) {
 		return false
 	}
@@ -155,6 +185,9 @@ func (e *Embedded) newPlan(a *Admission, ops []op, now time.Time) *plan {
 		budgets: append([]Budget(nil), a.Budgets...),
 		ops:     append([]op(nil), ops...),
 		held:    heldCells{e: e},
+	}
+	if t := a.Memo.Template(); t != nil && t.listedBy(a) {
+		p.template = t
 	}
 	for i := range p.rates {
 		p.rates[i].Name = "" // not compared; the admission's is used

@@ -43,12 +43,13 @@ type SpendLog struct {
 	mu      sync.Mutex
 	pending map[BudgetKey]*pendingSpend
 	spare   map[BudgetKey]*pendingSpend // the map the last flush emptied, reused
-	// byCell finds the pending entry an Embedded counter's spend went to
-	// last, by the counter's address: one word to hash, where pending's
-	// key is three strings. An entry found there is used only when its
-	// key is the one added to; it is emptied whenever pending is
-	// swapped, so it never leads to an entry no longer pending.
-	byCell map[*cell]*pendingSpend
+	// gen counts the swaps of pending. An Embedded counter keeps the
+	// pending entry its spend went to last (cell.spend), which is used
+	// only while its cell.spendGen is gen: a swap makes every entry kept
+	// so stale at once, so none leads to an entry no longer pending.
+	// (It replaced a map by the counter's address: a look-up, hashing a
+	// word, for every budget of every settle.)
+	gen uint64
 
 	flushMu sync.Mutex          // one flush at a time (ticker and Close)
 	deltas  map[BudgetKey]int64 // what a flush hands the store; under flushMu
@@ -67,8 +68,8 @@ func NewSpendLog(s SpendStore, every time.Duration, log *slog.Logger) *SpendLog 
 	}
 	l := &SpendLog{store: s, every: every, log: log,
 		pending: map[BudgetKey]*pendingSpend{}, spare: map[BudgetKey]*pendingSpend{},
-		byCell: map[*cell]*pendingSpend{}, deltas: map[BudgetKey]int64{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		deltas: map[BudgetKey]int64{},
+		stop:   make(chan struct{}), done: make(chan struct{})}
 	go l.run()
 	return l
 }
@@ -97,13 +98,45 @@ func (l *SpendLog) addAt(c *cell, k BudgetKey, micros int64) {
 		return
 	}
 	l.mu.Lock()
-	e := l.byCell[c]
+	e := l.keptLocked(c)
 	if e == nil || e.key != k {
 		e = l.entryLocked(k)
-		l.byCell[c] = e
+		c.spend, c.spendGen = e, l.gen
 	}
 	e.micros += micros
 	l.mu.Unlock()
+}
+
+// addKnown is addAt for spend whose entry is known already: the one
+// counter c's spend went to last, when that was under tag. It reports
+// false, adding nothing, when there is none (addAt then makes it).
+//
+// The tag is all it compares of the entry's key: a counter is kept in
+// one place of Embedded's map, under one key for its life, and each of
+// its settles adds to the BudgetKey of that key (the reservation's
+// period start is the one its counter was found for, on the same day),
+// so Scope, ID, Period and Start are always those of the entry found.
+func (l *SpendLog) addKnown(c *cell, tag string, micros int64) bool {
+	if micros == 0 {
+		return true
+	}
+	l.mu.Lock()
+	e := l.keptLocked(c)
+	found := e != nil && e.key.Tag == tag
+	if found {
+		e.micros += micros
+	}
+	l.mu.Unlock()
+	return found
+}
+
+// keptLocked returns the pending entry counter c's spend went to last;
+// nil when there is none still pending.
+func (l *SpendLog) keptLocked(c *cell) *pendingSpend {
+	if c.spendGen != l.gen {
+		return nil
+	}
+	return c.spend
 }
 
 // entryLocked returns k's pending entry, made when there is none.
@@ -147,7 +180,7 @@ func (l *SpendLog) Flush(ctx context.Context) error {
 	batch := l.pending
 	l.pending = l.spare
 	l.spare = nil
-	clear(l.byCell) // it leads into batch
+	l.gen++ // the entries counters keep are batch's
 	l.mu.Unlock()
 
 	for k, e := range batch {
@@ -166,7 +199,7 @@ func (l *SpendLog) Flush(ctx context.Context) error {
 			}
 		}
 		clear(l.pending)
-		clear(l.byCell) // it leads into the entries just merged
+		l.gen++ // the entries counters keep are merged into batch's
 		l.spare = l.pending
 		l.pending = batch
 	} else {

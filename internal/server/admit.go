@@ -36,9 +36,10 @@ type Limits struct {
 // made per request costs a look-up of the runtime's itab table on most
 // of a process's first few thousand requests.
 type admitterView struct {
-	limits *Limits
-	into   limit.AdmitterInto // nil: the admitter has only Admit
-	free   bool               // it is a limit.ContextFreeSettler
+	limits  *Limits
+	into    limit.AdmitterInto   // nil: the admitter has only Admit
+	inPlace limit.SettlerInPlace // nil: the admitter has only Settle
+	free    bool                 // it is a limit.ContextFreeSettler
 }
 
 // admitterOf returns the view of l's admitter, made once for l (and
@@ -48,6 +49,7 @@ func (s *Server) admitterOf(l *Limits) *admitterView {
 	if v == nil || v.limits != l {
 		v = &admitterView{limits: l}
 		v.into, _ = l.Admitter.(limit.AdmitterInto)
+		v.inPlace, _ = l.Admitter.(limit.SettlerInPlace)
 		_, v.free = l.Admitter.(limit.ContextFreeSettler)
 		s.admitters.Store(v)
 	}
@@ -221,34 +223,14 @@ func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	a := &x.adm
 	p := x.principal
 	adm := &a.req
-	*adm = limit.Admission{Tag: a.tag, Rates: a.rates[:0], Budgets: a.budgets[:0], Memo: p.LimitMemo}
 	projectID := p.ProjectID
 	if projectID == "" {
 		projectID = a.tag
 	}
-	if p.RPM > 0 || p.TPM > 0 {
-		adm.Rates = append(adm.Rates, limit.Rate{Scope: limit.ScopeKey, ID: p.KeyID, Name: keyName(p), RPM: int64(p.RPM), TPM: int64(p.TPM)})
-	}
-	if ml, ok := p.ModelLimits[g.Name]; ok && (ml.RPM > 0 || ml.TPM > 0) {
-		adm.Rates = append(adm.Rates, limit.Rate{Scope: limit.ScopeKeyModel, ID: limit.KeyModelID(p.KeyID, g.Name),
-			Name: keyName(p) + "/" + g.Name, RPM: int64(ml.RPM), TPM: int64(ml.TPM)})
-	}
-	if pl := p.ProjectLimits; pl.RPM > 0 || pl.TPM > 0 {
-		adm.Rates = append(adm.Rates, limit.Rate{Scope: limit.ScopeProject, ID: projectID, Name: p.Project, RPM: int64(pl.RPM), TPM: int64(pl.TPM)})
-	}
-	adm.Budgets = appendBudget(adm.Budgets, limit.ScopeKey, p.KeyID, keyName(p), p.Budget)
-	adm.Budgets = appendBudget(adm.Budgets, limit.ScopeProject, projectID, p.Project, p.ProjectBudget)
-	if c := a.customer; c != nil && customer {
-		name := c.Name
-		if name == "" {
-			name = c.ExternalID
-		}
-		if c.DailyUSD != nil {
-			adm.Budgets = append(adm.Budgets, limit.Budget{Scope: limit.ScopeCustomer, ID: c.ID, Name: name, Limit: limit.USD(*c.DailyUSD), Period: limit.Day})
-		}
-		if c.MonthlyUSD != nil {
-			adm.Budgets = append(adm.Budgets, limit.Budget{Scope: limit.ScopeCustomer, ID: c.ID, Name: name, Limit: limit.USD(*c.MonthlyUSD), Period: limit.Month})
-		}
+	if t := principalTemplate(p, projectID); t != nil {
+		x.admissionFrom(t, g, customer)
+	} else {
+		x.buildAdmission(g, customer, projectID)
 	}
 	a.budgeted = len(adm.Budgets) > 0
 	if !a.budgeted && !anyTokenRate(adm.Rates) {
@@ -275,6 +257,215 @@ func (x *exchange) admission(g *route.Group, customer bool) *limit.Admission {
 	}
 	// An unknown price without a budget is served at cost 0.
 	return adm
+}
+
+// buildAdmission makes x.adm.req, the Admission of the request served
+// by g, from the principal's fields: for a principal whose Memo keeps
+// no template of them (see admissionFrom).
+func (x *exchange) buildAdmission(g *route.Group, customer bool, projectID string) {
+	a := &x.adm
+	p := x.principal
+	adm := &a.req
+	*adm = limit.Admission{Tag: a.tag, Rates: a.rates[:0], Budgets: a.budgets[:0], Memo: p.LimitMemo}
+	adm.Rates = appendKeyRate(adm.Rates, p)
+	adm.Rates = appendModelRate(adm.Rates, p, g)
+	adm.Rates = appendProjectRate(adm.Rates, p, projectID)
+	adm.Budgets = appendFixedBudgets(adm.Budgets, p, projectID)
+	if customer {
+		adm.Budgets = appendCustomerBudgets(adm.Budgets, a.customer)
+	}
+}
+
+// admissionFrom makes x.adm.req, the Admission of the request served by
+// g, from t, the principal's template: its rates and budgets as they
+// are for a request with no rate for its model and no customer budgets
+// (no copy, and the admitter knows them by their address), copied with
+// those otherwise, in buildAdmission's order.
+func (x *exchange) admissionFrom(t *limit.Template, g *route.Group, customer bool) {
+	a := &x.adm
+	p := x.principal
+	adm := &a.req
+	// Field by field: a composite literal is built aside, then copied.
+	adm.Tag, adm.Rates, adm.Budgets, adm.Memo = a.tag, t.Rates(), t.Budgets(), p.LimitMemo
+	adm.Tokens, adm.Cost = 0, 0
+	if len(p.ModelLimits) != 0 {
+		x.insertModelRate(t, g)
+	}
+	if c := a.customer; customer && c != nil && (c.DailyUSD != nil || c.MonthlyUSD != nil) {
+		adm.Budgets = appendCustomerBudgets(append(a.budgets[:0], t.Budgets()...), c)
+	}
+}
+
+// insertModelRate puts the key's rate for the model of group g, if it
+// has one, into x.adm.req's rates, copied from template t, between the
+// key's own and its project's (buildAdmission's order).
+func (x *exchange) insertModelRate(t *limit.Template, g *route.Group) {
+	modelRate, ok := keyModelRate(x.principal, g)
+	if !ok {
+		return
+	}
+	a := &x.adm
+	keyRates := t.Source().(*templateSource).keyRates
+	rs := append(a.rates[:0], t.Rates()[:keyRates]...)
+	rs = append(rs, modelRate)
+	a.req.Rates = append(rs, t.Rates()[keyRates:]...)
+}
+
+// principalTemplate is the template of p's admissions (their key's and
+// project's rates and budgets, limit.Template) with projectID as the
+// project's counters' ID: the one p's Memo keeps, made and kept there by
+// the first admission of the key. nil when p has no Memo, or when the
+// one kept was made from other values (a principal copied and changed
+// since, or counted under another tag): the caller builds the admission
+// from p's fields then, as a template would not be used again.
+func principalTemplate(p *auth.Principal, projectID string) *limit.Template {
+	m := p.LimitMemo
+	if m == nil {
+		return nil
+	}
+	if t := m.Template(); t != nil {
+		if src, ok := t.Source().(*templateSource); ok && src.describes(p, projectID) {
+			return t
+		}
+		return nil
+	}
+	t := newPrincipalTemplate(p, projectID)
+	m.KeepTemplate(t)
+	if m.Template() != t {
+		return nil // another admission kept one first: it is checked next time
+	}
+	return t
+}
+
+// newPrincipalTemplate makes the template of p's admissions, with the
+// values it was made from as its source.
+func newPrincipalTemplate(p *auth.Principal, projectID string) *limit.Template {
+	var rates [2]limit.Rate
+	var budgets [2]limit.Budget
+	rs := appendKeyRate(rates[:0], p)
+	keyRates := len(rs)
+	rs = appendProjectRate(rs, p, projectID)
+	bs := appendFixedBudgets(budgets[:0], p, projectID)
+	return limit.NewTemplate(rs, bs, newTemplateSource(p, projectID, keyRates))
+}
+
+// templateSource is what a principal's template was made from: the
+// fields of the principal that its rates and budgets are made of. A
+// template applies to a principal whose fields are these values (which
+// a principal, never changed once made, keeps).
+type templateSource struct {
+	keyID, name, project, projectID string
+	rpm, tpm                        int
+	projectLimits                   auth.Limits
+	budget, projectBudget           budgetSource
+	// keyRates is how many of the template's rates are the key's own
+	// (0 or 1), before its project's: a rate per model goes between.
+	keyRates int
+}
+
+// budgetSource is a budget a template was made from; set false: none.
+type budgetSource struct {
+	set    bool
+	budget auth.Budget
+}
+
+func budgetSourceOf(b *auth.Budget) budgetSource {
+	if b == nil {
+		return budgetSource{}
+	}
+	return budgetSource{true, *b}
+}
+
+// is reports whether b is the budget s was made from.
+func (s *budgetSource) is(b *auth.Budget) bool {
+	if b == nil {
+		return !s.set
+	}
+	return s.set && b.USD == s.budget.USD && llm.SameString(b.Period, s.budget.Period)
+}
+
+func newTemplateSource(p *auth.Principal, projectID string, keyRates int) *templateSource {
+	return &templateSource{keyID: p.KeyID, name: p.Name, project: p.Project, projectID: projectID,
+		rpm: p.RPM, tpm: p.TPM, projectLimits: p.ProjectLimits,
+		budget: budgetSourceOf(p.Budget), projectBudget: budgetSourceOf(p.ProjectBudget), keyRates: keyRates}
+}
+
+// describes reports whether s was made from p's values, with projectID
+// as its project's counters' ID. The strings are compared by
+// llm.SameString: those of the principal a template was made from are
+// the very strings it keeps, whose bytes are not read.
+func (s *templateSource) describes(p *auth.Principal, projectID string) bool {
+	return s.rpm == p.RPM && s.tpm == p.TPM && s.projectLimits == p.ProjectLimits &&
+		llm.SameString(s.keyID, p.KeyID) && llm.SameString(s.name, p.Name) &&
+		llm.SameString(s.project, p.Project) && llm.SameString(s.projectID, projectID) &&
+		s.budget.is(p.Budget) && s.projectBudget.is(p.ProjectBudget)
+}
+
+// appendKeyRate appends the key's own rate, if it has one.
+func appendKeyRate(rs []limit.Rate, p *auth.Principal) []limit.Rate {
+	if p.RPM <= 0 && p.TPM <= 0 {
+		return rs
+	}
+	return append(rs, limit.Rate{Scope: limit.ScopeKey, ID: p.KeyID, Name: keyName(p), RPM: int64(p.RPM), TPM: int64(p.TPM)})
+}
+
+// keyModelRate is the key's rate for the model of group g; false when
+// it has none.
+func keyModelRate(p *auth.Principal, g *route.Group) (limit.Rate, bool) {
+	if len(p.ModelLimits) == 0 {
+		return limit.Rate{}, false // most keys: no map look-up
+	}
+	ml, ok := p.ModelLimits[g.Name]
+	if !ok || (ml.RPM <= 0 && ml.TPM <= 0) {
+		return limit.Rate{}, false
+	}
+	return limit.Rate{Scope: limit.ScopeKeyModel, ID: limit.KeyModelID(p.KeyID, g.Name),
+		Name: keyName(p) + "/" + g.Name, RPM: int64(ml.RPM), TPM: int64(ml.TPM)}, true
+}
+
+// appendModelRate appends the key's rate for the model of group g, if
+// it has one.
+func appendModelRate(rs []limit.Rate, p *auth.Principal, g *route.Group) []limit.Rate {
+	if r, ok := keyModelRate(p, g); ok {
+		return append(rs, r)
+	}
+	return rs
+}
+
+// appendProjectRate appends the rate of the key's project, if it has
+// one, counted under projectID.
+func appendProjectRate(rs []limit.Rate, p *auth.Principal, projectID string) []limit.Rate {
+	pl := p.ProjectLimits
+	if pl.RPM <= 0 && pl.TPM <= 0 {
+		return rs
+	}
+	return append(rs, limit.Rate{Scope: limit.ScopeProject, ID: projectID, Name: p.Project, RPM: int64(pl.RPM), TPM: int64(pl.TPM)})
+}
+
+// appendFixedBudgets appends the key's budget and its project's (counted
+// under projectID), those it has.
+func appendFixedBudgets(bs []limit.Budget, p *auth.Principal, projectID string) []limit.Budget {
+	bs = appendBudget(bs, limit.ScopeKey, p.KeyID, keyName(p), p.Budget)
+	return appendBudget(bs, limit.ScopeProject, projectID, p.Project, p.ProjectBudget)
+}
+
+// appendCustomerBudgets appends customer c's daily and monthly budgets,
+// those it has (none for a nil c).
+func appendCustomerBudgets(bs []limit.Budget, c *auth.Customer) []limit.Budget {
+	if c == nil {
+		return bs
+	}
+	name := c.Name
+	if name == "" {
+		name = c.ExternalID
+	}
+	if c.DailyUSD != nil {
+		bs = append(bs, limit.Budget{Scope: limit.ScopeCustomer, ID: c.ID, Name: name, Limit: limit.USD(*c.DailyUSD), Period: limit.Day})
+	}
+	if c.MonthlyUSD != nil {
+		bs = append(bs, limit.Budget{Scope: limit.ScopeCustomer, ID: c.ID, Name: name, Limit: limit.USD(*c.MonthlyUSD), Period: limit.Month})
+	}
+	return bs
 }
 
 // anyTokenRate reports whether one of rs has a tokens-per-minute limit.
@@ -663,11 +854,17 @@ func (x *exchange) settle() {
 	// request's as it is; any other gets context.WithoutCancel of it. (A
 	// context type of our own that forwarded Value would also forward the
 	// context package's private key for the request's cancellation state.)
-	ctx, adm := x.r.Context(), x.rt.Limits.Admitter
-	if !x.s.admitterOf(x.rt.Limits).free {
+	ctx, view := x.r.Context(), x.s.admitterOf(x.rt.Limits)
+	if !view.free {
 		ctx = context.WithoutCancel(ctx)
 	}
-	if err := adm.Settle(ctx, *res, actual); err != nil {
+	var err error
+	if view.inPlace != nil {
+		err = view.inPlace.SettleInPlace(ctx, res, actual) // read where it is, not copied
+	} else {
+		err = x.rt.Limits.Admitter.Settle(ctx, *res, actual)
+	}
+	if err != nil {
 		x.s.log.Error("settle failed", "request_id", x.id, "err", err.Error())
 	}
 }

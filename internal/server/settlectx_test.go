@@ -109,9 +109,15 @@ func (h *hangUpEmbedded) AdmitInto(ctx context.Context, a *limit.Admission, d *l
 }
 
 func (h *hangUpEmbedded) Settle(ctx context.Context, r limit.Reservation, actual limit.Actual) error {
+	return h.SettleInPlace(ctx, &r, actual)
+}
+
+// SettleInPlace is what the server calls on an Embedded
+// (limit.SettlerInPlace): promoted from it, it would not be counted.
+func (h *hangUpEmbedded) SettleInPlace(ctx context.Context, r *limit.Reservation, actual limit.Actual) error {
 	h.settles++
 	h.cancelled = ctx.Err() != nil
-	return h.Embedded.Settle(ctx, r, actual)
+	return h.Embedded.SettleInPlace(ctx, r, actual)
 }
 
 // TestContextFreeSettleAfterHangUp: an admitter that settles in memory
