@@ -30,8 +30,11 @@ type Metrics struct {
 	descs                       requestDescs
 	latencyNanos, overheadNanos []int64
 
-	denials        *prometheus.CounterVec
-	inFlight       prometheus.Gauge
+	denials *prometheus.CounterVec
+	// inFlight counts the requests being served, read at scrape time
+	// (gatehouse_requests_in_flight): an integer addition where the
+	// client library's gauge adds a float by a compare-and-swap loop.
+	inFlight       atomic.Int64
 	attempts       *prometheus.CounterVec
 	connectRetries *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
@@ -66,10 +69,6 @@ func New() *Metrics {
 			Name: "gatehouse_limit_denials_total",
 			Help: "Requests refused by a limit, by project, the limit's scope (key, project, customer, key_model) and kind (requests, tokens, budget).",
 		}, []string{"project", "scope", "kind"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "gatehouse_requests_in_flight",
-			Help: "API requests being served.",
-		}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatehouse_routing_decisions_total",
 			Help: "Deployments chosen, by client-facing model, the model's strategy and the provider chosen (one per upstream attempt).",
@@ -96,8 +95,12 @@ func New() *Metrics {
 		}, []string{"provider"}),
 	}
 	m.bundles.keepAll = true // a bundle holds its tuple's counts
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gatehouse_requests_in_flight",
+		Help: "API requests being served.",
+	}, func() float64 { return float64(m.inFlight.Load()) })
 	reg.MustRegister(requestCollector{m}, m.denials,
-		m.inFlight, m.decisions, m.attempts, m.connectRetries, m.breakerState, m.breakerChanges, m.upstreamDown, deploymentCollector{m},
+		inFlight, m.decisions, m.attempts, m.connectRetries, m.breakerState, m.breakerChanges, m.upstreamDown, deploymentCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
@@ -135,10 +138,16 @@ type attemptKey struct{ group, strategy, provider, model, outcome string }
 // validating and hashing its labels under the vector's lock.
 type attemptPair struct{ decision, attempt prometheus.Counter }
 
-// slot is the key's cheap hash for resolvedSet's recent table.
+// slot is the key's cheap hash for resolvedSet's recent table: the
+// addresses of its group, provider, model and outcome (see bundleKey's).
 func (k attemptKey) slot() uint {
-	h := uint(len(k.group)) + uint(len(k.strategy))<<2 + uint(len(k.provider))<<4 + uint(len(k.model))<<6 + uint(len(k.outcome))<<8
-	return h + lastByte(k.group)*7 + lastByte(k.model)*13
+	return mix(addr(k.group) ^ addr(k.provider)<<1 ^ addr(k.model)<<2 ^ addr(k.outcome)<<3)
+}
+
+// identical is bundleKey.identical's test for an attempt's tuple.
+func (k *attemptKey) identical(o *attemptKey) bool {
+	return differ(k.group, o.group)|differ(k.strategy, o.strategy)|differ(k.provider, o.provider)|
+		differ(k.model, o.model)|differ(k.outcome, o.outcome) == 0
 }
 
 // same is *k == *o, by llm.SameString.
@@ -148,7 +157,7 @@ func (k *attemptKey) same(o *attemptKey) bool {
 }
 
 func (m *Metrics) attemptSeries(k *attemptKey) *attemptPair {
-	if r := m.attemptPairs.recentFor(k.slot()); r != nil && r.key.same(k) {
+	if r := m.attemptPairs.recentFor(k.slot()); r != nil && (r.key.identical(k) || r.key.same(k)) {
 		return r.val
 	}
 	return m.attemptPairs.get(*k, m.newAttemptPair)

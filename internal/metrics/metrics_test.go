@@ -140,3 +140,27 @@ func TestAttemptsCountExactly(t *testing.T) {
 		`gatehouse_routing_decisions_total{model="chat",provider="up",strategy="failover"} 1`,
 		`gatehouse_upstream_attempts_total{model="m1",outcome="success",provider="up"} 1`)
 }
+
+// TestInFlightCountsExactly: requests begun and ended from many
+// goroutines leave the gauge at what is still in flight, served as the
+// client library's gauge was (help, type, value).
+func TestInFlightCountsExactly(t *testing.T) {
+	m := New()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				m.Begin()
+				m.Begin()
+				m.End()
+			}
+		})
+	}
+	wg.Wait()
+	wantSeries(t, scrape(t, m), "# HELP gatehouse_requests_in_flight API requests being served.\n"+
+		"# TYPE gatehouse_requests_in_flight gauge\ngatehouse_requests_in_flight 8000\n")
+	for range 8000 {
+		m.End()
+	}
+	wantSeries(t, scrape(t, m), "\ngatehouse_requests_in_flight 0\n")
+}

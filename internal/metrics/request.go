@@ -42,11 +42,16 @@ type bundleKey struct {
 // kept (resolvedSet.keepAll).
 const maxBundles = 10000
 
-// slot is the key's cheap hash for resolvedSet's recent table.
+// slot is the key's cheap hash for resolvedSet's recent table: the
+// addresses of its project and model with the status, mixed by one
+// multiplication. A request's labels are the configuration's own strings
+// (a project's name, a group's), the same bytes request after request, so
+// their addresses tell its tuples apart as their contents would, for a
+// few instructions where the lengths and last bytes of six strings took
+// about thirty; a tuple whose strings sit elsewhere takes another slot,
+// which serves it as well (see slotted).
 func (k bundleKey) slot() uint {
-	h := uint(k.code) + uint(len(k.project))<<1 + uint(len(k.model))<<3 + uint(len(k.provider))<<5 +
-		uint(len(k.route))<<7 + uint(len(k.kind))<<9 + uint(len(k.cache))<<11
-	return h + lastByte(k.project)*7 + lastByte(k.model)*13
+	return mix(addr(k.project) ^ addr(k.model)<<1 ^ uint(k.code))
 }
 
 // same is *k == *o, by llm.SameString.
@@ -56,8 +61,17 @@ func (k *bundleKey) same(o *bundleKey) bool {
 		llm.SameString(k.cache, o.cache)
 }
 
+// identical reports that k and o hold the very same strings (address and
+// length) and status, so *k == *o, in straight-line code without a
+// branch a field: the tuple a slot holds is nearly always the request's
+// own, in the same memory. When it is not, same decides.
+func (k *bundleKey) identical(o *bundleKey) bool {
+	return differ(k.project, o.project)|differ(k.model, o.model)|differ(k.provider, o.provider)|
+		differ(k.route, o.route)|differ(k.kind, o.kind)|differ(k.cache, o.cache)|uint(k.code^o.code) == 0
+}
+
 func (m *Metrics) bundle(k *bundleKey) *bundle {
-	if r := m.bundles.recentFor(k.slot()); r != nil && r.key.same(k) {
+	if r := m.bundles.recentFor(k.slot()); r != nil && (r.key.identical(k) || r.key.same(k)) {
 		return r.val
 	}
 	return m.bundles.get(*k, m.newBundle)
@@ -104,13 +118,13 @@ func (m *Metrics) Observe(o *RequestObs) {
 // Begin counts a request in flight until the returned func is called.
 func (m *Metrics) Begin() {
 	if m != nil {
-		m.inFlight.Inc()
+		m.inFlight.Add(1)
 	}
 }
 
 // End ends what Begin counted.
 func (m *Metrics) End() {
 	if m != nil {
-		m.inFlight.Dec()
+		m.inFlight.Add(-1)
 	}
 }

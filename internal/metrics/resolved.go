@@ -3,6 +3,7 @@ package metrics
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // resolvedSet keeps the instruments resolved for each label tuple (a
@@ -13,8 +14,8 @@ import (
 // the runtime's generic type hash, field by field, and compares it
 // through an interface — about a thousand instructions a lookup, paid by
 // every request twice. In front of the map sits a direct-mapped table of
-// recent tuples indexed by a cheap hash of the tuple (slot: lengths, the
-// status, a last byte), checked by comparing the key itself: the few
+// recent tuples indexed by a cheap hash of the tuple (slot: its strings'
+// addresses, the status), checked by comparing the key itself: the few
 // tuples a gateway sees most hit it; a tuple that collides with another
 // takes the map, as before, and takes over the slot.
 type resolvedSet[K slotted, V any] struct {
@@ -28,12 +29,14 @@ type resolvedSet[K slotted, V any] struct {
 	keepAll bool
 }
 
-// recentSlots is the size of the direct-mapped table: a power of two.
+// recentSlots is the size of the direct-mapped table: a power of two,
+// the number of mix's values.
 const recentSlots = 64
 
 // slotted is a label tuple with a cheap hash for the recent table; any
-// value will do (equal keys must get equal values): a slot only ever
-// serves the key it holds.
+// value will do, so long as a key always gets the same one: a slot only
+// ever serves the key it holds. Keys equal by content but held in other
+// memory may get other slots (the hashes use the strings' addresses).
 type slotted interface {
 	comparable
 	slot() uint
@@ -99,10 +102,15 @@ func (s *resolvedSet[K, V]) drop(drop func(K) bool) {
 	})
 }
 
-// lastByte is s's last byte, 0 for "".
-func lastByte(s string) uint {
-	if s == "" {
-		return 0
-	}
-	return uint(s[len(s)-1])
-}
+// addr is the address of s's bytes, as a number to hash.
+func addr(s string) uint { return uint(uintptr(unsafe.Pointer(unsafe.StringData(s)))) }
+
+// differ is 0 exactly when a and b are the same bytes in the same memory
+// (address and length; two strings so are equal), and nonzero otherwise:
+// equal strings held in other memory differ too.
+func differ(a, b string) uint { return addr(a) ^ addr(b) | uint(len(a)^len(b)) }
+
+// mix is h's top bits after a multiplication by the golden ratio's 64-bit
+// fraction (Fibonacci hashing): every bit of h reaches them, so strings'
+// addresses, which differ in their middle bits, spread over the slots.
+func mix(h uint) uint { return uint(uint64(h) * 0x9E3779B97F4A7C15 >> 58) }

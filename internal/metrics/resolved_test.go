@@ -117,3 +117,48 @@ func TestSameKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestIdenticalKeys: identical holds for a key and itself (the same
+// strings in the same memory) and never for keys that differ, even where
+// a string is another's prefix at the same address; for a key equal by
+// content in other memory it is false, and same answers.
+func TestIdenticalKeys(t *testing.T) {
+	clone := func(s string) string { return string([]byte(s)) }
+	b := bundleKey{"proj", "gpt", "openai", "/v1/chat/completions", "", "miss", 200}
+	bc := bundleKey{clone(b.project), clone(b.model), clone(b.provider), clone(b.route), b.kind, clone(b.cache), b.code}
+	bs := []bundleKey{b, bc,
+		{b.project[:3], b.model, b.provider, b.route, b.kind, b.cache, b.code}, {b.project, b.model[:2], b.provider, b.route, b.kind, b.cache, b.code},
+		{b.project, b.model, b.provider[:5], b.route, b.kind, b.cache, b.code}, {b.project, b.model, b.provider, b.route[:3], b.kind, b.cache, b.code},
+		{b.project, b.model, b.provider, b.route, b.route[:1], b.cache, b.code}, {b.project, b.model, b.provider, b.route, b.kind, b.cache[:3], b.code},
+		{b.project, b.model, b.provider, b.route, b.kind, b.cache, 201}}
+	for i := range bs {
+		for j := range bs {
+			if got, want := bs[i].identical(&bs[j]), i == j; got != want {
+				t.Errorf("bundle keys %v (#%d) and %v (#%d): identical %v, want %v", bs[i], i, bs[j], j, got, want)
+			}
+		}
+	}
+	a := attemptKey{"gpt", "failover", "openai", "gpt-4o", "ok"}
+	as := []attemptKey{a, {clone(a.group), clone(a.strategy), clone(a.provider), clone(a.model), clone(a.outcome)},
+		{a.group[:2], a.strategy, a.provider, a.model, a.outcome}, {a.group, a.strategy[:4], a.provider, a.model, a.outcome},
+		{a.group, a.strategy, a.provider[:1], a.model, a.outcome}, {a.group, a.strategy, a.provider, a.model[:3], a.outcome},
+		{a.group, a.strategy, a.provider, a.model, a.outcome[:1]}}
+	for i := range as {
+		for j := range as {
+			if got, want := as[i].identical(&as[j]), i == j; got != want {
+				t.Errorf("attempt keys %v (#%d) and %v (#%d): identical %v, want %v", as[i], i, as[j], j, got, want)
+			}
+		}
+	}
+}
+
+// TestSlotsAreStable: a key's slot is the same every time and within the
+// table; a copy of the key (the same strings) gets the same slot.
+func TestSlotsAreStable(t *testing.T) {
+	k := bundleKey{"proj", "gpt", "openai", "/v1/chat/completions", "", "miss", 200}
+	c := k
+	a := attemptKey{"gpt", "failover", "openai", "gpt-4o", "success"}
+	if k.slot() != c.slot() || k.slot() >= recentSlots || a.slot() != a.slot() || a.slot() >= recentSlots {
+		t.Errorf("slots %d, %d, %d: want one value below %d for a key and its copy", k.slot(), c.slot(), a.slot(), recentSlots)
+	}
+}
