@@ -158,7 +158,8 @@ func TestSlotsAreStable(t *testing.T) {
 	k := bundleKey{"proj", "gpt", "openai", "/v1/chat/completions", "", "miss", 200}
 	c := k
 	a := attemptKey{"gpt", "failover", "openai", "gpt-4o", "success"}
-	if k.slot() != c.slot() || k.slot() >= recentSlots || a.slot() != a.slot() || a.slot() >= recentSlots {
-		t.Errorf("slots %d, %d, %d: want one value below %d for a key and its copy", k.slot(), c.slot(), a.slot(), recentSlots)
+	ac := a
+	if k.slot() != c.slot() || k.slot() >= recentSlots || a.slot() != ac.slot() || a.slot() >= recentSlots {
+		t.Errorf("slots %d, %d, %d, %d: want one value below %d for a key and its copy", k.slot(), c.slot(), a.slot(), ac.slot(), recentSlots)
 	}
 }
