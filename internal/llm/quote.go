@@ -48,7 +48,10 @@ func MakeMembers(k1, v1, k2, v2 string) Members {
 // Text returns m's JSON text when m was made of exactly these names and
 // values, "" otherwise (a zero Members has no text to give).
 func (m *Members) Text(k1, v1, k2, v2 string) string {
-	if SameString(m.v1, v1) && SameString(m.v2, v2) && SameString(m.k1, k1) && SameString(m.k2, k2) {
+	if len(m.v1) != len(v1) || len(m.v2) != len(v2) || len(m.k1) != len(k1) || len(m.k2) != len(k2) {
+		return ""
+	}
+	if SameData(m.v1, v1) && SameData(m.v2, v2) && SameData(m.k1, k1) && SameData(m.k2, k2) {
 		return m.json
 	}
 	return ""
@@ -63,4 +66,12 @@ func (m *Members) Text(k1, v1, k2, v2 string) string {
 // encoder compare with it.
 func SameString(a, b string) bool {
 	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
+// SameData is SameString for strings known to be of one length: a
+// caller comparing several pairs tests all their lengths first, then
+// their contents here, so that each comparison is a branch rather than
+// a value carried into the next.
+func SameData(a, b string) bool {
+	return unsafe.StringData(a) == unsafe.StringData(b) || a == b
 }

@@ -69,5 +69,10 @@ func TestSameString(t *testing.T) {
 		if got, want := SameString(c[0], c[1]), c[0] == c[1]; got != want {
 			t.Errorf("SameString(%q, %q) = %v, want %v", c[0], c[1], got, want)
 		}
+		if len(c[0]) == len(c[1]) {
+			if got, want := SameData(c[0], c[1]), c[0] == c[1]; got != want {
+				t.Errorf("SameData(%q, %q) = %v, want %v", c[0], c[1], got, want)
+			}
+		}
 	}
 }

@@ -1,9 +1,6 @@
 package llm
 
-import (
-	"sync/atomic"
-	"unsafe"
-)
+import "sync/atomic"
 
 // TextMemoValues is how many strings a TextMemo's text is made of.
 const TextMemoValues = 6
@@ -67,11 +64,6 @@ func sameValues(a, b *[TextMemoValues]string) bool {
 		len(a[3]) != len(b[3]) || len(a[4]) != len(b[4]) || len(a[5]) != len(b[5]) {
 		return false
 	}
-	return sameData(a[0], b[0]) && sameData(a[1], b[1]) && sameData(a[2], b[2]) &&
-		sameData(a[3], b[3]) && sameData(a[4], b[4]) && sameData(a[5], b[5])
-}
-
-// sameData is x == y for strings of one length: by address first.
-func sameData(x, y string) bool {
-	return unsafe.StringData(x) == unsafe.StringData(y) || x == y
+	return SameData(a[0], b[0]) && SameData(a[1], b[1]) && SameData(a[2], b[2]) &&
+		SameData(a[3], b[3]) && SameData(a[4], b[4]) && SameData(a[5], b[5])
 }

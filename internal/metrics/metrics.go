@@ -150,10 +150,14 @@ func (k *attemptKey) identical(o *attemptKey) bool {
 		differ(k.model, o.model)|differ(k.outcome, o.outcome) == 0
 }
 
-// same is *k == *o, by llm.SameString.
+// same is *k == *o, by llm.SameString, written as bundleKey.same is.
 func (k *attemptKey) same(o *attemptKey) bool {
-	return llm.SameString(k.group, o.group) && llm.SameString(k.strategy, o.strategy) && llm.SameString(k.provider, o.provider) &&
-		llm.SameString(k.model, o.model) && llm.SameString(k.outcome, o.outcome)
+	if len(k.group) != len(o.group) || len(k.strategy) != len(o.strategy) || len(k.provider) != len(o.provider) ||
+		len(k.model) != len(o.model) || len(k.outcome) != len(o.outcome) {
+		return false
+	}
+	return llm.SameData(k.group, o.group) && llm.SameData(k.strategy, o.strategy) && llm.SameData(k.provider, o.provider) &&
+		llm.SameData(k.model, o.model) && llm.SameData(k.outcome, o.outcome)
 }
 
 func (m *Metrics) attemptSeries(k *attemptKey) *attemptPair {

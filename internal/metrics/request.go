@@ -54,11 +54,17 @@ func (k bundleKey) slot() uint {
 	return mix(addr(k.project) ^ addr(k.model)<<1 ^ uint(k.code))
 }
 
-// same is *k == *o, by llm.SameString.
+// same is *k == *o, by llm.SameString, written as lengths first and then
+// contents by address: a hit compares them all, and one boolean
+// expression of SameStrings makes each a value before the next.
 func (k *bundleKey) same(o *bundleKey) bool {
-	return k.code == o.code && llm.SameString(k.project, o.project) && llm.SameString(k.model, o.model) &&
-		llm.SameString(k.provider, o.provider) && llm.SameString(k.route, o.route) && llm.SameString(k.kind, o.kind) &&
-		llm.SameString(k.cache, o.cache)
+	if k.code != o.code || len(k.project) != len(o.project) || len(k.model) != len(o.model) ||
+		len(k.provider) != len(o.provider) || len(k.route) != len(o.route) || len(k.kind) != len(o.kind) ||
+		len(k.cache) != len(o.cache) {
+		return false
+	}
+	return llm.SameData(k.project, o.project) && llm.SameData(k.model, o.model) && llm.SameData(k.provider, o.provider) &&
+		llm.SameData(k.route, o.route) && llm.SameData(k.kind, o.kind) && llm.SameData(k.cache, o.cache)
 }
 
 // identical reports that k and o hold the very same strings (address and

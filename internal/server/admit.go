@@ -395,9 +395,14 @@ func newTemplateSource(p *auth.Principal, projectID string, keyRates int) *templ
 // llm.SameString: those of the principal a template was made from are
 // the very strings it keeps, whose bytes are not read.
 func (s *templateSource) describes(p *auth.Principal, projectID string) bool {
-	return s.rpm == p.RPM && s.tpm == p.TPM && s.projectLimits == p.ProjectLimits &&
-		llm.SameString(s.keyID, p.KeyID) && llm.SameString(s.name, p.Name) &&
-		llm.SameString(s.project, p.Project) && llm.SameString(s.projectID, projectID) &&
+	// Lengths and numbers first, then the names' contents by address
+	// (llm.SameData): each test a branch, not a value for the next.
+	if s.rpm != p.RPM || s.tpm != p.TPM || s.projectLimits != p.ProjectLimits ||
+		len(s.keyID) != len(p.KeyID) || len(s.name) != len(p.Name) || len(s.project) != len(p.Project) || len(s.projectID) != len(projectID) {
+		return false
+	}
+	return llm.SameData(s.keyID, p.KeyID) && llm.SameData(s.name, p.Name) &&
+		llm.SameData(s.project, p.Project) && llm.SameData(s.projectID, projectID) &&
 		s.budget.is(p.Budget) && s.projectBudget.is(p.ProjectBudget)
 }
 

@@ -144,18 +144,22 @@ func TestAdmissionTemplateFollowsPrincipal(t *testing.T) {
 		t.Fatal("no template kept")
 	}
 	changes := map[string]func(p *auth.Principal){
-		"rpm":              func(p *auth.Principal) { p.RPM = 20 },
-		"tpm":              func(p *auth.Principal) { p.TPM = 0 },
-		"budget":           func(p *auth.Principal) { p.Budget = &auth.Budget{USD: 2, Period: "total"} },
-		"budget period":    func(p *auth.Principal) { p.Budget = &auth.Budget{USD: 1, Period: "month"} },
-		"no budget":        func(p *auth.Principal) { p.Budget = nil },
-		"renamed key":      func(p *auth.Principal) { p.Name = "bot2" },
-		"renamed project":  func(p *auth.Principal) { p.Project = "bench2"; p.StaticTag = "" },
-		"project id":       func(p *auth.Principal) { p.ProjectID = "proj9" },
-		"project rate":     func(p *auth.Principal) { p.ProjectLimits = auth.Limits{RPM: 7} },
-		"project budget":   func(p *auth.Principal) { p.ProjectBudget = &auth.Budget{USD: 9, Period: "day"} },
-		"key id":           func(p *auth.Principal) { p.KeyID = "key2" },
-		"rate for a model": func(p *auth.Principal) { p.ModelLimits = map[string]auth.Limits{"m": {RPM: 1}} },
+		"rpm":             func(p *auth.Principal) { p.RPM = 20 },
+		"tpm":             func(p *auth.Principal) { p.TPM = 0 },
+		"budget":          func(p *auth.Principal) { p.Budget = &auth.Budget{USD: 2, Period: "total"} },
+		"budget period":   func(p *auth.Principal) { p.Budget = &auth.Budget{USD: 1, Period: "month"} },
+		"no budget":       func(p *auth.Principal) { p.Budget = nil },
+		"renamed key":     func(p *auth.Principal) { p.Name = "bot2" },
+		"renamed project": func(p *auth.Principal) { p.Project = "bench2"; p.StaticTag = "" },
+		"project id":      func(p *auth.Principal) { p.ProjectID = "proj9" },
+		"project rate":    func(p *auth.Principal) { p.ProjectLimits = auth.Limits{RPM: 7} },
+		"project budget":  func(p *auth.Principal) { p.ProjectBudget = &auth.Budget{USD: 9, Period: "day"} },
+		"key id":          func(p *auth.Principal) { p.KeyID = "key2" },
+		// Names of the same length: told apart by their contents.
+		"same-length key name":     func(p *auth.Principal) { p.Name = "bat" },
+		"same-length project name": func(p *auth.Principal) { p.Project = "bunch"; p.StaticTag = "" },
+		"same-length key id":       func(p *auth.Principal) { p.KeyID = "kez1" },
+		"rate for a model":         func(p *auth.Principal) { p.ModelLimits = map[string]auth.Limits{"m": {RPM: 1}} },
 	}
 	for name, change := range changes {
 		q := *orig // shares orig's Memo
@@ -166,6 +170,16 @@ func TestAdmissionTemplateFollowsPrincipal(t *testing.T) {
 		if got := admit(orig); !cmp.Equal(got, first) {
 			t.Errorf("after %s: the original admitted with %+v, want %+v", name, got, first)
 		}
+	}
+	// A project with an ID renamed to a name of the same length: only
+	// the name's contents tell the template is not its own.
+	withID := *orig
+	withID.ProjectID, withID.LimitMemo = "proj1", new(limit.Memo)
+	before := admit(&withID)
+	renamed := withID
+	renamed.Project = "bunch"
+	if got := admit(&renamed); cmp.Equal(got, before) {
+		t.Errorf("a project with an ID renamed: admitted as before: %+v", got)
 	}
 	// Counted under another tag (the ID of a project known by name
 	// only), the project's budget is that tag's.
