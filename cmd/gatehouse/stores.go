@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"gatehouse/internal/auth"
 	"gatehouse/internal/cache"
 	"gatehouse/internal/config"
+	"gatehouse/internal/framing"
 	"gatehouse/internal/limit"
 	"gatehouse/internal/route"
 	"gatehouse/internal/store/postgres"
@@ -259,6 +261,19 @@ type clientAuth struct {
 
 func (a *clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
 	return a.memo.Resolve(r.Context(), auth.Credential(r), a)
+}
+
+// connContext is the servers' ConnContext: the connection's framing
+// watcher (framing.ConnContext) and, unless bare (no keys to resolve),
+// the connection's own auth.ConnMemo, where clientAuth's memo finds the
+// key the connection's requests presented last.
+func connContext(bare bool) func(context.Context, net.Conn) context.Context {
+	if bare {
+		return framing.ConnContext
+	}
+	return func(ctx context.Context, c net.Conn) context.Context {
+		return auth.WithConnMemo(framing.ConnContext(ctx, c))
+	}
 }
 
 // ResolveHash looks a secret's hash up in both tables: the secret is

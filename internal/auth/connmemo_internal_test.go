@@ -1,0 +1,61 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"testing"
+)
+
+// TestConnMemoServesRemembered: the connection's second request with a
+// secret is resolved by the hash its entry holds (a hash planted there
+// is what the resolver sees), without the memo; another secret is not.
+func TestConnMemoServesRemembered(t *testing.T) {
+	m := NewHashMemo()
+	ctx := WithConnMemo(context.Background())
+	var r hashRecorder
+	if _, err := m.Resolve(ctx, "gh-conn-secret", &r); err != nil || r.last != HashKey("gh-conn-secret") {
+		t.Fatalf("first use: %v, resolver saw %x", err, r.last)
+	}
+	conn := connMemoOf(ctx)
+	if e := conn.last.Load(); e == nil || e.secret != "gh-conn-secret" || e.hash != HashKey("gh-conn-secret") {
+		t.Fatalf("the connection's entry after a resolved secret: %+v", e)
+	}
+	planted := HashKey("something else")
+	conn.last.Store(&connSecret{secret: "gh-conn-secret", hash: planted})
+	if _, err := m.Resolve(ctx, "gh-conn-secret", &r); err != nil || r.last != planted {
+		t.Fatalf("remembered secret: %v, resolver saw %x, want the connection's %x", err, r.last, planted)
+	}
+	if _, err := m.Resolve(ctx, "gh-conn-secreu", &r); err != nil || r.last != HashKey("gh-conn-secreu") {
+		t.Fatalf("another secret of the same length: %v, resolver saw %x", err, r.last)
+	}
+	if e := conn.last.Load(); e == nil || e.secret != "gh-conn-secreu" {
+		t.Fatalf("the connection's entry after another secret resolved: %+v", e)
+	}
+}
+
+// TestSameSecret: equal bytes and nothing else, at every length from
+// empty to past a few words, a difference at every position and in
+// every bit.
+func TestSameSecret(t *testing.T) {
+	for n := range 42 {
+		a := bytes.Repeat([]byte{0x5a}, n)
+		for i := range a {
+			a[i] = byte(i*37 + n)
+		}
+		if !sameSecret(string(a), string(append([]byte(nil), a...))) {
+			t.Fatalf("length %d: equal secrets told apart", n)
+		}
+		if sameSecret(string(a), string(a)+"x") || sameSecret(string(a)+"x", string(a)) {
+			t.Fatalf("length %d: secrets of different lengths taken as one", n)
+		}
+		for i := range n {
+			for bit := range 8 {
+				b := append([]byte(nil), a...)
+				b[i] ^= 1 << bit
+				if sameSecret(string(a), string(b)) {
+					t.Fatalf("length %d: byte %d, bit %d changed, taken as the same", n, i, bit)
+				}
+			}
+		}
+	}
+}
