@@ -1,9 +1,6 @@
 package auth
 
-import (
-	"context"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // ConnMemo remembers, for one client connection, the last secret that
 // resolved on it and the secret's SHA-256, so that the connection's next
@@ -24,16 +21,17 @@ import (
 //
 // The plaintext secret is kept as long as the connection is: it is the
 // request header's own string (which the connection's read buffer held
-// anyway), and only the connection's context holds the ConnMemo, so it
-// goes when the connection closes. A secret the resolver refuses is
-// dropped at once.
+// anyway), and the ConnMemo must be held by the connection alone (the
+// gateway attaches it to the connection's context), so that it goes
+// when the connection closes. A secret the resolver refuses is dropped
+// at once.
 //
 // Nothing here decides who is let in: every request still resolves the
 // hash through the resolver, so revocation, expiry and rotation take
 // effect on a connection's next request, exactly as they do without it.
 // Safe for concurrent use (HTTP/2 carries a connection's requests at the
 // same time): the entry is immutable, swapped whole. The zero value is
-// an empty memo.
+// an empty memo; a nil *ConnMemo remembers nothing.
 type ConnMemo struct {
 	last atomic.Pointer[connSecret]
 }
@@ -42,22 +40,6 @@ type ConnMemo struct {
 type connSecret struct {
 	secret string
 	hash   Hash
-}
-
-// connMemoKey is the context key of a connection's ConnMemo.
-type connMemoKey struct{}
-
-// WithConnMemo returns ctx carrying a new, empty ConnMemo: for a
-// server's ConnContext, so that each connection has its own, which
-// HashMemo.Resolve finds in the context of the connection's requests.
-func WithConnMemo(ctx context.Context) context.Context {
-	return context.WithValue(ctx, connMemoKey{}, new(ConnMemo))
-}
-
-// connMemoOf is the ConnMemo ctx carries; nil when it carries none.
-func connMemoOf(ctx context.Context) *ConnMemo {
-	c, _ := ctx.Value(connMemoKey{}).(*ConnMemo)
-	return c
 }
 
 // lookup returns the remembered entry when secret is its secret, else

@@ -11,21 +11,20 @@ import (
 // is what the resolver sees), without the memo; another secret is not.
 func TestConnMemoServesRemembered(t *testing.T) {
 	m := NewHashMemo()
-	ctx := WithConnMemo(context.Background())
+	ctx, conn := context.Background(), new(ConnMemo)
 	var r hashRecorder
-	if _, err := m.Resolve(ctx, "gh-conn-secret", &r); err != nil || r.last != HashKey("gh-conn-secret") {
+	if _, err := m.ResolveOn(ctx, conn, "gh-conn-secret", &r); err != nil || r.last != HashKey("gh-conn-secret") {
 		t.Fatalf("first use: %v, resolver saw %x", err, r.last)
 	}
-	conn := connMemoOf(ctx)
 	if e := conn.last.Load(); e == nil || e.secret != "gh-conn-secret" || e.hash != HashKey("gh-conn-secret") {
 		t.Fatalf("the connection's entry after a resolved secret: %+v", e)
 	}
 	planted := HashKey("something else")
 	conn.last.Store(&connSecret{secret: "gh-conn-secret", hash: planted})
-	if _, err := m.Resolve(ctx, "gh-conn-secret", &r); err != nil || r.last != planted {
+	if _, err := m.ResolveOn(ctx, conn, "gh-conn-secret", &r); err != nil || r.last != planted {
 		t.Fatalf("remembered secret: %v, resolver saw %x, want the connection's %x", err, r.last, planted)
 	}
-	if _, err := m.Resolve(ctx, "gh-conn-secreu", &r); err != nil || r.last != HashKey("gh-conn-secreu") {
+	if _, err := m.ResolveOn(ctx, conn, "gh-conn-secreu", &r); err != nil || r.last != HashKey("gh-conn-secreu") {
 		t.Fatalf("another secret of the same length: %v, resolver saw %x", err, r.last)
 	}
 	if e := conn.last.Load(); e == nil || e.secret != "gh-conn-secreu" {
@@ -57,5 +56,39 @@ func TestSameSecret(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// refuser refuses every hash.
+type refuser struct{}
+
+func (refuser) ResolveHash(context.Context, Hash) (*Principal, error) { return nil, ErrBadKey }
+
+// TestConnMemoDropsRefused: a remembered secret the resolver refuses
+// (revoked, expired, rotated) is dropped from the connection and the
+// memo at once; one refused without having been remembered leaves the
+// connection's entry as it was.
+func TestConnMemoDropsRefused(t *testing.T) {
+	ctx, conn, m := context.Background(), new(ConnMemo), NewHashMemo()
+	var r hashRecorder
+	for range 2 {
+		if _, err := m.ResolveOn(ctx, conn, "gh-conn-refused", &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.ResolveOn(ctx, conn, "gh-conn-refused", refuser{}); err != ErrBadKey {
+		t.Fatalf("refused: %v, want ErrBadKey", err)
+	}
+	if e := conn.last.Load(); e != nil || m.len() != 0 {
+		t.Fatalf("after the refusal: connection's entry %+v, memo of %d, want neither", e, m.len())
+	}
+	if _, err := m.ResolveOn(ctx, conn, "gh-conn-kept", &r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ResolveOn(ctx, conn, "gh-conn-other", refuser{}); err != ErrBadKey {
+		t.Fatalf("unknown key: %v, want ErrBadKey", err)
+	}
+	if e := conn.last.Load(); e == nil || e.secret != "gh-conn-kept" {
+		t.Fatalf("after an unknown key: connection's entry %+v, want gh-conn-kept's", e)
 	}
 }

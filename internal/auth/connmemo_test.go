@@ -11,11 +11,11 @@ import (
 	"gatehouse/internal/auth"
 )
 
-// connResolve resolves secret on the connection whose context is ctx and
-// wants the principal of keyID.
-func connResolve(t *testing.T, ctx context.Context, m *auth.HashMemo, r auth.HashResolver, secret, keyID string) {
+// connResolve resolves secret on the connection whose ConnMemo is conn
+// and wants the principal of keyID.
+func connResolve(t *testing.T, conn *auth.ConnMemo, m *auth.HashMemo, r auth.HashResolver, secret, keyID string) {
 	t.Helper()
-	p, err := m.Resolve(ctx, secret, r)
+	p, err := m.ResolveOn(context.Background(), conn, secret, r)
 	if err != nil || p.KeyID != keyID {
 		t.Fatalf("%q on the connection: %+v %v, want key %s", secret, p, err, keyID)
 	}
@@ -28,13 +28,13 @@ func TestConnMemoAlternatingKeys(t *testing.T) {
 	const a, b = "gh-conn-alternating-a", "gh-conn-alternating-b"
 	tb := newTable(a, b)
 	m := auth.NewHashMemo()
-	ctx := auth.WithConnMemo(context.Background())
+	conn := new(auth.ConnMemo)
 	for i := range 10 {
-		connResolve(t, ctx, m, tb, a, a)
-		connResolve(t, ctx, m, tb, a, a)
-		connResolve(t, ctx, m, tb, b, b)
+		connResolve(t, conn, m, tb, a, a)
+		connResolve(t, conn, m, tb, a, a)
+		connResolve(t, conn, m, tb, b, b)
 		if i%3 == 0 {
-			if _, err := m.Resolve(ctx, "gh-conn-alternating-c", tb); err != auth.ErrBadKey {
+			if _, err := m.ResolveOn(context.Background(), conn, "gh-conn-alternating-c", tb); err != auth.ErrBadKey {
 				t.Fatalf("unknown key between the two: %v, want ErrBadKey", err)
 			}
 		}
@@ -56,17 +56,17 @@ func TestConnMemoOneByteApart(t *testing.T) {
 				near := string(other)
 				m := auth.NewHashMemo()
 				tb := newTable(secret)
-				ctx := auth.WithConnMemo(context.Background())
-				connResolve(t, ctx, m, tb, secret, secret)
-				if p, err := m.Resolve(ctx, near, tb); err != auth.ErrBadKey {
+				conn := new(auth.ConnMemo)
+				connResolve(t, conn, m, tb, secret, secret)
+				if p, err := m.ResolveOn(context.Background(), conn, near, tb); err != auth.ErrBadKey {
 					t.Fatalf("length %d, byte %d changed to %q: %+v %v, want ErrBadKey", n, i, c, p, err)
 				}
-				connResolve(t, ctx, m, tb, secret, secret)
+				connResolve(t, conn, m, tb, secret, secret)
 				tb.mu.Lock()
 				tb.keys[auth.HashKey(near)] = &auth.Principal{KeyID: near}
 				tb.mu.Unlock()
-				connResolve(t, ctx, m, tb, near, near)
-				connResolve(t, ctx, m, tb, secret, secret)
+				connResolve(t, conn, m, tb, near, near)
+				connResolve(t, conn, m, tb, secret, secret)
 			}
 		}
 	}
@@ -74,22 +74,23 @@ func TestConnMemoOneByteApart(t *testing.T) {
 
 // TestConnMemoRevokedKey: a connection that keeps presenting a key is
 // refused on its first request after the key is revoked, and on every
-// one after; the memo and the connection forget the secret.
+// one after; the memo forgets the secret (TestConnMemoDropsRefused
+// looks at the connection).
 func TestConnMemoRevokedKey(t *testing.T) {
 	bg := context.Background()
 	m, k, sp := memoKeys(t, newClock())
 	p := mustProject(t, sp, &auth.Project{Name: "p"})
 	key := mustKey(t, sp, &auth.Key{ProjectID: p.ID}, "gh-conn-revoked")
-	ctx := auth.WithConnMemo(bg)
+	conn := new(auth.ConnMemo)
 	for range 3 {
-		connResolve(t, ctx, m, k, "gh-conn-revoked", key.ID)
+		connResolve(t, conn, m, k, "gh-conn-revoked", key.ID)
 	}
 	if err := sp.RevokeKey(bg, key.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	sp.deliver(key.Hash)
 	for range 2 {
-		if _, err := m.Resolve(ctx, "gh-conn-revoked", k); err != auth.ErrBadKey {
+		if _, err := m.ResolveOn(context.Background(), conn, "gh-conn-revoked", k); err != auth.ErrBadKey {
 			t.Fatalf("revoked key on its connection: %v, want ErrBadKey", err)
 		}
 		if n := m.MemoLen(); n != 0 {
@@ -98,13 +99,13 @@ func TestConnMemoRevokedKey(t *testing.T) {
 	}
 }
 
-// TestConnMemoWithoutConnection: a context with no ConnMemo (a request
-// not served by gatehouse's servers) resolves through the memo alone.
+// TestConnMemoWithoutConnection: with no ConnMemo (a request not served
+// by gatehouse's servers) a secret resolves through the memo alone.
 func TestConnMemoWithoutConnection(t *testing.T) {
 	tb := newTable("gh-conn-none")
 	m := auth.NewHashMemo()
 	for range 3 {
-		connResolve(t, context.Background(), m, tb, "gh-conn-none", "gh-conn-none")
+		connResolve(t, nil, m, tb, "gh-conn-none", "gh-conn-none")
 	}
 	if _, err := m.Resolve(context.Background(), "gh-conn-nonf", tb); err != auth.ErrBadKey {
 		t.Fatalf("unknown key: %v, want ErrBadKey", err)
@@ -122,13 +123,13 @@ func TestConnMemoConcurrent(t *testing.T) {
 	}
 	tb := newTable(secrets...)
 	m := auth.NewHashMemo()
-	ctx := auth.WithConnMemo(context.Background())
+	conn := new(auth.ConnMemo)
 	var wg sync.WaitGroup
 	for g := range 6 {
 		wg.Go(func() {
 			for i := range 2000 {
 				s := secrets[(g+i/7)%len(secrets)]
-				p, err := m.Resolve(ctx, s, tb)
+				p, err := m.ResolveOn(context.Background(), conn, s, tb)
 				if err == nil && p.KeyID != s {
 					t.Errorf("%s resolved to %s", s, p.KeyID)
 					return

@@ -79,16 +79,18 @@ func NewHashMemo() *HashMemo {
 // when the secret resolved before. A secret that resolves is memoized; a
 // memoized one that r now refuses (revoked, expired, rotated) is
 // forgotten. "" is ErrMissingKey, as Keys.Resolve answers.
-//
-// When ctx carries a ConnMemo (WithConnMemo: the connection the request
-// came on), the secret the connection presented last is taken from there
-// without the memo's SipHash and map read, and a secret that resolves
-// becomes the connection's entry.
 func (m *HashMemo) Resolve(ctx context.Context, secret string, r HashResolver) (*Principal, error) {
+	return m.ResolveOn(ctx, nil, secret, r)
+}
+
+// ResolveOn is Resolve for a request that came on the connection whose
+// ConnMemo is conn (nil: none): the secret the connection presented
+// last is taken from there without the memo's SipHash and map read, and
+// a secret that resolves becomes the connection's entry.
+func (m *HashMemo) ResolveOn(ctx context.Context, conn *ConnMemo, secret string, r HashResolver) (*Principal, error) {
 	if secret == "" {
 		return nil, ErrMissingKey
 	}
-	conn := connMemoOf(ctx)
 	if e := conn.lookup(secret); e != nil {
 		p, err := r.ResolveHash(ctx, e.hash)
 		if err != nil && errors.Is(err, ErrBadKey) {
