@@ -27,8 +27,51 @@ func TestConnMemoServesRemembered(t *testing.T) {
 	if _, err := m.ResolveOn(ctx, conn, "gh-conn-secreu", &r); err != nil || r.last != HashKey("gh-conn-secreu") {
 		t.Fatalf("another secret of the same length: %v, resolver saw %x", err, r.last)
 	}
-	if e := conn.last.Load(); e == nil || e.secret != "gh-conn-secreu" {
-		t.Fatalf("the connection's entry after another secret resolved: %+v", e)
+}
+
+// TestConnMemoReplacedAfterMisses: the connection's entry gives way to
+// another secret that resolves on its connMissesToReplace-th miss, not
+// before, whether the entry is hit in between (keys in turn) or not (a
+// client that changed its key).
+func TestConnMemoReplacedAfterMisses(t *testing.T) {
+	ctx, conn, m := context.Background(), new(ConnMemo), NewHashMemo()
+	var r hashRecorder
+	resolve := func(secret string) {
+		t.Helper()
+		if _, err := m.ResolveOn(ctx, conn, secret, &r); err != nil || r.last != HashKey(secret) {
+			t.Fatalf("%s: %v, resolver saw %x", secret, err, r.last)
+		}
+	}
+	entry := func() string {
+		if e := conn.last.Load(); e != nil {
+			return e.secret
+		}
+		return ""
+	}
+	resolve("gh-conn-first")
+	if got := entry(); got != "gh-conn-first" {
+		t.Fatalf("entry after the first secret: %q", got)
+	}
+	for i := 1; i < connMissesToReplace; i++ {
+		resolve("gh-conn-other")
+		resolve("gh-conn-first")
+		if got := entry(); got != "gh-conn-first" {
+			t.Fatalf("entry after %d misses: %q, want gh-conn-first until %d", i, got, connMissesToReplace)
+		}
+	}
+	resolve("gh-conn-other")
+	if got := entry(); got != "gh-conn-other" {
+		t.Fatalf("entry after %d misses: %q, want gh-conn-other", connMissesToReplace, got)
+	}
+	for i := 1; i < connMissesToReplace; i++ {
+		resolve("gh-conn-third")
+	}
+	if got := entry(); got != "gh-conn-other" {
+		t.Fatalf("entry after %d misses in a row: %q, want gh-conn-other", connMissesToReplace-1, got)
+	}
+	resolve("gh-conn-third")
+	if got := entry(); got != "gh-conn-third" {
+		t.Fatalf("entry after %d misses in a row: %q, want gh-conn-third", connMissesToReplace, got)
 	}
 }
 
