@@ -177,7 +177,7 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 		MaxHeaderBytes:    int(cfg.Server.MaxHeaderBytes),
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		Protocols:         serverProtocols(cfg.Server),
-		ConnContext:       framing.ConnContext,
+		ConnContext:       connContext(g.bare),
 		// OPTIONS * goes to the handler like every request: the guard
 		// counts a connection's requests to tell them apart.
 		DisableGeneralOptionsHandler: true,
@@ -241,7 +241,7 @@ func (g *gateway) run(ctx context.Context, ln net.Listener, cfg *config.Config) 
 	if cfg.Server.HTTP1Engine == config.EngineGatehouse {
 		handoff := h1.NewHandoff(ln.Addr())
 		engine = &h1.Server{Handler: hs.Handler, ReadHeaderTimeout: hs.ReadHeaderTimeout, IdleTimeout: hs.IdleTimeout,
-			MaxHeaderBytes: hs.MaxHeaderBytes, ConnContext: framing.ConnContext, ErrorLog: hs.ErrorLog,
+			MaxHeaderBytes: hs.MaxHeaderBytes, ConnContext: hs.ConnContext, ErrorLog: hs.ErrorLog,
 			HTTP2: handoff.Put, H2C: hs.Protocols.UnencryptedHTTP2(), NotePrefix: server.FieldPrefix}
 		go func() { _ = hs.Serve(handoff) }()
 		go func() { serveErr <- engine.Serve(ln) }()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"gatehouse/internal/auth"
 	"gatehouse/internal/cache"
 	"gatehouse/internal/config"
+	"gatehouse/internal/framing"
 	"gatehouse/internal/limit"
 	"gatehouse/internal/route"
 	"gatehouse/internal/store/postgres"
@@ -250,7 +252,9 @@ func sameUsage(a, b config.Usage) bool {
 
 // clientAuth authenticates a client: the config's static keys first, in
 // front of the store's keys (nil when there is no store). Its memo, the
-// process's, spares a key seen before its SHA-256.
+// process's, spares a key seen before its SHA-256, and the connection's
+// (connMemo) the memo's look-up for the key the connection presented
+// last.
 type clientAuth struct {
 	static *auth.Static
 	keys   *auth.Keys
@@ -258,7 +262,26 @@ type clientAuth struct {
 }
 
 func (a *clientAuth) Authenticate(r *http.Request) (*auth.Principal, error) {
-	return a.memo.Resolve(r.Context(), auth.Credential(r), a)
+	ctx := r.Context()
+	return a.memo.ResolveOn(ctx, connMemo(ctx), auth.Credential(r), a)
+}
+
+// connContext is the servers' ConnContext: the connection's framing
+// watcher (framing.ConnContext) and, unless bare (no keys to resolve),
+// the connection's own auth.ConnMemo attached to it, where clientAuth
+// finds the key the connection's requests presented last.
+func connContext(bare bool) func(context.Context, net.Conn) context.Context {
+	if bare {
+		return framing.ConnContext
+	}
+	return framing.AttachingConnContext(func() any { return new(auth.ConnMemo) })
+}
+
+// connMemo is the ConnMemo attached to the connection ctx comes from
+// (connContext); nil when there is none.
+func connMemo(ctx context.Context) *auth.ConnMemo {
+	m, _ := framing.Attached(ctx).(*auth.ConnMemo)
+	return m
 }
 
 // ResolveHash looks a secret's hash up in both tables: the secret is

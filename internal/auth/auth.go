@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
@@ -235,12 +236,26 @@ func Credential(r *http.Request) string {
 		// The scheme as the SDKs write it is one compare; any other case
 		// of it is folded (RFC 9110 §11.1: the scheme is case-insensitive).
 		if len(v) > 7 && (v[:7] == "Bearer " || strings.EqualFold(v[:7], "bearer ")) {
-			return strings.TrimSpace(v[7:])
+			return trimmed(v[7:])
 		}
 		return ""
 	}
 	return first(r.Header[hdrAPIKey])
 }
+
+// trimmed is strings.TrimSpace(s), told at the ends' two bytes for a
+// secret as clients send it, with no white space around it: a byte
+// above ' ' and below utf8.RuneSelf is neither ASCII white space nor
+// part of a Unicode one (whose every byte is utf8.RuneSelf or more), so
+// TrimSpace would return s whole.
+func trimmed(s string) string {
+	if len(s) > 0 && plainByte(s[0]) && plainByte(s[len(s)-1]) {
+		return s
+	}
+	return strings.TrimSpace(s)
+}
+
+func plainByte(c byte) bool { return c > ' ' && c < utf8.RuneSelf }
 
 // The credential headers' names in canonical form.
 const (

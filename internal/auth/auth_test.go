@@ -35,6 +35,32 @@ func TestCredential(t *testing.T) {
 	}
 }
 
+// TestTrimmed: trimmed answers as strings.TrimSpace for secrets with
+// and without white space around them, ASCII or Unicode (U+0085 and
+// U+00A0 begin with 0xC2, U+3000 with 0xE3), control bytes and DEL at
+// the ends, and bytes past ASCII that are no space.
+func TestTrimmed(t *testing.T) {
+	for _, s := range []string{"", "k", "gh-abc", " gh-abc", "gh-abc ", "\tgh-abc\r\n", "\vgh\f",
+		"\u0085gh-abc", "gh-abc\u0085", "\u00a0gh-abc\u00a0", "\u3000gh-abc", "gh-abc\u3000", "\u2028x\u205f",
+		"\x01gh-abc\x7f", "\x7fgh\x01", "éclé", "gh-é", "é-gh", "\xffgh\xc2", " ", "\u00a0", "a b"} {
+		if got, want := trimmed(s), strings.TrimSpace(s); got != want {
+			t.Errorf("trimmed(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// FuzzTrimmed: trimmed is strings.TrimSpace on any input.
+func FuzzTrimmed(f *testing.F) {
+	for _, s := range []string{"gh-abc", " gh-abc ", "\u00a0gh\u3000", "\x85x\xa0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := trimmed(s), strings.TrimSpace(s); got != want {
+			t.Fatalf("trimmed(%q) = %q, want %q", s, got, want)
+		}
+	})
+}
+
 func TestStaticAuthenticate(t *testing.T) {
 	s := NewStatic([]StaticKey{
 		{Secret: "gh-one", Principal: Principal{KeyID: "k1", Project: "p"}},

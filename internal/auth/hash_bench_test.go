@@ -1,6 +1,9 @@
 package auth
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 const benchSecret = "gh-0123456789ABCDEFGHIJKLMNOPQRSTUV" // an admin-made key's length
 
@@ -55,4 +58,59 @@ func BenchmarkSipHash128(b *testing.B) {
 	if t == ([16]byte{}) {
 		b.Fatal("no tag")
 	}
+}
+
+// BenchmarkResolveOn is a memoized key's resolution (the resolver's own
+// work aside) on a connection: the connection's last key again ("same",
+// what a client's keep-alive connection sends), two keys in turn
+// ("alternating", a shared proxy's connection: each request a miss of
+// the connection's entry, then the memo's look-up and a new entry), and
+// with no connection ("none", the memo alone, as before ConnMemo):
+//
+//	go test -run '^$' -bench ResolveOn -benchmem ./internal/auth/
+func BenchmarkResolveOn(b *testing.B) {
+	const other = "gh-ABCDEFGHIJKLMNOPQRSTUV0123456789" // benchSecret's length
+	for _, c := range []struct {
+		name    string
+		conn    *ConnMemo
+		secrets []string
+	}{
+		{"same", new(ConnMemo), []string{benchSecret}},
+		{"alternating", new(ConnMemo), []string{benchSecret, other}},
+		{"none", nil, []string{benchSecret}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			m := NewHashMemo()
+			r := &fixedResolver{p: &Principal{KeyID: "k"}}
+			ctx := b.Context()
+			for _, s := range c.secrets {
+				if _, err := m.ResolveOn(ctx, c.conn, s, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := m.ResolveOn(ctx, c.conn, c.secrets[i%len(c.secrets)], r); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			if r.last != HashKey(c.secrets[(i-1)%len(c.secrets)]) {
+				b.Fatal("the last request resolved by another hash")
+			}
+		})
+	}
+}
+
+// fixedResolver answers every hash with one principal, keeping the last
+// hash, at no cost of its own to a benchmark.
+type fixedResolver struct {
+	p    *Principal
+	last Hash
+}
+
+func (r *fixedResolver) ResolveHash(_ context.Context, h Hash) (*Principal, error) {
+	r.last = h
+	return r.p, nil
 }

@@ -80,9 +80,35 @@ func NewHashMemo() *HashMemo {
 // memoized one that r now refuses (revoked, expired, rotated) is
 // forgotten. "" is ErrMissingKey, as Keys.Resolve answers.
 func (m *HashMemo) Resolve(ctx context.Context, secret string, r HashResolver) (*Principal, error) {
+	return m.ResolveOn(ctx, nil, secret, r)
+}
+
+// ResolveOn is Resolve for a request that came on the connection whose
+// ConnMemo is conn (nil: none): the secret the connection presented
+// last is taken from there without the memo's SipHash and map read, and
+// a secret that resolves becomes the connection's entry.
+func (m *HashMemo) ResolveOn(ctx context.Context, conn *ConnMemo, secret string, r HashResolver) (*Principal, error) {
 	if secret == "" {
 		return nil, ErrMissingKey
 	}
+	if e := conn.lookup(secret); e != nil {
+		p, err := r.ResolveHash(ctx, e.hash)
+		if err != nil && errors.Is(err, ErrBadKey) {
+			conn.forget(e)
+			m.forget(secret)
+		}
+		return p, err
+	}
+	p, h, err := m.resolve(ctx, secret, r)
+	if err == nil {
+		conn.remember(secret, h)
+	}
+	return p, err
+}
+
+// resolve is Resolve through the memo alone; it returns the hash it
+// resolved by.
+func (m *HashMemo) resolve(ctx context.Context, secret string, r HashResolver) (*Principal, Hash, error) {
 	tag, h, known := m.lookup(secret)
 	if !known {
 		h = HashKey(secret)
@@ -94,7 +120,14 @@ func (m *HashMemo) Resolve(ctx context.Context, secret string, r HashResolver) (
 	case known && errors.Is(err, ErrBadKey):
 		m.shard(tag).forget(tag)
 	}
-	return p, err
+	return p, h, err
+}
+
+// forget drops secret from the memo (for a secret refused after a
+// connection's entry spared the memo's look-up).
+func (m *HashMemo) forget(secret string) {
+	tag := memoTag(sipHash128(m.key, secret))
+	m.shard(tag).forget(tag)
 }
 
 // lookup returns secret's tag and, when the secret is memoized, its hash:

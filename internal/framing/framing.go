@@ -131,16 +131,54 @@ func (c *Conn) Read(b []byte) (int, error) {
 
 type connKey struct{}
 
+// connValue is what ConnContext puts in a connection's context: the
+// watched connection, if it is one, and what the server attached to it
+// (AttachingConnContext), found by one look-up.
+type connValue struct {
+	conn     *Conn // nil: not watched (HTTP/2 over TLS, a connection handed over)
+	attached any
+}
+
 // ConnContext is for http.Server.ConnContext: it makes the watched
 // connection findable from its requests.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	switch w := c.(type) {
-	case *Conn:
-		return context.WithValue(ctx, connKey{}, w)
-	case *watchedTLS:
-		return context.WithValue(ctx, connKey{}, w.Conn)
+	if w := watched(c); w != nil {
+		return context.WithValue(ctx, connKey{}, &connValue{conn: w})
 	}
 	return ctx
+}
+
+// AttachingConnContext is ConnContext that also attaches to every
+// connection, watched or not, a value of its own made by attach, which
+// the connection's requests find with Attached: a server's state for
+// one connection, found by the look-up that finds the watched
+// connection rather than by one more context value, which would make
+// every look-up of a value the request's context does not hold walk
+// one more step.
+func AttachingConnContext(attach func() any) func(context.Context, net.Conn) context.Context {
+	return func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, &connValue{conn: watched(c), attached: attach()})
+	}
+}
+
+// Attached is the value AttachingConnContext attached to the connection
+// a request's context comes from; nil when there is none.
+func Attached(ctx context.Context) any {
+	if v, ok := ctx.Value(connKey{}).(*connValue); ok {
+		return v.attached
+	}
+	return nil
+}
+
+// watched is c's watched connection; nil when c is not one.
+func watched(c net.Conn) *Conn {
+	switch w := c.(type) {
+	case *Conn:
+		return w
+	case *watchedTLS:
+		return w.Conn
+	}
+	return nil
 }
 
 // Ambiguous reports whether r carried both Content-Length and
@@ -153,10 +191,11 @@ func Ambiguous(r *http.Request) bool {
 	if r.ProtoMajor != 1 {
 		return false
 	}
-	c, ok := r.Context().Value(connKey{}).(*Conn)
-	if !ok {
+	v, ok := r.Context().Value(connKey{}).(*connValue)
+	if !ok || v.conn == nil {
 		return false
 	}
+	c := v.conn
 	n := c.served.Add(1)
 	return n == c.ambiguous.Load()
 }
