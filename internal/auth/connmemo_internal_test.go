@@ -54,6 +54,9 @@ func TestConnMemoReplacedAfterMisses(t *testing.T) {
 	}
 	for i := 1; i < connMissesToReplace; i++ {
 		resolve("gh-conn-other")
+		if got := entry(); got != "gh-conn-first" {
+			t.Fatalf("entry right after miss %d: %q, want gh-conn-first until %d", i, got, connMissesToReplace)
+		}
 		resolve("gh-conn-first")
 		if got := entry(); got != "gh-conn-first" {
 			t.Fatalf("entry after %d misses: %q, want gh-conn-first until %d", i, got, connMissesToReplace)
