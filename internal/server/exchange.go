@@ -473,8 +473,12 @@ func (x *exchange) queueLine(q lineQueue, end time.Time, level slog.Level) {
 func (x *exchange) logFields(f *jsonLine, end time.Time) {
 	f.addPlain(`,"request_id":`, x.id) // newRequestID's: "gh-" and hex digits
 	x.routeFields(f)
-	f.addInt(`,"status":`, x.status)
-	f.addMillis(`,"latency_ms":`, end.Sub(x.start))
+	if x.status == http.StatusOK && f.attrs == nil { // most lines: the status and the next key as one text
+		f.b = appendMillisFloat(append(f.b, `,"status":200,"latency_ms":`...), end.Sub(x.start))
+	} else {
+		f.addInt(`,"status":`, x.status)
+		f.addMillis(`,"latency_ms":`, end.Sub(x.start))
+	}
 	if !x.memoNameFields(f) {
 		x.nameFields(f)
 	}
