@@ -69,19 +69,6 @@ func appendLong(b []byte, u uint64) []byte {
 	return putEight(b, low)
 }
 
-// AppendFraction appends x (below 10^8) as the eight digits after a
-// decimal point, without their trailing zeros (nothing for 0): the
-// request log line's nanoseconds past the first digit. One word, as
-// AppendInt writes, cut at its last nonzero digit, which is the highest
-// nonzero byte of digitWord's.
-func AppendFraction(b []byte, x uint64) []byte {
-	d := digitWord(x % 1e8)
-	if d == 0 {
-		return b
-	}
-	return putWord(spare(b, 8), d+asciiDigits, 8-bits.LeadingZeros64(d)/8)
-}
-
 // digitWord spreads x (below 10^8) into the eight bytes of a word, one
 // decimal digit (0-9) a byte, the most significant in the lowest byte
 // (first in memory when stored little-endian), leading zeros included.

@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"testing"
 	"testing/quick"
 )
@@ -172,35 +171,4 @@ func BenchmarkAppendInt(b *testing.B) {
 			}
 		}
 	})
-}
-
-// TestAppendFraction: the eight digits after a point, trailing zeros
-// dropped, as strconv and trimming write them: every value below
-// 2,000,000, each digit at each place, and random values, appended to a
-// slice with and without room.
-func TestAppendFraction(t *testing.T) {
-	want := func(x uint64) string {
-		s := strconv.FormatUint(x+1e8, 10)[1:] // eight digits, leading zeros kept
-		return strings.TrimRight(s, "0")
-	}
-	check := func(x uint64) {
-		for _, b := range [][]byte{nil, make([]byte, 0, 64), []byte("ab")} {
-			prefix := string(b)
-			if got := string(AppendFraction(b, x)); got != prefix+want(x) {
-				t.Fatalf("%d after %q: %q, want %q", x, prefix, got, prefix+want(x))
-			}
-		}
-	}
-	for x := range uint64(2_000_000) {
-		check(x)
-	}
-	for place := uint64(1); place < 1e8; place *= 10 {
-		for digit := uint64(1); digit <= 9; digit++ {
-			check(digit * place)
-		}
-	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	for range 100_000 {
-		check(rng.Uint64N(1e8))
-	}
 }
