@@ -134,10 +134,10 @@ func (s *histogramSum) add(h *histogram, buckets int) {
 func (c requestCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	var (
-		requests, tokens        = map[seriesKey]uint64{}, map[seriesKey]uint64{}
-		cost                    = map[seriesKey]int64{}
-		cache                   = map[seriesKey]uint64{}
-		duration, ttft, overhed = map[seriesKey]*histogramSum{}, map[seriesKey]*histogramSum{}, map[seriesKey]*histogramSum{}
+		requests, tokens          = map[seriesKey]uint64{}, map[seriesKey]uint64{}
+		cost                      = map[seriesKey]int64{}
+		cache                     = map[seriesKey]uint64{}
+		duration, ttft, overheads = map[seriesKey]*histogramSum{}, map[seriesKey]*histogramSum{}, map[seriesKey]*histogramSum{}
 	)
 	sumInto := func(to map[seriesKey]*histogramSum, k seriesKey, h *histogram, buckets int) {
 		s := to[k]
@@ -152,7 +152,7 @@ func (c requestCollector) Collect(ch chan<- prometheus.Metric) {
 		requests[seriesKey{k.model, k.route, strconv.Itoa(k.code), k.kind}] += b.requests.Load()
 		sumInto(duration, seriesKey{k.model, k.route}, &b.duration, len(latencyBuckets))
 		sumInto(ttft, seriesKey{k.model}, &b.ttft, len(latencyBuckets))
-		sumInto(overhed, seriesKey{k.route}, &b.overhead, len(overheadBuckets))
+		sumInto(overheads, seriesKey{k.route}, &b.overhead, len(overheadBuckets))
 		for _, t := range [...]struct {
 			kind string
 			n    *atomic.Uint64
@@ -184,7 +184,7 @@ func (c requestCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, s := range ttft {
 		ch <- constHistogram(d.ttft, s, latencyBuckets[:], k[:1])
 	}
-	for k, s := range overhed {
+	for k, s := range overheads {
 		ch <- constHistogram(d.overhead, s, overheadBuckets[:], k[:1])
 	}
 }
