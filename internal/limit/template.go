@@ -42,16 +42,11 @@ func (t *Template) Source() any { return t.source }
 // listedBy reports whether a lists t's rates and budgets as its own,
 // the very slices: then they are t's values, which never change.
 func (t *Template) listedBy(a *Admission) bool {
-	return sameRates(a.Rates, t.rates) && sameBudgets(a.Budgets, t.budgets)
+	return sameSlice(a.Rates, t.rates) && sameSlice(a.Budgets, t.budgets)
 }
 
-// sameRates reports whether a and b are one slice (same start, same
+// sameSlice reports whether a and b are one slice (same start, same
 // length); two empty slices are.
-func sameRates(a, b []Rate) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
-// sameBudgets is sameRates for budgets.
-func sameBudgets(a, b []Budget) bool {
+func sameSlice[T any](a, b []T) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
