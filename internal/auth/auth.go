@@ -194,7 +194,7 @@ func HashKey(secret string) Hash {
 // Static authenticates against a fixed table of keys (those in the config
 // file). It is read-only after construction and safe for concurrent use.
 type Static struct {
-	keys map[Hash]*Principal
+	keys principalTable
 }
 
 // StaticKey is one entry for NewStatic.
@@ -206,12 +206,12 @@ type StaticKey struct {
 // NewStatic builds the table. The secrets are hashed and dropped; the
 // principals are copied and marked ReadOnly.
 func NewStatic(keys []StaticKey) *Static {
-	s := &Static{keys: make(map[Hash]*Principal, len(keys))}
+	s := &Static{keys: make(principalTable, len(keys))}
 	for _, k := range keys {
 		p := k.Principal
 		p.ReadOnly = true
 		p.quoteNames()
-		s.keys[HashKey(k.Secret)] = &p
+		s.keys.put(HashKey(k.Secret), &p)
 	}
 	return s
 }
@@ -221,8 +221,8 @@ func (s *Static) Lookup(secret string) (*Principal, bool) { return s.LookupHash(
 
 // LookupHash finds the principal for a secret hashed already (HashKey).
 func (s *Static) LookupHash(h Hash) (*Principal, bool) {
-	p, ok := s.keys[h]
-	return p, ok
+	p := s.keys.get(&h)
+	return p, p != nil
 }
 
 // Credential extracts the client's secret from "Authorization: Bearer …"

@@ -90,8 +90,8 @@ func TestStaticAuthenticate(t *testing.T) {
 		t.Fatalf("error echoes the secret: %s", msg)
 	}
 	// The table holds hashes, not secrets.
-	for h := range s.keys {
-		if string(h[:]) == "gh-one" {
+	for _, slot := range s.keys {
+		if string(slot.hash[:]) == "gh-one" {
 			t.Fatal("plaintext key stored")
 		}
 	}
@@ -189,5 +189,45 @@ func TestStaticLimitMemos(t *testing.T) {
 	b, _ := s.Lookup("gh-memo-b")
 	if a == nil || b == nil || a.LimitMemo == nil || b.LimitMemo == nil || a.LimitMemo == b.LimitMemo {
 		t.Fatalf("the keys' memos: %v, %v; want one each", a, b)
+	}
+}
+
+// TestPrincipalTableChainsSharedPrefixes pins the table's exactness: hashes
+// that share the eight bytes it is keyed by are told apart by the rest,
+// a hash put again takes the later principal, and a hash never put (with
+// or without a known prefix) finds nothing.
+func TestPrincipalTableChainsSharedPrefixes(t *testing.T) {
+	var a, b, c Hash
+	for i := range a {
+		a[i], b[i], c[i] = byte(i), byte(i), byte(i)
+	}
+	b[31], c[8] = 0xff, 0xee // same first eight bytes as a, different hashes
+	pa, pb, pa2 := &Principal{KeyID: "a"}, &Principal{KeyID: "b"}, &Principal{KeyID: "a2"}
+	tab := principalTable{}
+	tab.put(a, pa)
+	tab.put(b, pb)
+	if got := tab.get(&a); got != pa {
+		t.Fatalf("a: got %v", got)
+	}
+	if got := tab.get(&b); got != pb {
+		t.Fatalf("b: got %v", got)
+	}
+	if got := tab.get(&c); got != nil {
+		t.Fatalf("c, never put, shares a's prefix: got %v", got)
+	}
+	tab.put(a, pa2)
+	if got := tab.get(&a); got != pa2 {
+		t.Fatalf("a put again: got %v, want the later principal", got)
+	}
+	if got := tab.get(&b); got != pb {
+		t.Fatalf("b after a's second put: got %v", got)
+	}
+	var d Hash
+	d[0] = 1
+	if got := tab.get(&d); got != nil {
+		t.Fatalf("unknown prefix: got %v", got)
+	}
+	if len(tab) != 1 {
+		t.Fatalf("%d map entries for one shared prefix, want 1", len(tab))
 	}
 }

@@ -85,7 +85,7 @@ type KeysOptions struct {
 // plus one per store lookup in flight; Close stops and waits for them all.
 type Keys struct {
 	store  KeyStore
-	static atomic.Pointer[map[Hash]*Principal]
+	static atomic.Pointer[principalTable]
 	cache  cache
 	misses *bucket
 	touch  toucher
@@ -226,7 +226,7 @@ func (k *Keys) Resolve(ctx context.Context, secret string) (*Principal, error) {
 // caller that looked it up elsewhere first: the secret is hashed once a
 // request, not once a table.
 func (k *Keys) ResolveHash(ctx context.Context, h Hash) (*Principal, error) {
-	if p := (*k.static.Load())[h]; p != nil {
+	if p := k.static.Load().get(&h); p != nil {
 		return p, nil
 	}
 	now := k.now().UnixNano()

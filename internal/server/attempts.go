@@ -143,7 +143,7 @@ func (x *exchange) promptFor(g *route.Group) {
 }
 
 // record feeds the request's metrics.
-func (x *exchange) record(end time.Time) {
+func (x *exchange) record() {
 	m := x.rt.Metrics
 	if m == nil {
 		return
@@ -155,7 +155,7 @@ func (x *exchange) record(end time.Time) {
 	if route == "" {
 		route = x.r.URL.Path
 	}
-	o := metrics.RequestObs{Route: route, Code: x.status, Took: end.Sub(x.start), TTFT: x.ttft,
+	o := metrics.RequestObs{Route: route, Code: x.status, Took: x.took, TTFT: x.ttft,
 		Overhead: x.overhead, Cache: x.cacheResult()}
 	if x.group != nil {
 		o.Model = x.group.Name

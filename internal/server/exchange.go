@@ -35,6 +35,7 @@ type exchange struct {
 	status     int
 	usage      llm.Usage
 	ttft       time.Duration
+	took       time.Duration // start to end, set by finish for the metrics, the record and the log line
 	err        *llm.Error
 
 	// The exchange's flags, side by side: each alone between wider
@@ -412,8 +413,9 @@ func (x *exchange) recover() {
 // line's time and latency are the record's.
 func (x *exchange) finish() {
 	end := x.s.now()
-	x.record(end)
-	x.keepRecord(end)
+	x.took = end.Sub(x.start) // once: Sub tells the clock readings apart each time
+	x.record()
+	x.keepRecord()
 	x.endSpan()
 	if !x.rt.LogRequests {
 		return
@@ -433,14 +435,14 @@ func (x *exchange) finish() {
 		}
 		line := linePool.Get().(*jsonLine)
 		line.b = appendLineStart(line.b[:0], &x.s.stamps, end, level)
-		x.logFields(line, end)
+		x.logFields(line)
 		line.b = append(line.b, '}', '\n')
 		_, _ = w.Write(line.b)
 		linePool.Put(line)
 		return
 	}
 	attrs := attrList(make([]slog.Attr, 0, 24))
-	x.logFields(&jsonLine{attrs: &attrs}, end)
+	x.logFields(&jsonLine{attrs: &attrs})
 	x.s.log.LogAttrs(ctx, level, "request", attrs...)
 }
 
@@ -462,22 +464,22 @@ func (x *exchange) queueLine(q lineQueue, end time.Time, level slog.Level) {
 	buf := q.Line()
 	line := &x.line
 	line.b = appendLineStart(*buf, &x.s.stamps, end, level)
-	x.logFields(line, end)
+	x.logFields(line)
 	*buf = append(line.b, '}', '\n')
 	line.b = nil // q's from here on
 	q.Queue(buf)
 }
 
 // logFields emits the fields of the request's log line, in order; each
-// key is its member text (see jsonLine). end is when the request ended.
-func (x *exchange) logFields(f *jsonLine, end time.Time) {
+// key is its member text (see jsonLine). Its latency is x.took (finish sets it).
+func (x *exchange) logFields(f *jsonLine) {
 	f.addPlain(`,"request_id":`, x.id) // newRequestID's: "gh-" and hex digits
 	x.routeFields(f)
 	if x.status == http.StatusOK && f.attrs == nil { // most lines: the status and the next key as one text
-		f.b = appendMillisFloat(append(f.b, `,"status":200,"latency_ms":`...), end.Sub(x.start))
+		f.b = appendMillisFloat(append(f.b, `,"status":200,"latency_ms":`...), x.took)
 	} else {
 		f.addInt(`,"status":`, x.status)
-		f.addMillis(`,"latency_ms":`, end.Sub(x.start))
+		f.addMillis(`,"latency_ms":`, x.took)
 	}
 	if !x.memoNameFields(f) {
 		x.nameFields(f)

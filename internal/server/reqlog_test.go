@@ -164,10 +164,10 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 				x.hasUsage, x.usage = true, llm.Usage{PromptTokens: mc.usage, CompletionTokens: mc.usage / 2, TotalTokens: mc.usage + mc.usage/2}
 			}
 			x.r.Method, x.r.URL.Path = rt[0], rt[1]
-			want := slogFields(t, x, fixed)
+			want := slogFields(t, x)
 			for range 2 { // the second from the key's LineMemo, where it keeps one
 				var l jsonLine
-				x.logFields(&l, fixed)
+				x.logFields(&l)
 				if got := string(l.b); got != want {
 					t.Errorf("%s %q %+v:\n line %s\n slog %s", name, rt, mc, got, want)
 				}
@@ -178,7 +178,7 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
 		id: "ID", start: fixed, principal: &renamed, deployment: &moved, deploymentNames: dm}
 	var l jsonLine
-	x.logFields(&l, fixed)
+	x.logFields(&l)
 	for _, want := range []string{`,"project":"renamed \"p\""`, `,"upstream_model":"other<model>"`} {
 		if !strings.Contains(string(l.b), want) {
 			t.Errorf("renamed: line %s lacks %s", l.b, want)
@@ -188,10 +188,10 @@ func TestRequestLineMembersMatchSlog(t *testing.T) {
 
 // slogFields is what slog's JSON handler writes for x's log fields, after
 // its message: the fields of the line that logFields writes.
-func slogFields(t *testing.T, x *exchange, end time.Time) string {
+func slogFields(t *testing.T, x *exchange) string {
 	t.Helper()
 	var attrs attrList
-	x.logFields(&jsonLine{attrs: &attrs}, end)
+	x.logFields(&jsonLine{attrs: &attrs})
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
 	const msg = `"msg":"request"`
@@ -348,7 +348,7 @@ func TestPlainFieldsNeedNoQuoting(t *testing.T) {
 	x.r.Method = `PO"ST`
 	x.r.URL.Path = `/v1/"chat"`
 	var l jsonLine
-	x.logFields(&l, time.Time{})
+	x.logFields(&l)
 	for _, want := range []string{`,"method":"PO\"ST",`, `,"path":"/v1/\"chat\"",`} {
 		if !strings.Contains(string(l.b), want) {
 			t.Errorf("line %s lacks %s", l.b, want)
@@ -417,8 +417,8 @@ func TestRequestLineMemoFollowsNames(t *testing.T) {
 			id: "ID", start: fixed, status: http.StatusOK, principal: st.p, deployment: st.d,
 			deploymentNames: &pool.Backend(st.d).Names, model: st.model, stream: st.stream, attempts: 1, billedAttempt: 1}
 		var l jsonLine
-		x.logFields(&l, fixed)
-		if got, want := string(l.b), slogFields(t, x, fixed); got != want {
+		x.logFields(&l)
+		if got, want := string(l.b), slogFields(t, x); got != want {
 			t.Fatalf("step %d %+v:\n line %s\n slog %s", i, st, got, want)
 		}
 	}

@@ -204,13 +204,13 @@ func (x *exchange) setCounted(completion int) {
 // it by its address (account.Sink.Keep), where a call of the interface's
 // Add copies it for the call, and could not take its address without
 // moving it to the heap.
-func (x *exchange) keepRecord(end time.Time) {
+func (x *exchange) keepRecord() {
 	sink := x.rt.Usage
 	if sink == nil {
 		return
 	}
 	var r account.Record
-	x.usageRecord(&r, end)
+	x.usageRecord(&r)
 	if s, ok := sink.(*account.Sink); ok {
 		s.Keep(&r)
 	} else {
@@ -221,7 +221,7 @@ func (x *exchange) keepRecord(end time.Time) {
 // usageRecord fills r, a zero Record, with the request as the usage API
 // shows it. The figures are the ones the client saw: status, the cost
 // header, the usage relayed.
-func (x *exchange) usageRecord(r *account.Record, end time.Time) {
+func (x *exchange) usageRecord(r *account.Record) {
 	r.RequestID = x.id
 	r.Time = x.start.UTC()
 	r.Endpoint = x.r.URL.Path
@@ -232,7 +232,7 @@ func (x *exchange) usageRecord(r *account.Record, end time.Time) {
 	r.Stream = x.stream
 	r.Labels = x.labels
 	r.Cache = x.cacheResult()
-	r.LatencyMS = ms(end.Sub(x.start))
+	r.LatencyMS = ms(x.took)
 	r.TTFTMS = ms(x.ttft)
 	r.OverheadMS = ms(x.overhead)
 	if a := &x.adm; a.downgraded != "" {

@@ -141,14 +141,14 @@ func TestUsageRecordFields(t *testing.T) {
 	up := &provider.Deployment{Provider: "up", Model: "m-mini"}
 	x := &exchange{s: s, rt: s.rt.Load(), r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
 		id: "gh-1", start: start, status: http.StatusTooManyRequests, customer: "cust", model: "cheap", attempts: 2, stream: true,
-		labels: map[string]string{"team": "blue"}, ttft: 1500 * time.Microsecond, overhead: 250 * time.Microsecond,
+		labels: map[string]string{"team": "blue"}, ttft: 1500 * time.Microsecond, overhead: 250 * time.Microsecond, took: 2500 * time.Microsecond,
 		principal:  &auth.Principal{KeyID: "key_1", ProjectID: "proj_1", Project: "qa"},
 		deployment: up, deploymentNames: &route.NewPool(route.PoolOptions{}).Backend(up).Names,
 		err: &llm.Error{Kind: llm.KindRateLimit}, hasUsage: true, usageEstimated: true,
 		usage: llm.Usage{PromptTokens: 75, CompletionTokens: 20, CachedTokens: 3, ReasoningTokens: 4}}
 	x.cache.result = account.CacheMiss
 	x.adm.downgraded, x.adm.costed, x.adm.cost = "big", true, 1250
-	x.keepRecord(start.Add(2500 * time.Microsecond))
+	x.keepRecord()
 	want := account.Record{RequestID: "gh-1", Time: start.UTC(), Endpoint: "/v1/chat/completions", KeyID: "key_1", ProjectID: "proj_1",
 		Project: "qa", Customer: "cust", Model: "big", ServedModel: "m-mini", Provider: "up", Deployment: "up/m-mini",
 		Status: http.StatusTooManyRequests, ErrorKind: string(llm.KindRateLimit), PromptTokens: 75, CompletionTokens: 20,

@@ -2,8 +2,10 @@ package tokens
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // TestOverlayPrecedence: store prices beat config overrides beat the
@@ -174,4 +176,47 @@ func TestGeneration(t *testing.T) {
 		}
 		seen[g] = true
 	}
+}
+
+// TestLookupByAddress: IDs whose bytes lie where they share a byAddress
+// slot are told apart by their contents, the same ID at another address
+// finds the same price, and an ID found by its address is resolved
+// afresh when the store's prices change.
+func TestLookupByAddress(t *testing.T) {
+	var o Overlay
+	c, err := NewCatalog(CatalogOptions{Store: &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One buffer, so the slots of its parts are known: 16 bytes a slot.
+	buf := make([]byte, 16*resolvedSlots+32)
+	at := func(off int, id string) string {
+		copy(buf[off:], id)
+		return unsafe.String(&buf[off], len(id))
+	}
+	mini, big := at(0, "gpt-4o-mini"), at(16*resolvedSlots, "gpt-4o")
+	if addressSlot(mini) != addressSlot(big) {
+		t.Fatalf("slots %d and %d: the test needs one", addressSlot(mini), addressSlot(big))
+	}
+	check := func(when, id string) {
+		t.Helper()
+		want, wantOK := c.find(o.state().prices, id, true)
+		for range 2 {
+			if got, ok := c.Lookup(id); got != want || ok != wantOK {
+				t.Fatalf("%s, %s: %+v %v, want %+v %v", when, id, got, ok, want, wantOK)
+			}
+		}
+	}
+	for _, id := range []string{mini, big, mini, strings.Clone(big), strings.Clone(mini)} {
+		check("one slot", id)
+	}
+	if p, _ := c.Lookup(big); p == (Price{}) {
+		t.Fatal("gpt-4o has no embedded price: the test needs one")
+	}
+	o.Set(map[string]Price{"gpt-4o": PerMillion(7, 0, 9)})
+	check("after the store's change", big)
+	if p, _ := c.Lookup(big); p != PerMillion(7, 0, 9) {
+		t.Fatalf("gpt-4o after the store's change: %+v", p)
+	}
+	check("after the store's change", mini)
 }

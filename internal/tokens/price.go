@@ -16,6 +16,7 @@ import (
 	"math"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"gatehouse/internal/llm"
 )
@@ -115,6 +116,12 @@ type Catalog struct {
 	// Two IDs that share a slot take turns, each miss resolving afresh.
 	resolved [resolvedSlots]atomic.Pointer[resolution]
 	seed     maphash.Seed
+	// byAddress keeps the same resolutions by where the ID's bytes lie:
+	// a deployment's model is one string, priced on every request it
+	// serves, so its slot is found from its address without hashing its
+	// bytes, and the compare that confirms it sees the same pointer
+	// (BENCHMARKS.md, "Prices found by the ID's address").
+	byAddress [resolvedSlots]atomic.Pointer[resolution]
 }
 
 // resolution is one model ID's price as Lookup found it.
@@ -179,13 +186,25 @@ func (c *Catalog) AsOf() string { return c.asOf }
 // (see priceIndex).
 func (c *Catalog) Lookup(model string) (Price, bool) {
 	st := c.store.state()
-	slot := &c.resolved[maphash.String(c.seed, model)%resolvedSlots]
-	if r := slot.Load(); r != nil && r.gen == st.gen && r.model == model {
+	near := &c.byAddress[addressSlot(model)]
+	if r := near.Load(); r != nil && r.gen == st.gen && r.model == model {
 		return r.p, r.ok
 	}
-	p, ok := c.lookup(st.prices, model)
-	slot.Store(&resolution{model: model, p: p, ok: ok, gen: st.gen})
-	return p, ok
+	slot := &c.resolved[maphash.String(c.seed, model)%resolvedSlots]
+	r := slot.Load()
+	if r == nil || r.gen != st.gen || r.model != model {
+		p, ok := c.lookup(st.prices, model)
+		r = &resolution{model: model, p: p, ok: ok, gen: st.gen}
+		slot.Store(r)
+	}
+	near.Store(r)
+	return r.p, r.ok
+}
+
+// addressSlot is the byAddress slot of s: its bytes' address, past the
+// low bits every allocation shares, masked to the table.
+func addressSlot(s string) uintptr {
+	return (uintptr(unsafe.Pointer(unsafe.StringData(s))) >> 4) % resolvedSlots
 }
 
 // Generation names the prices c answers with: while it stays the same,
