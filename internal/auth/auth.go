@@ -108,14 +108,57 @@ type Principal struct {
 	LineMemo *llm.TextMemo
 	// rates are the key's and its project's rates in decimal, made once
 	// with the principal (quoteNames) for the x-ratelimit-limit-*
-	// headers every admitted answer carries; see RateText.
+	// headers every admitted answer carries; see RateText and RateLines.
 	rates [4]rateText
 }
 
-// rateText is a rate and its decimal form.
+// rateText is a rate, its decimal form, and the x-ratelimit lines it
+// opens for a bucket of requests and of tokens (RateLines).
 type rateText struct {
-	n    int64
-	text string
+	n     int64
+	text  string
+	lines [2]string
+}
+
+// The x-ratelimit headers' names that open with a rate's text
+// (RateLines), in canonical form: the server writes them on every
+// admitted answer.
+const (
+	HeaderLimitRequests     = "X-Ratelimit-Limit-Requests"
+	HeaderRemainingRequests = "X-Ratelimit-Remaining-Requests"
+	HeaderLimitTokens       = "X-Ratelimit-Limit-Tokens"
+	HeaderRemainingTokens   = "X-Ratelimit-Remaining-Tokens"
+)
+
+// RateLines returns, when n is one of the principal's rates, the opening
+// of the x-ratelimit lines of a bucket with limit n, made once with the
+// principal: the limit's line whole and the next line's name,
+// "X-Ratelimit-Limit-Requests: 100\r\nX-Ratelimit-Remaining-Requests: "
+// (tokens: the Tokens headers). An answer's lines are then one copy
+// and the remaining count, where the names and the limit were three.
+// "" otherwise, as RateText.
+func (p *Principal) RateLines(n int64, tokens bool) string {
+	if n <= 0 {
+		return ""
+	}
+	i := 0
+	if tokens {
+		i = 1
+	}
+	for j := range p.rates {
+		if p.rates[j].n == n {
+			return p.rates[j].lines[i]
+		}
+	}
+	return ""
+}
+
+func makeRateText(n int) rateText {
+	t := strconv.Itoa(n)
+	return rateText{n: int64(n), text: t, lines: [2]string{
+		HeaderLimitRequests + ": " + t + "\r\n" + HeaderRemainingRequests + ": ",
+		HeaderLimitTokens + ": " + t + "\r\n" + HeaderRemainingTokens + ": ",
+	}}
 }
 
 // RateText returns n in decimal when it is one of the rates the
@@ -158,7 +201,7 @@ func (p *Principal) quoteNames() {
 	for i, n := range [4]int{p.RPM, p.TPM, p.ProjectLimits.RPM, p.ProjectLimits.TPM} {
 		p.rates[i] = rateText{}
 		if n > 0 {
-			p.rates[i] = rateText{int64(n), strconv.Itoa(n)}
+			p.rates[i] = makeRateText(n)
 		}
 	}
 	if p.ProjectID == "" && p.Project != "" {

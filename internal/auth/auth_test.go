@@ -179,6 +179,25 @@ func TestRateText(t *testing.T) {
 	if got := (&Principal{RPM: 5}).RateText(5); got != "" {
 		t.Errorf("a principal made without quoteNames: RateText(5) = %q, want none", got)
 	}
+	// RateLines: the same rates, each opening either bucket's lines.
+	for n, want := range map[int64]string{100: "100", 1_000_000_000_000: "1000000000000", 7: "7", 0: "", -1: "", 8: ""} {
+		for _, tokens := range []bool{false, true} {
+			bucket := "Requests"
+			if tokens {
+				bucket = "Tokens"
+			}
+			wantLines := ""
+			if want != "" {
+				wantLines = "X-Ratelimit-Limit-" + bucket + ": " + want + "\r\nX-Ratelimit-Remaining-" + bucket + ": "
+			}
+			if got := p.RateLines(n, tokens); got != wantLines {
+				t.Errorf("RateLines(%d, %v) = %q, want %q", n, tokens, got, wantLines)
+			}
+		}
+	}
+	if got := c.RateLines(200, false); got != "" {
+		t.Errorf("a copy's changed rate: RateLines(200) = %q, want none", got)
+	}
 }
 
 // TestStaticLimitMemos: each static key's principal comes with a

@@ -642,12 +642,12 @@ func (x *exchange) appendLimitFields(b []byte) []byte {
 		return b
 	}
 	if q := a.dec.Requests; q.Limit > 0 {
-		b = appendQuotaFields(b, x.principal, q, "X-Ratelimit-Limit-Requests: ",
-			"\r\nX-Ratelimit-Remaining-Requests: ", "\r\nX-Ratelimit-Reset-Requests: ")
+		b = appendQuotaFields(b, x.principal, q, false, auth.HeaderLimitRequests+": ",
+			"\r\n"+auth.HeaderRemainingRequests+": ", "\r\nX-Ratelimit-Reset-Requests: ")
 	}
 	if q := a.dec.Tokens; q.Limit > 0 {
-		b = appendQuotaFields(b, x.principal, q, "X-Ratelimit-Limit-Tokens: ",
-			"\r\nX-Ratelimit-Remaining-Tokens: ", "\r\nX-Ratelimit-Reset-Tokens: ")
+		b = appendQuotaFields(b, x.principal, q, true, auth.HeaderLimitTokens+": ",
+			"\r\n"+auth.HeaderRemainingTokens+": ", "\r\nX-Ratelimit-Reset-Tokens: ")
 	}
 	if a.downgraded != "" {
 		x.w.Header().Set(hdrDowngradedFrom, a.downgraded)
@@ -656,11 +656,17 @@ func (x *exchange) appendLimitFields(b []byte) []byte {
 }
 
 // appendQuotaFields appends the limit, remaining and reset lines of one
-// bucket; the names come with the separators around them (": ", and the
-// line end before), so each is one copy of a constant.
-func appendQuotaFields(b []byte, p *auth.Principal, q limit.Quota, limitName, remainingName, resetName string) []byte {
-	b = appendRate(append(b, limitName...), p, q.Limit)
-	b = limit.AppendInt(append(b, remainingName...), max(q.Remaining, 0))
+// bucket (of tokens or of requests); the names come with the separators
+// around them (": ", and the line end before), so each is one copy of a
+// constant. When the limit is one of the key's rates, the principal
+// keeps the lines up to the remaining count as one text (RateLines).
+func appendQuotaFields(b []byte, p *auth.Principal, q limit.Quota, tokens bool, limitName, remainingName, resetName string) []byte {
+	if lines := rateLines(p, q.Limit, tokens); lines != "" {
+		b = append(b, lines...)
+	} else {
+		b = append(appendRate(append(b, limitName...), p, q.Limit), remainingName...)
+	}
+	b = limit.AppendInt(b, max(q.Remaining, 0))
 	return append(appendReset(append(b, resetName...), q.Reset), '\r', '\n')
 }
 
@@ -710,11 +716,19 @@ func appendRate(b []byte, p *auth.Principal, n int64) []byte {
 	return limit.AppendInt(b, n)
 }
 
+// rateLines is p.RateLines, "" for no principal.
+func rateLines(p *auth.Principal, n int64, tokens bool) string {
+	if p == nil {
+		return ""
+	}
+	return p.RateLines(n, tokens)
+}
+
 // The x-ratelimit header names in canonical form, built once: they are
 // set on every admitted response.
 var quotaHeaderKeys = [6]string{
-	"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests",
-	"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens",
+	auth.HeaderLimitRequests, auth.HeaderRemainingRequests, "X-Ratelimit-Reset-Requests",
+	auth.HeaderLimitTokens, auth.HeaderRemainingTokens, "X-Ratelimit-Reset-Tokens",
 }
 
 // resetString formats a reset time as OpenAI does: Go's duration syntax,
