@@ -324,7 +324,7 @@ func principalTemplate(p *auth.Principal, projectID string) *limit.Template {
 		return nil
 	}
 	if t := m.Template(); t != nil {
-		if src, ok := t.Source().(*templateSource); ok && src.describes(p, projectID) {
+		if src, ok := t.Source().(*templateSource); ok && (src.madeFor(p, projectID) || src.describes(p, projectID)) {
 			return t
 		}
 		return nil
@@ -354,6 +354,11 @@ func newPrincipalTemplate(p *auth.Principal, projectID string) *limit.Template {
 // template applies to a principal whose fields are these values (which
 // a principal, never changed once made, keeps).
 type templateSource struct {
+	// principal is the one the template was made for: a principal
+	// handed out is never changed (auth.Principal), so the same one
+	// with the same project ID needs no look at its values (madeFor);
+	// a copy, which shares its LimitMemo, is checked value by value.
+	principal                       *auth.Principal
 	keyID, name, project, projectID string
 	rpm, tpm                        int
 	projectLimits                   auth.Limits
@@ -385,9 +390,15 @@ func (s *budgetSource) is(b *auth.Budget) bool {
 }
 
 func newTemplateSource(p *auth.Principal, projectID string, keyRates int) *templateSource {
-	return &templateSource{keyID: p.KeyID, name: p.Name, project: p.Project, projectID: projectID,
+	return &templateSource{principal: p, keyID: p.KeyID, name: p.Name, project: p.Project, projectID: projectID,
 		rpm: p.RPM, tpm: p.TPM, projectLimits: p.ProjectLimits,
 		budget: budgetSourceOf(p.Budget), projectBudget: budgetSourceOf(p.ProjectBudget), keyRates: keyRates}
+}
+
+// madeFor reports whether s was made for p itself, with projectID as its
+// project's counters' ID.
+func (s *templateSource) madeFor(p *auth.Principal, projectID string) bool {
+	return s.principal == p && llm.SameString(s.projectID, projectID)
 }
 
 // describes reports whether s was made from p's values, with projectID
