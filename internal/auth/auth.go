@@ -138,19 +138,28 @@ const (
 // and the remaining count, where the names and the limit were three.
 // "" otherwise, as RateText.
 func (p *Principal) RateLines(n int64, tokens bool) string {
-	if n <= 0 {
+	r := p.rate(n)
+	switch {
+	case r == nil:
 		return ""
+	case tokens:
+		return r.lines[1]
 	}
-	i := 0
-	if tokens {
-		i = 1
+	return r.lines[0]
+}
+
+// rate is the kept text of rate n, nil when n is none of the
+// principal's rates (or not positive: an unset rate is kept as 0).
+func (p *Principal) rate(n int64) *rateText {
+	if n <= 0 {
+		return nil
 	}
-	for j := range p.rates {
-		if p.rates[j].n == n {
-			return p.rates[j].lines[i]
+	for i := range p.rates {
+		if p.rates[i].n == n {
+			return &p.rates[i]
 		}
 	}
-	return ""
+	return nil
 }
 
 func makeRateText(n int) rateText {
@@ -167,13 +176,8 @@ func makeRateText(n int) rateText {
 // kept with the value it was made from, so a principal copied and
 // changed afterwards never gets another value's text.
 func (p *Principal) RateText(n int64) string {
-	if n <= 0 {
-		return ""
-	}
-	for i := range p.rates {
-		if p.rates[i].n == n {
-			return p.rates[i].text
-		}
+	if r := p.rate(n); r != nil {
+		return r.text
 	}
 	return ""
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -124,30 +123,8 @@ func TestConnMemoConcurrent(t *testing.T) {
 	tb := newTable(secrets...)
 	m := auth.NewHashMemo()
 	conn := new(auth.ConnMemo)
-	var wg sync.WaitGroup
-	for g := range 6 {
-		wg.Go(func() {
-			for i := range 2000 {
-				s := secrets[(g+i/7)%len(secrets)]
-				p, err := m.ResolveOn(context.Background(), conn, s, tb)
-				if err == nil && p.KeyID != s {
-					t.Errorf("%s resolved to %s", s, p.KeyID)
-					return
-				}
-				if err != nil && err != auth.ErrBadKey {
-					t.Errorf("%s: %v", s, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Go(func() {
-		for range 500 {
-			tb.remove(secrets[0])
-			tb.mu.Lock()
-			tb.keys[auth.HashKey(secrets[0])] = &auth.Principal{KeyID: secrets[0]}
-			tb.mu.Unlock()
-		}
-	})
-	wg.Wait()
+	resolveWhileChurning(t, tb, 6,
+		func(g, i int) string { return secrets[(g+i/7)%len(secrets)] },
+		func(int) string { return secrets[0] },
+		func(s string) (*auth.Principal, error) { return m.ResolveOn(context.Background(), conn, s, tb) })
 }

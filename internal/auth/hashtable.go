@@ -6,10 +6,11 @@ import "encoding/binary"
 // first eight bytes. A SHA-256 is uniform, so those bytes tell keys apart
 // as well as the whole hash does, and a map of uint64 keys is found with
 // one word's hash and compare: a map of 32-byte arrays hashes and
-// compares all 32 bytes through the runtime's generic path (about 180
-// instructions a request against some 60, BENCHMARKS.md "The static
-// keys' table"). Two hashes that share their first eight bytes are
-// chained, so the table is exact for any set of keys.
+// compares all 32 bytes through the runtime's generic path (about 100
+// instructions a request more; BENCHMARKS.md, "The feature tax with a
+// margin, and every goal counted again"). Two hashes that share their
+// first eight bytes are chained, so the table is exact for any set of
+// keys.
 type principalTable map[uint64]*principalSlot
 
 type principalSlot struct {

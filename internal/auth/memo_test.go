@@ -42,6 +42,43 @@ func (t *table) remove(secret string) {
 	t.mu.Unlock()
 }
 
+// resolveWhileChurning resolves from goroutines at once, 2,000 times each
+// (the g-th goroutine's i-th call presents pick(g, i)), while one more
+// goroutine removes churn(i) from tb and puts it back, 500 times: every
+// answer must be the presented key's own principal or ErrBadKey (for the
+// race detector, and for a memo that answers with another key's).
+func resolveWhileChurning(t *testing.T, tb *table, goroutines int, pick func(g, i int) string, churn func(i int) string,
+	resolve func(secret string) (*auth.Principal, error)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range 2000 {
+				s := pick(g, i)
+				p, err := resolve(s)
+				if err == nil && p.KeyID != s {
+					t.Errorf("%s resolved to %s", s, p.KeyID)
+					return
+				}
+				if err != nil && err != auth.ErrBadKey {
+					t.Errorf("%s: %v", s, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 500 {
+			s := churn(i)
+			tb.remove(s)
+			tb.mu.Lock()
+			tb.keys[auth.HashKey(s)] = &auth.Principal{KeyID: s}
+			tb.mu.Unlock()
+		}
+	})
+	wg.Wait()
+}
+
 // memoKeys is a Keys over a store whose changes the test delivers by hand,
 // with a HashMemo in front, as the gateway's request path has them.
 func memoKeys(t *testing.T, clk *clock) (*auth.HashMemo, *auth.Keys, *spy) {
@@ -191,31 +228,8 @@ func TestMemoConcurrent(t *testing.T) {
 	}
 	tb := newTable(secrets...)
 	m := auth.NewHashMemo()
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for i := range 2000 {
-				s := secrets[(g*7+i)%len(secrets)]
-				p, err := m.Resolve(ctx, s, tb)
-				if err == nil && p.KeyID != s {
-					t.Errorf("%s resolved to %s", s, p.KeyID)
-					return
-				}
-				if err != nil && err != auth.ErrBadKey {
-					t.Errorf("%s: %v", s, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Go(func() {
-		for i := range 500 {
-			s := secrets[i%len(secrets)]
-			tb.remove(s)
-			tb.mu.Lock()
-			tb.keys[auth.HashKey(s)] = &auth.Principal{KeyID: s}
-			tb.mu.Unlock()
-		}
-	})
-	wg.Wait()
+	resolveWhileChurning(t, tb, 8,
+		func(g, i int) string { return secrets[(g*7+i)%len(secrets)] },
+		func(i int) string { return secrets[i%len(secrets)] },
+		func(s string) (*auth.Principal, error) { return m.Resolve(ctx, s, tb) })
 }

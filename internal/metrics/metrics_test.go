@@ -17,6 +17,20 @@ func scrape(t *testing.T, m *Metrics) string {
 	return string(body)
 }
 
+// concurrently calls f times times from each of goroutines goroutines at
+// once and returns when all are done.
+func concurrently(goroutines, times int, f func()) {
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range times {
+				f()
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func wantSeries(t *testing.T, body string, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -120,15 +134,7 @@ func TestForgetDropsADeploymentsSeries(t *testing.T) {
 // a reload removed and a later one brings back counts again from zero.
 func TestAttemptsCountExactly(t *testing.T) {
 	m := New()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 500 {
-				m.Attempt("chat", "failover", "up", "m1", "success")
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(8, 500, func() { m.Attempt("chat", "failover", "up", "m1", "success") })
 	wantSeries(t, scrape(t, m),
 		`gatehouse_routing_decisions_total{model="chat",provider="up",strategy="failover"} 4000`,
 		`gatehouse_upstream_attempts_total{model="m1",outcome="success",provider="up"} 4000`)
@@ -146,17 +152,11 @@ func TestAttemptsCountExactly(t *testing.T) {
 // client library's gauge was (help, type, value).
 func TestInFlightCountsExactly(t *testing.T) {
 	m := New()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 1000 {
-				m.Begin()
-				m.Begin()
-				m.End()
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(8, 1000, func() {
+		m.Begin()
+		m.Begin()
+		m.End()
+	})
 	wantSeries(t, scrape(t, m), "# HELP gatehouse_requests_in_flight API requests being served.\n"+
 		"# TYPE gatehouse_requests_in_flight gauge\ngatehouse_requests_in_flight 8000\n")
 	for range 8000 {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -177,16 +176,10 @@ func TestHistogramBounds(t *testing.T) {
 // come out exact at scrape time.
 func TestRequestSeriesCountExactly(t *testing.T) {
 	m := New()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 500 {
-				m.Observe(&RequestObs{Project: "qa", Model: "chat", Provider: "up", Route: "/v1/chat/completions", Code: 200,
-					Took: time.Millisecond, Overhead: 100 * time.Microsecond, PromptTokens: 3, CostMicros: 7})
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(8, 500, func() {
+		m.Observe(&RequestObs{Project: "qa", Model: "chat", Provider: "up", Route: "/v1/chat/completions", Code: 200,
+			Took: time.Millisecond, Overhead: 100 * time.Microsecond, PromptTokens: 3, CostMicros: 7})
+	})
 	wantSeries(t, scrape(t, m),
 		`gatehouse_requests_total{code="200",error_kind="",model="chat",route="/v1/chat/completions"} 4000`,
 		`gatehouse_tokens_total{model="chat",project="qa",provider="up",type="prompt"} 12000`,

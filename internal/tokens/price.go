@@ -120,7 +120,8 @@ type Catalog struct {
 	// a deployment's model is one string, priced on every request it
 	// serves, so its slot is found from its address without hashing its
 	// bytes, and the compare that confirms it sees the same pointer
-	// (BENCHMARKS.md, "Prices found by the ID's address").
+	// (BENCHMARKS.md, "The feature tax with a margin, and every goal
+	// counted again").
 	byAddress [resolvedSlots]atomic.Pointer[resolution]
 }
 
