@@ -76,6 +76,16 @@ func (o *SinkOptions) defaults() {
 // once it answers again; records that find the queue full are spilled
 // too. Close drains everything, to the store or to the spill file.
 //
+// The store's order is not the arrival order, and nothing needs it to be
+// (the usage API pages by a record's time and request id): while the
+// store answers, batches from the queue are written at once even when
+// spilled records wait, and the writer replays the spill a batch at a
+// time between them. A writer that sent new batches to the spill behind
+// the old ones, to keep the order, turned a store that fell behind for a
+// moment into one that never caught up: every record then paid the
+// spill's encoding, write, read and decoding on the gateway's CPU
+// (BENCHMARKS.md, "Cluster mode's spill").
+//
 // A record's RequestID is its unique key in the store, so a batch
 // replayed after a write of unknown outcome is never counted twice.
 type Sink struct {
@@ -95,6 +105,15 @@ type Sink struct {
 	done   chan struct{}
 	prune  chan struct{} // closed by Close: stops the retention loop
 	pruned chan struct{}
+
+	// The writer goroutine's own: whether the store failed last time,
+	// and when to try it again (retry doubles up to 30s).
+	failing bool
+	retry   time.Duration
+	nextTry time.Time
+	// replaying counts the records replayed since the spill was last
+	// empty, for one log line when it is again.
+	replaying int
 
 	written, spilled, replayed, dropped atomic.Uint64
 }
@@ -203,34 +222,62 @@ func (s *Sink) spillNow(rs []Record, sync bool) {
 // run is the writer. Add wakes it when a batch's worth is queued, and
 // it writes the full batches; at each tick it writes whatever is queued.
 // It sleeps in between rather than waking for every record, which would
-// cost each request a goroutine switch. The store's order equals the
-// arrival order whenever it can (while a spill is pending, new batches
-// join the spill behind it).
+// cost each request a goroutine switch. While spilled records wait and
+// the store answers, it does not sleep: it replays one batch of them
+// after each look at the queue, so the queue is served first and the
+// spill drains as fast as the store takes it.
 func (s *Sink) run() {
 	defer close(s.done)
 	var spare []Record // the queue the writer took last, for Add's next
 	tick := time.NewTicker(s.o.Interval)
 	defer tick.Stop()
-	retry := s.o.Retry
-	var nextReplay time.Time // zero: replay at once
+	s.retry = s.o.Retry
 	for open := true; open; {
-		all := true
-		select {
-		case <-s.kick:
-			all = false
-		case <-tick.C:
-		}
-		spare, open = s.drain(spare, all)
-		if s.spill.pending() && !s.o.Now().Before(nextReplay) {
-			if s.replay() {
-				retry = s.o.Retry
-				nextReplay = time.Time{}
-			} else {
-				nextReplay = s.o.Now().Add(retry)
-				retry = min(retry*2, 30*time.Second)
+		all := false
+		if s.replayDue() {
+			select {
+			case <-tick.C:
+				all = true
+			default:
+			}
+		} else {
+			select {
+			case <-s.kick:
+			case <-tick.C:
+				all = true
 			}
 		}
+		spare, open = s.drain(spare, all)
+		if s.replayDue() {
+			limit := s.o.Batch
+			if !open {
+				limit = 0 // closing: the whole spill, if the store takes it
+			}
+			s.replay(limit)
+		}
 	}
+}
+
+// storeDue reports whether the store may be tried now: it answered last
+// time, or the wait after its failure is over.
+func (s *Sink) storeDue() bool { return !s.failing || !s.o.Now().Before(s.nextTry) }
+
+// replayDue reports whether spilled records wait and the store may be
+// tried.
+func (s *Sink) replayDue() bool { return s.spill.pending() && s.storeDue() }
+
+// storeFailed notes a failed write: the store is not tried again before
+// the retry wait, which doubles with each failure up to 30s.
+func (s *Sink) storeFailed() {
+	s.failing = true
+	s.nextTry = s.o.Now().Add(s.retry)
+	s.retry = min(s.retry*2, 30*time.Second)
+}
+
+// storeAnswered notes a write that succeeded.
+func (s *Sink) storeAnswered() {
+	s.failing = false
+	s.retry = s.o.Retry
 }
 
 // drain takes what is queued, leaving spare (emptied) in its place, and
@@ -258,9 +305,10 @@ func (s *Sink) drain(spare []Record, all bool) ([]Record, bool) {
 	return q[:0], !closed
 }
 
-// write stores one batch, or spills it.
+// write stores one batch, or spills it when the store fails or is
+// waited for after a failure.
 func (s *Sink) write(batch []Record) {
-	if !s.spill.pending() {
+	if s.storeDue() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.WriteTimeout)
 		var err error
 		if fs, ok := s.store.(FreshRecordStore); ok {
@@ -270,18 +318,20 @@ func (s *Sink) write(batch []Record) {
 		}
 		cancel()
 		if err == nil {
+			s.storeAnswered()
 			s.written.Add(uint64(len(batch)))
 			return
 		}
+		s.storeFailed()
 		s.o.Log.Warn("usage records: store unavailable, spilling to disk", "records", len(batch), "error", err.Error())
 	}
 	s.spillNow(batch, true)
 }
 
-// replay writes the spill file's records to the store in order; true
-// when the spill is empty afterwards.
-func (s *Sink) replay() bool {
-	n, err := s.spill.replay(s.o.Batch, func(rs []Record) error {
+// replay writes spilled records to the store in their order, at most
+// limit of them (limit ≤ 0: all).
+func (s *Sink) replay(limit int) {
+	n, err := s.spill.replay(s.o.Batch, limit, func(rs []Record) error {
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.WriteTimeout)
 		defer cancel()
 		return s.store.WriteRecords(ctx, rs)
@@ -291,13 +341,18 @@ func (s *Sink) replay() bool {
 	})
 	s.replayed.Add(uint64(n))
 	s.written.Add(uint64(n))
+	s.replaying += n
 	if err != nil {
-		return false
+		s.storeFailed()
+		return
 	}
 	if n > 0 {
-		s.o.Log.Info("usage records replayed from the spill file", "records", n)
+		s.storeAnswered()
 	}
-	return !s.spill.pending()
+	if s.replaying > 0 && !s.spill.pending() {
+		s.o.Log.Info("usage records replayed from the spill file", "records", s.replaying)
+		s.replaying = 0
+	}
 }
 
 // retain deletes records older than the retention, a batch at a time.

@@ -117,7 +117,11 @@ func TestSinkWritesInBatchesAndCloseDrains(t *testing.T) {
 	}
 }
 
-func TestSinkSpillsWhileStoreDownAndReplaysInOrderOnce(t *testing.T) {
+// TestSinkSpillsWhileStoreDownAndReplaysInOrder: batches that fail are
+// spilled, and so are those that come while the store is waited for;
+// once it answers, the spill is replayed in the order it was written,
+// and records that arrive meanwhile are written too, not lost behind it.
+func TestSinkSpillsWhileStoreDownAndReplaysInOrder(t *testing.T) {
 	st := newMemStore()
 	st.setFail(true)
 	dir := t.TempDir()
@@ -133,22 +137,103 @@ func TestSinkSpillsWhileStoreDownAndReplaysInOrderOnce(t *testing.T) {
 		t.Fatal("spill should be pending while the store is down")
 	}
 	st.setFail(false)
-	for i := 50; i < 60; i++ { // arrive while the spill is pending: must queue behind it
+	for i := 50; i < 60; i++ { // arrive while the spill is pending
 		s.Add(rec(i))
 	}
 	waitFor(t, "replay", func() bool { return len(st.stored()) == 60 })
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(ids(0, 60), st.stored()); diff != "" {
-		t.Fatalf("stored order (-want +got):\n%s", diff)
+	got := st.stored()
+	var spilled []string
+	for _, id := range got {
+		if id < rec(50).RequestID {
+			spilled = append(spilled, id)
+		}
 	}
-	if s.Replayed() < 50 || s.Dropped() != 0 {
-		t.Fatalf("replayed %d dropped %d", s.Replayed(), s.Dropped())
+	if diff := cmp.Diff(ids(0, 50), spilled); diff != "" {
+		t.Fatalf("order of the replayed records (-want +got):\n%s", diff)
+	}
+	// Those that came before the retry wait was over were spilled too.
+	if s.Replayed() < 50 || s.Written() != 60 || s.Dropped() != 0 {
+		t.Fatalf("replayed %d written %d dropped %d; want at least 50, 60, 0", s.Replayed(), s.Written(), s.Dropped())
 	}
 	left, _ := filepath.Glob(filepath.Join(dir, "spill-*"))
 	if len(left) != 0 {
 		t.Fatalf("spill files left after a full replay: %v", left)
+	}
+}
+
+// callStore is a FreshRecordStore that notes each write as "fresh" or
+// "replay" with its size, and runs onReplay (once) inside the first
+// replayed write, as a request adding records at that moment would.
+type callStore struct {
+	memStore
+	calls    []string
+	onReplay func()
+}
+
+func (c *callStore) note(kind string, n int) {
+	c.mu.Lock()
+	c.calls = append(c.calls, fmt.Sprintf("%s %d", kind, n))
+	c.mu.Unlock()
+}
+
+func (c *callStore) WriteRecords(ctx context.Context, rs []Record) error {
+	err := c.memStore.WriteRecords(ctx, rs)
+	if err == nil {
+		c.note("replay", len(rs))
+		if f := c.onReplay; f != nil {
+			c.onReplay = nil
+			f()
+		}
+	}
+	return err
+}
+
+func (c *callStore) WriteFreshRecords(ctx context.Context, rs []Record) error {
+	err := c.memStore.WriteRecords(ctx, rs)
+	if err == nil {
+		c.note("fresh", len(rs))
+	}
+	return err
+}
+
+// TestSinkServesTheQueueBetweenReplayBatches: a spill of three batches
+// is replayed one batch at a time, and a batch that fills the queue
+// meanwhile is written between two of them, not spilled behind them.
+// The writer that replayed the whole spill before it looked at the
+// queue again let a queue that overflowed once overflow for good.
+func TestSinkServesTheQueueBetweenReplayBatches(t *testing.T) {
+	st := &callStore{memStore: *newMemStore()}
+	st.setFail(true)
+	s, err := NewSink(st, SinkOptions{SpillDir: t.TempDir(), Batch: 5, Interval: 5 * time.Millisecond, Retry: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 15 {
+		s.Add(rec(i))
+	}
+	waitFor(t, "15 spilled", func() bool { return s.Spilled() == 15 })
+	st.mu.Lock()
+	st.onReplay = func() {
+		for i := 15; i < 20; i++ {
+			s.Add(rec(i))
+		}
+	}
+	st.fail = false
+	st.mu.Unlock()
+	waitFor(t, "20 stored", func() bool { return len(st.stored()) == 20 })
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if diff := cmp.Diff([]string{"replay 5", "fresh 5", "replay 5", "replay 5"}, st.calls); diff != "" {
+		t.Fatalf("writes (-want +got):\n%s", diff)
+	}
+	if s.Spilled() != 15 || s.Replayed() != 15 || s.Written() != 20 {
+		t.Fatalf("spilled %d replayed %d written %d; want 15, 15, 20", s.Spilled(), s.Replayed(), s.Written())
 	}
 }
 
@@ -211,7 +296,9 @@ func TestSinkReplaysAnEarlierProcessSpill(t *testing.T) {
 	f.Close()
 
 	up := newMemStore()
-	second, err := NewSink(up, SinkOptions{SpillDir: dir, Interval: time.Millisecond})
+	// Batches of 7: the earlier file is replayed over several of the
+	// writer's turns, each going on from where the last stopped.
+	second, err := NewSink(up, SinkOptions{SpillDir: dir, Batch: 7, Interval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,5 +527,53 @@ func TestSinkKeepCopies(t *testing.T) {
 	}
 	if got, want := st.stored(), []string{rec(1).RequestID, "gh-changed", rec(2).RequestID}; !slices.Equal(got, want) {
 		t.Errorf("stored %q, want %q", got, want)
+	}
+}
+
+// TestSpillCountsAnUnreadableLineOnce: a replay that a failing batch
+// stops is started again from that batch, and an unreadable line before
+// the failure is reported by the replay that gets past it, once.
+func TestSpillCountsAnUnreadableLineOnce(t *testing.T) {
+	sp, err := openSpill(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.append([]Record{rec(0), rec(1)}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.own.WriteString("{not json\n"); err != nil {
+		t.Fatal(err)
+	}
+	sp.ownSize += int64(len("{not json\n"))
+	if err := sp.append([]Record{rec(2), rec(3)}, true); err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	var stored []string
+	failNext := true
+	write := func(rs []Record) error {
+		if failNext {
+			failNext = false
+			return errors.New("down")
+		}
+		for _, r := range rs {
+			stored = append(stored, r.RequestID)
+		}
+		return nil
+	}
+	if n, err := sp.replay(3, 0, write, func(n int) { bad += n }); err == nil || n != 0 {
+		t.Fatalf("first replay: %d written, error %v; want 0 and the write's error", n, err)
+	}
+	if n, err := sp.replay(3, 0, write, func(n int) { bad += n }); err != nil || n != 4 {
+		t.Fatalf("second replay: %d written, error %v; want 4, nil", n, err)
+	}
+	if bad != 1 {
+		t.Errorf("unreadable lines reported %d times, want once", bad)
+	}
+	if diff := cmp.Diff(ids(0, 4), stored); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
+	if sp.pending() {
+		t.Error("spill still pending after a full replay")
 	}
 }

@@ -111,77 +111,98 @@ func (s *spill) create() error {
 
 // replay feeds the spilled records to write, batch records at a time, in
 // the order they were spilled: earlier processes' files first, then this
-// process's. A batch that fails stops the replay; the next one starts
-// again from that batch. bad is told of lines that cannot be decoded (a
-// write cut by a crash): they are skipped. It returns how many records
-// were written.
-func (s *spill) replay(batch int, write func([]Record) error, bad func(int)) (int, error) {
+// process's. It stops once limit records are written (limit ≤ 0: when
+// every file is replayed), so that the sink's writer can serve its queue
+// between replay batches; the next call goes on from there. A batch that
+// fails stops the replay too; the next call starts again from that
+// batch. bad is told of lines that cannot be decoded (a write cut by a
+// crash): they are skipped. It returns how many records were written.
+func (s *spill) replay(batch, limit int, write func([]Record) error, bad func(int)) (int, error) {
 	total := 0
-	for {
+	left := func() int {
+		if limit <= 0 {
+			return 0
+		}
+		return limit - total
+	}
+	for limit <= 0 || total < limit {
 		s.mu.Lock()
 		if len(s.others) == 0 {
 			s.mu.Unlock()
-			break
+			n, err := s.replayOwn(batch, left(), write, bad)
+			return total + n, err
 		}
 		name := s.others[0]
 		s.mu.Unlock()
-		n, done, err := s.replayOther(name, batch, write, bad)
+		n, state, err := s.replayOther(name, batch, left(), write, bad)
 		total += n
 		if err != nil {
 			return total, err
 		}
+		if state == otherPartial {
+			continue // the limit is reached: the loop ends
+		}
 		s.mu.Lock()
 		s.others = s.others[1:]
-		if !done { // another live process owns it: leave it to that one
-			s.mu.Unlock()
-			continue
-		}
 		delete(s.offsets, name)
 		s.mu.Unlock()
-		_ = os.Remove(name)
+		if state == otherReplayed {
+			_ = os.Remove(name)
+		}
 	}
-	n, err := s.replayOwn(batch, write, bad)
-	return total + n, err
+	return total, nil
 }
 
-// replayOther replays a file left by another process. done is false when
-// the file is locked by a live process.
-func (s *spill) replayOther(name string, batch int, write func([]Record) error, bad func(int)) (n int, done bool, err error) {
+// How far replayOther got with a file left by another process.
+const (
+	otherReplayed = iota // every record is in the store: the file can go
+	otherLocked          // a live process owns it: left to that one
+	otherPartial         // the replay's limit was reached before the end
+)
+
+// replayOther replays a file left by another process, from where the
+// last call stopped, until limit records are written (limit ≤ 0: to its
+// end).
+func (s *spill) replayOther(name string, batch, limit int, write func([]Record) error, bad func(int)) (n, state int, err error) {
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, true, nil
+		return 0, otherReplayed, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return 0, otherPartial, err
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return 0, false, nil
+		return 0, otherLocked, nil
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return 0, false, err
+		return 0, otherPartial, err
 	}
 	s.mu.Lock()
 	off := s.offsets[name]
 	s.mu.Unlock()
-	n, off, err = replayRange(f, off, st.Size(), batch, write, bad)
+	n, off, err = replayRange(f, off, st.Size(), batch, limit, write, bad)
 	s.mu.Lock()
 	s.offsets[name] = off
 	s.mu.Unlock()
-	return n, err == nil, err
+	if err != nil || off < st.Size() {
+		return n, otherPartial, err
+	}
+	return n, otherReplayed, nil
 }
 
-// replayOwn replays this process's file up to its current end, then
-// empties it if nothing was appended meanwhile.
-func (s *spill) replayOwn(batch int, write func([]Record) error, bad func(int)) (int, error) {
+// replayOwn replays this process's file up to its current end, or until
+// limit records are written (limit ≤ 0: no limit), then empties it if
+// everything is replayed and nothing was appended meanwhile.
+func (s *spill) replayOwn(batch, limit int, write func([]Record) error, bad func(int)) (int, error) {
 	s.mu.Lock()
 	f, off, end := s.own, s.readOff, s.ownSize
 	s.mu.Unlock()
 	if f == nil || off >= end {
 		return 0, nil
 	}
-	n, off, err := replayRange(f, off, end, batch, write, bad)
+	n, off, err := replayRange(f, off, end, batch, limit, write, bad)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.readOff = off
@@ -195,14 +216,22 @@ func (s *spill) replayOwn(batch int, write func([]Record) error, bad func(int)) 
 	return n, err
 }
 
-// replayRange writes the records of f between off and end, and returns
-// the offset up to which they are stored.
-func replayRange(f *os.File, off, end int64, batch int, write func([]Record) error, bad func(int)) (int, int64, error) {
+// replayRange writes the records of f between off and end, stopping
+// after the batch that brings them to limit (limit ≤ 0: at end), and
+// returns the offset up to which they are stored.
+func replayRange(f *os.File, off, end int64, batch, limit int, write func([]Record) error, bad func(int)) (int, int64, error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(f, off, end-off), 256<<10)
 	rs := make([]Record, 0, batch)
 	var pendingBytes int64
 	total := 0
-	badLines := 0
+	// Unreadable lines are told of once they lie behind off, so that a
+	// replay stopped by a failing batch does not count them again.
+	badLines, badPending := 0, 0
+	defer func() {
+		if badLines > 0 {
+			bad(badLines)
+		}
+	}()
 	flush := func() error {
 		if len(rs) > 0 {
 			if err := write(rs); err != nil {
@@ -211,17 +240,18 @@ func replayRange(f *os.File, off, end int64, batch int, write func([]Record) err
 			total += len(rs)
 		}
 		off += pendingBytes
-		pendingBytes = 0
+		badLines += badPending
+		pendingBytes, badPending = 0, 0
 		rs = rs[:0]
 		return nil
 	}
-	for {
+	for limit <= 0 || total < limit {
 		line, err := readLine(r)
 		if len(line) > 0 {
 			pendingBytes += int64(len(line))
 			var rec Record
 			if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.RequestID == "" {
-				badLines++
+				badPending++
 			} else {
 				rs = append(rs, rec)
 			}
@@ -240,9 +270,6 @@ func replayRange(f *os.File, off, end int64, batch int, write func([]Record) err
 	}
 	if err := flush(); err != nil {
 		return total, off, err
-	}
-	if badLines > 0 {
-		bad(badLines)
 	}
 	return total, off, nil
 }

@@ -3,17 +3,23 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"gatehouse/internal/account"
 )
 
 // copySQL copies a batch into the temporary table, the columns in the
 // order appendCopyRow writes them.
-const copySQL = `COPY usage_records_in (request_id, time, endpoint, key_id, project_id, project, customer, model,
+const copySQL = `COPY usage_records_in` + copyColumns
+
+// copyColumns are the columns of a COPY of records, in the order
+// appendCopyRow writes them.
+const copyColumns = ` (request_id, time, endpoint, key_id, project_id, project, customer, model,
 	served_model, provider, deployment, status, error_kind, prompt_tokens, completion_tokens, cached_tokens,
 	reasoning_tokens, cost_micros, usage_source, latency_ms, ttft_ms, overhead_ms, cache, attempts, stream,
 	labels, request_body, response_body, saved_micros) FROM STDIN`
@@ -52,7 +58,11 @@ const moveSQL = `WITH ins AS (
 	SELECT hour, key_id, project, model, provider, project_id, requests, errors, prompt_tokens, completion_tokens,
 		cached_tokens, cost_micros, cache_hits, latency, ttft
 	FROM sums JOIN hists USING (hour, key_id, project, model, provider)
-	ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
+	` + rollupConflict
+
+// rollupConflict adds a batch's row of usage_hourly to the row stored for
+// the same hour and combination.
+const rollupConflict = `ON CONFLICT (hour, key_id, project, model, provider) DO UPDATE SET
 		requests = h.requests + excluded.requests, errors = h.errors + excluded.errors,
 		prompt_tokens = h.prompt_tokens + excluded.prompt_tokens,
 		completion_tokens = h.completion_tokens + excluded.completion_tokens,
@@ -61,6 +71,21 @@ const moveSQL = `WITH ins AS (
 		latency_hist = usage_hist_add(h.latency_hist, excluded.latency_hist),
 		ttft_hist = CASE excluded.ttft_hist::text WHEN '{}' THEN h.ttft_hist
 			ELSE usage_hist_add(h.ttft_hist, excluded.ttft_hist) END`
+
+// copyFreshSQL copies a fresh batch straight into usage_records.
+const copyFreshSQL = `COPY usage_records` + copyColumns
+
+// rollupSQL adds account.Rollup's rows, one array per column, to
+// usage_hourly.
+const rollupSQL = `INSERT INTO usage_hourly AS h (hour, key_id, project, model, provider, project_id, requests, errors,
+		prompt_tokens, completion_tokens, cached_tokens, cost_micros, cache_hits, latency_hist, ttft_hist)
+	SELECT hour, key_id, project, model, provider, project_id, requests, errors, prompt_tokens, completion_tokens,
+		cached_tokens, cost_micros, cache_hits, latency::json, ttft::json
+	FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+		$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::text[])
+		AS r (hour, key_id, project, model, provider, project_id, requests, errors, prompt_tokens, completion_tokens,
+			cached_tokens, cost_micros, cache_hits, latency, ttft)
+	` + rollupConflict
 
 // WriteRecords implements account.RecordStore with COPY: the batch is
 // copied into a temporary table and moved into usage_records with ON
@@ -71,14 +96,11 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	buf := make([]byte, 0, len(rs)*320)
-	for i := range rs {
-		var err error
-		if buf, err = appendCopyRow(buf, &rs[i]); err != nil {
-			return fmt.Errorf("postgres: write usage records: %w", err)
-		}
+	buf, err := copyRows(rs)
+	if err != nil {
+		return fmt.Errorf("postgres: write usage records: %w", err)
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS usage_records_in
 			(LIKE usage_records INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
 			return err
@@ -95,6 +117,81 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	return nil
 }
 
+// WriteFreshRecords implements account.FreshRecordStore: the batch, which
+// the sink vouches was never handed to a store, is copied straight into
+// usage_records, and its rollup, summed in Go (account.Rollup), added to
+// usage_hourly by one statement. It skips WriteRecords' temporary table,
+// its second insert with the conflict check, and the rollup's grouping
+// in SQL: about a third of what a batch costs PostgreSQL (BENCHMARKS.md,
+// "Cluster mode's spill"). Should a request id be stored already, or
+// twice in rs, the COPY fails on the primary key and the batch goes
+// through WriteRecords, which skips the duplicates.
+func (s *Store) WriteFreshRecords(ctx context.Context, rs []account.Record) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	buf, err := copyRows(rs)
+	if err != nil {
+		return fmt.Errorf("postgres: write usage records: %w", err)
+	}
+	rollup := rollupArgs(account.Rollup(rs, nil))
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), copyFreshSQL); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, rollupSQL, rollup...)
+		return err
+	})
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		return s.WriteRecords(ctx, rs)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: write usage records: %w", err)
+	}
+	return nil
+}
+
+// copyRows is rs in COPY's text format.
+func copyRows(rs []account.Record) ([]byte, error) {
+	buf := make([]byte, 0, len(rs)*320)
+	for i := range rs {
+		var err error
+		if buf, err = appendCopyRow(buf, &rs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// rollupArgs are rollupSQL's arguments: rows, a column at a time.
+func rollupArgs(rows []account.RollupRow) []any {
+	n := len(rows)
+	hours := make([]time.Time, n)
+	texts := make([][]string, 7) // key, project, model, provider, project id, latency, ttft
+	for i := range texts {
+		texts[i] = make([]string, n)
+	}
+	sums := make([][]int64, 7) // requests, errors, prompt, completion, cached, cost, hits
+	for i := range sums {
+		sums[i] = make([]int64, n)
+	}
+	var hist []byte
+	for i := range rows {
+		r := &rows[i]
+		hours[i] = time.UnixMicro(r.Hour).UTC()
+		texts[0][i], texts[1][i], texts[2][i], texts[3][i], texts[4][i] = r.KeyID, r.Project, r.Model, r.Provider, r.ProjectID
+		hist = r.Latency.AppendJSON(hist[:0])
+		texts[5][i] = string(hist)
+		hist = r.TTFT.AppendJSON(hist[:0])
+		texts[6][i] = string(hist)
+		for j, v := range [...]int64{r.Requests, r.Errors, r.Prompt, r.Completion, r.Cached, r.Cost, r.Hits} {
+			sums[j][i] = v
+		}
+	}
+	return []any{hours, texts[0], texts[1], texts[2], texts[3], texts[4], sums[0], sums[1], sums[2], sums[3],
+		sums[4], sums[5], sums[6], texts[5], texts[6]}
+}
+
 // PruneRecords implements account.RecordStore.
 func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (int, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM usage_records WHERE request_id IN
@@ -109,4 +206,4 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 	return int(tag.RowsAffected()), nil
 }
 
-var _ account.RecordStore = (*Store)(nil)
+var _ account.FreshRecordStore = (*Store)(nil)

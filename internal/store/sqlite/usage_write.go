@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"gatehouse/internal/account"
-	"gatehouse/internal/llm"
 )
 
 // insertBatchSQL stores one encoded batch (batch_codec.go).
@@ -448,86 +447,20 @@ func (w *recordWriter) batchIDs(ctx context.Context, id int64) (map[string]struc
 	return out, nil
 }
 
-// hourCombo is a row of usage_hourly's key.
-type hourCombo struct {
-	hour                            int64
-	keyID, project, model, provider string
-}
-
-// hourRow is a combination of a batch and its sums.
-type hourRow struct {
-	combo hourCombo
-	sums  *hourSums
-}
-
-// hourSums are what a batch adds to one row of usage_hourly.
-type hourSums struct {
-	projectID                                                string
-	requests, errors, prompt, completion, cached, cost, hits int64
-	// The batch's latencies, counted per bucket: a record adds one
-	// where a Histogram would search its buckets and, for a latency
-	// between two it has, insert one.
-	latency, ttft account.LatencyCounts
-}
-
 // addRollup adds the records of rs (those marked in inserted, when it is
 // not nil) to the hourly rollup, latency histograms included, one upsert
-// per hour and combination. The combinations go in first-seen order, so
-// replicas' batches touch rows in the same order and a run is
-// reproducible.
+// per hour and combination, in account.Rollup's order.
 func (w *recordWriter) addRollup(ctx context.Context, rs []account.Record, inserted []bool) error {
-	const hour = int64(time.Hour / time.Microsecond)
-	sums := make(map[hourCombo]*hourSums, 4)
-	var order []hourRow
-	// A batch's records mostly repeat the previous one's combination
-	// (one key calling one model, within the hour): that case compares
-	// the combination with the last one's, where the map would hash its
-	// four strings.
-	var last hourRow
-	for i := range rs {
-		if inserted != nil && !inserted[i] {
-			continue
-		}
-		r := &rs[i]
-		t := unixMicros(r.Time)
-		c := hourCombo{t - t%hour, r.KeyID, r.Project, r.Model, r.Provider}
-		h := last.sums
-		if h == nil || c != last.combo {
-			if h = sums[c]; h == nil {
-				h = &hourSums{}
-				sums[c] = h
-				order = append(order, hourRow{c, h})
-			}
-			last = hourRow{c, h}
-		}
-		if !llm.SameString(r.ProjectID, h.projectID) { // nearly always the very string
-			h.projectID = max(h.projectID, r.ProjectID)
-		}
-		h.requests++
-		if r.Status >= 400 {
-			h.errors++
-		}
-		h.prompt += int64(r.PromptTokens)
-		h.completion += int64(r.CompletionTokens)
-		h.cached += int64(r.CachedTokens)
-		h.cost += int64(r.Cost)
-		if r.Cache == "hit" || r.Cache == "semantic" {
-			h.hits++
-		}
-		h.latency.Add(r.LatencyMS)
-		if r.Stream && r.TTFTMS > 0 {
-			h.ttft.Add(r.TTFTMS)
-		}
-	}
 	var buf []byte
 	args := w.args[:15]
-	for _, row := range order {
-		c, h := row.combo, row.sums
-		buf = h.latency.AppendJSON(buf[:0])
+	rows := account.Rollup(rs, inserted)
+	for i := range rows {
+		h := &rows[i]
+		buf = h.Latency.AppendJSON(buf[:0])
 		latency := string(buf)
-		buf = h.ttft.AppendJSON(buf[:0])
-		for i, v := range [...]any{c.hour, c.keyID, c.project, c.model, c.provider, h.projectID, h.requests, h.errors,
-			h.prompt, h.completion, h.cached, h.cost, h.hits, latency, string(buf)} {
+		buf = h.TTFT.AppendJSON(buf[:0])
+		for i, v := range [...]any{h.Hour, h.KeyID, h.Project, h.Model, h.Provider, h.ProjectID, h.Requests, h.Errors,
+			h.Prompt, h.Completion, h.Cached, h.Cost, h.Hits, latency, string(buf)} {
 			args[i].Value = v
 		}
 		if _, err := w.exec(ctx, stmtRollup, args); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
 )
 
@@ -73,6 +74,8 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		{"UsageReads", testUsageReads},
 		{"UsageRoundTrip", testUsageRoundTrip},
 		{"UsageLatency", testUsageLatency},
+		{"UsageReadsFresh", fresh(testUsageReads)},
+		{"UsageLatencyFresh", fresh(testUsageLatency)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,6 +93,49 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 			testReplicaChanges(t, s, peer)
 		})
 	}
+}
+
+// fresh runs a usage test with its writes going where the sink sends
+// them: a batch of records never handed to the store before through
+// WriteFreshRecords, one that repeats any (a replay: the reads test
+// writes some twice) through WriteRecords. The fresh path must store and
+// roll up what WriteRecords does.
+func fresh(test func(t *testing.T, s auth.Store)) func(t *testing.T, s auth.Store) {
+	return func(t *testing.T, s auth.Store) {
+		fs, ok := s.(account.FreshRecordStore)
+		q, ok2 := s.(account.Querier)
+		if !ok || !ok2 {
+			t.Fatalf("%T does not implement account.FreshRecordStore and account.Querier", s)
+		}
+		fw := &freshWrites{Store: s, FreshRecordStore: fs, Querier: q, handed: map[string]bool{}}
+		test(t, fw)
+		if fw.fresh == 0 {
+			t.Fatal("no batch went through WriteFreshRecords")
+		}
+	}
+}
+
+// freshWrites is a store whose WriteRecords is its WriteFreshRecords for
+// records it was never handed.
+type freshWrites struct {
+	auth.Store
+	account.FreshRecordStore
+	account.Querier
+	handed map[string]bool
+	fresh  int // batches written fresh
+}
+
+func (f *freshWrites) WriteRecords(ctx context.Context, rs []account.Record) error {
+	again := false
+	for _, r := range rs {
+		again = again || f.handed[r.RequestID]
+		f.handed[r.RequestID] = true
+	}
+	if again {
+		return f.FreshRecordStore.WriteRecords(ctx, rs)
+	}
+	f.fresh++
+	return f.WriteFreshRecords(ctx, rs)
 }
 
 // ctxFor bounds a contract step so a hung store fails the test rather

@@ -1,0 +1,65 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"gatehouse/internal/account"
+	"gatehouse/internal/store/postgres/pgtest"
+)
+
+// TestWriteFreshRecordsFallsBack: a fresh batch holding a request id
+// that is stored already, or twice, fails its COPY on the primary key
+// and is written by WriteRecords instead: every record once, and the
+// rollup counting each once too.
+func TestWriteFreshRecordsFallsBack(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.DSN(t, "gh_fresh_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 5, 6, 7, 0, 0, 0, time.UTC)
+	recs := make([]account.Record, 12)
+	for i := range recs {
+		recs[i] = account.Record{RequestID: fmt.Sprintf("gh-f%02d", i), Time: at.Add(time.Duration(i) * time.Minute),
+			KeyID: "key_a", Project: "alpha", ProjectID: "proj_1", Model: "chat", Provider: "openai", Status: 200,
+			PromptTokens: 10 + i, Cost: 100, LatencyMS: 250, Stream: i%2 == 0, TTFTMS: 40}
+	}
+	if err := s.WriteFreshRecords(ctx, recs[:4]); err != nil {
+		t.Fatal(err)
+	}
+	// One id stored already, one twice in the batch.
+	batch := append(slices.Clone(recs[4:12]), recs[2], recs[7])
+	if err := s.WriteFreshRecords(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	var records int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM usage_records`).Scan(&records); err != nil {
+		t.Fatal(err)
+	}
+	var requests, prompt, cost int64
+	var latency, ttft string
+	if err := s.pool.QueryRow(ctx, `SELECT requests, prompt_tokens, cost_micros, latency_hist::text, ttft_hist::text
+		FROM usage_hourly`).Scan(&requests, &prompt, &cost, &latency, &ttft); err != nil {
+		t.Fatal(err)
+	}
+	wantPrompt := int64(0)
+	for _, r := range recs {
+		wantPrompt += int64(r.PromptTokens)
+	}
+	bucket := account.LatencyBucket(250)
+	if records != 12 || requests != 12 || prompt != wantPrompt || cost != 1200 {
+		t.Errorf("stored %d records, rollup %d requests %d prompt tokens %d cost; want 12, 12, %d, 1200",
+			records, requests, prompt, cost, wantPrompt)
+	}
+	if want := fmt.Sprintf(`{"%d": 12}`, bucket); latency != want {
+		t.Errorf("latency histogram %s, want %s", latency, want)
+	}
+	if want := fmt.Sprintf(`{"%d": 6}`, account.LatencyBucket(40)); ttft != want {
+		t.Errorf("ttft histogram %s, want %s", ttft, want)
+	}
+}
