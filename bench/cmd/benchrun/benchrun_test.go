@@ -131,7 +131,7 @@ func TestPercentile(t *testing.T) {
 func TestMedian(t *testing.T) {
 	rounds := []sample{
 		{requests: 100, failed: 1, errs: map[string]int{"x": 1}, rps: 300, p50: 3, p99: 9, cores: 1.0, rssMiB: 20},
-		{requests: 100, rps: 100, p50: 1, p99: 30, cores: 0.5, rssMiB: 30},
+		{requests: 100, rps: 100, p50: 1, p99: 30, cores: 0.5, rssMiB: 30, spilled: 0.2},
 		{requests: 100, failed: 2, errs: map[string]int{"x": 2}, rps: 200, p50: 2, p99: 10, cores: 0.7, rssMiB: 10},
 	}
 	got := median(rounds)
@@ -142,8 +142,8 @@ func TestMedian(t *testing.T) {
 		t.Errorf("medians = %+v", got)
 	}
 	even := median([]sample{{rps: 100, cores: math.NaN()}, {rps: 300, cores: math.NaN()}})
-	if got.spread != 1 || got.other != 0 {
-		t.Errorf("noise = %v spread, %v other; want 1 (=(300−100)/200), 0", got.spread, got.other)
+	if got.spread != 1 || got.other != 0 || got.spilled != 0.2 {
+		t.Errorf("noise = %v spread, %v other, %v spilled; want 1 (=(300−100)/200), 0, 0.2 (the worst round)", got.spread, got.other, got.spilled)
 	}
 	if even.rps != 200 || !math.IsNaN(even.cores) {
 		t.Errorf("even median = %v rps, %v cores; want 200, NaN", even.rps, even.cores)
@@ -179,7 +179,7 @@ func TestWriteTableAndVerdict(t *testing.T) {
 			{direct, sample{requests: 1000, rps: 1000, p50: time.Millisecond, p99: 4 * time.Millisecond, gwP50: nan, cores: nan, rssMiB: nan, spread: 0.03}},
 			{plainproxy, sample{requests: 1000, rps: 500, p50: 2 * time.Millisecond, p99: 5 * time.Millisecond, gwP50: nan, cores: 0.9, rssMiB: 14.5}},
 			{bare, sample{requests: 1000, rps: 480, p50: 2 * time.Millisecond, p99: 5500 * time.Microsecond, gwP50: 0.02, cores: 0.9, rssMiB: 20}},
-			{full, sample{requests: 1000, failed: 2, errs: map[string]int{"HTTP 429: slow down": 2}, rps: 470, p50: 2 * time.Millisecond, p99: 6 * time.Millisecond, gwP50: 0.051, cores: 1.1, rssMiB: 22, other: 0.3, spread: 0.12}},
+			{full, sample{requests: 1000, failed: 2, errs: map[string]int{"HTTP 429: slow down": 2}, rps: 470, p50: 2 * time.Millisecond, p99: 6 * time.Millisecond, gwP50: 0.051, cores: 1.1, rssMiB: 22, other: 0.3, spread: 0.12, spilled: 0.0123}},
 		},
 	}
 	var b bytes.Buffer
@@ -192,6 +192,7 @@ func TestWriteTableAndVerdict(t *testing.T) {
 		"| gatehouse full   |  470 |   2.00 |   6.00 |     0.051 |      1.10 |     2340.4 |         22.0 |         94.0% |   97.9% |     47.0% |                 +1.00 | 2 (0.20%) |        12% |       0.30 |",
 		"| direct           | 1000 |   1.00 |   4.00 |         - |         - |          - |            - |        200.0% |  208.3% |    100.0% |                     - |         0 |         3% |       0.00 |",
 		"Failures of gatehouse full — over 0.1%: NOT A MEASUREMENT",
+		"gatehouse full spilled usage records to disk: 1.23% of its requests' in its worst round.",
 		"- 2 × HTTP 429: slow down",
 		"| pinned nonstream c=32 |                 0.94× |                    +1.00 |                     1.30× |           0.98× |                   - |                    - |                - |                   - |                - |",
 		"- pinned nonstream c=32: gatehouse full / plainproxy throughput = 0.94× (goal ≥ 1.00×) MISSED; p99 +1.00 ms vs plainproxy (goal ≤ +0.00) MISSED; proxy CPU per request 2340.4 vs 1800.0 µs",
@@ -259,6 +260,11 @@ func TestVerdicts(t *testing.T) {
 			want: []string{"Redis mode with leases / embedded throughput = 95.0%; per request 0.0004 Redis script calls, 0.0100 commands in all"},
 		},
 		{
+			name: "redis mode while spilling",
+			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 600, redisScripts: 1, redisCmds: 1, spilled: 0.25}}),
+			want: []string{"Redis mode / embedded throughput = 60.0% (goal ≥ 80%) MISSED; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse redis spilled usage records: 25.00% (not a steady state: see its table)"},
+		},
+		{
 			name: "nothing to compare",
 			c:    mk(false, row{plainproxy, sample{rps: 1000}}, row{redisMode, sample{rps: 800}}),
 			want: nil,
@@ -306,10 +312,10 @@ func TestABBACancelsLinearDrift(t *testing.T) {
 
 func TestMean(t *testing.T) {
 	got := mean([]sample{
-		{requests: 10, failed: 1, errs: map[string]int{"x": 1}, rps: 100, p50: 2, p99: 10, gwP50: 0.1, cores: 1, rssMiB: 30, other: 0.2, redisCmds: 1, redisScripts: 4},
-		{requests: 20, errs: map[string]int{}, rps: 300, p50: 4, p99: 20, gwP50: 0.3, cores: 0.5, rssMiB: 20, other: 0.1, redisCmds: 3, redisScripts: 2},
+		{requests: 10, failed: 1, errs: map[string]int{"x": 1}, rps: 100, p50: 2, p99: 10, gwP50: 0.1, cores: 1, rssMiB: 30, other: 0.2, redisCmds: 1, redisScripts: 4, spilled: 0.01},
+		{requests: 20, errs: map[string]int{}, rps: 300, p50: 4, p99: 20, gwP50: 0.3, cores: 0.5, rssMiB: 20, other: 0.1, redisCmds: 3, redisScripts: 2, spilled: 0.5},
 	})
-	want := sample{requests: 30, failed: 1, rps: 200, p50: 3, p99: 15, gwP50: 0.2, cores: 0.75, rssMiB: 30, other: 0.2, redisCmds: 2, redisScripts: 3}
+	want := sample{requests: 30, failed: 1, rps: 200, p50: 3, p99: 15, gwP50: 0.2, cores: 0.75, rssMiB: 30, other: 0.2, redisCmds: 2, redisScripts: 3, spilled: 0.5}
 	got.errs = nil
 	if math.Abs(got.gwP50-want.gwP50) > 1e-9 {
 		t.Errorf("gwP50 = %v, want %v", got.gwP50, want.gwP50)
@@ -318,8 +324,8 @@ func TestMean(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("mean() = %+v\nwant %+v", got, want)
 	}
-	if nan := mean([]sample{{cores: math.NaN()}, {cores: math.NaN()}}); !math.IsNaN(nan.cores) {
-		t.Errorf("mean of NaN cores = %v, want NaN (no proxy)", nan.cores)
+	if nan := mean([]sample{{cores: math.NaN(), spilled: math.NaN()}, {cores: math.NaN(), spilled: math.NaN()}}); !math.IsNaN(nan.cores) || !math.IsNaN(nan.spilled) {
+		t.Errorf("mean of NaN cores and spills = %v, %v; want NaN (no proxy, no sink)", nan.cores, nan.spilled)
 	}
 }
 
@@ -385,6 +391,21 @@ func TestParseCommandStats(t *testing.T) {
 	}
 	if _, err := parseCommandStats("cmdstat_get:calls=x,usec=1\r\n"); err == nil {
 		t.Error("parseCommandStats with a bad count: no error")
+	}
+}
+
+func TestParseCounter(t *testing.T) {
+	exp := "# HELP gatehouse_usage_records_spilled_total Usage records written to the spill file.\n" +
+		"# TYPE gatehouse_usage_records_spilled_total counter\ngatehouse_usage_records_spilled_total_x 9\n" +
+		"gatehouse_usage_records_spilled_total 1234\ngatehouse_usage_records_written_total 5e+06\n"
+	if v, err := parseCounter(exp, spilledMetric); err != nil || v != 1234 {
+		t.Errorf("parseCounter(spilled) = %v, %v; want 1234", v, err)
+	}
+	if v, err := parseCounter(exp, "gatehouse_usage_records_written_total"); err != nil || v != 5e6 {
+		t.Errorf("parseCounter(written) = %v, %v; want 5e6", v, err)
+	}
+	if _, err := parseCounter(exp, "gatehouse_nothing"); err == nil {
+		t.Error("parseCounter of a missing counter: no error")
 	}
 }
 

@@ -48,6 +48,9 @@ type target struct {
 	proc   *proc.Proc  // the process between client and mockllm; nil when direct
 	header http.Header // sent with every request besides the key, if any
 	redis  string      // the Redis the target uses, whose commands per request are counted; "" for none
+	// metrics is gatehouse's /metrics URL, where the records its usage
+	// sink spilled are counted; "" for the other targets.
+	metrics string
 }
 
 // runSpec is one cell of the matrix, as run against each target.
@@ -74,6 +77,10 @@ type sample struct {
 	// those inside scripts included, and redisScripts the script calls
 	// among them (each one round trip); NaN for targets without Redis.
 	redisCmds, redisScripts float64
+	// spilled is the usage records gatehouse spilled to disk during the
+	// run per request answered (its database did not keep up, or
+	// failed); NaN for targets without a usage sink.
+	spilled float64
 	cores                   float64 // CPU seconds the proxy used per second of run; NaN when direct
 	rssMiB                  float64 // the proxy's peak resident memory during the run; NaN when direct
 	other                   float64 // cores used during the run by processes not in the benchmark
@@ -137,13 +144,19 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	if spec.warmup > 0 {
 		attack(ctx, client, tg, body, spec, spec.warmup)
 	}
-	s := sample{cores: math.NaN(), rssMiB: math.NaN(), redisCmds: math.NaN(), redisScripts: math.NaN()}
+	s := sample{cores: math.NaN(), rssMiB: math.NaN(), redisCmds: math.NaN(), redisScripts: math.NaN(), spilled: math.NaN()}
 	var cpu0 time.Duration
+	var spilled0 float64
 	var calls0 map[string]uint64
 	var err error
 	if tg.redis != "" {
 		if calls0, err = redisCalls(tg.redis); err != nil {
 			return s, fmt.Errorf("redis INFO: %w", err)
+		}
+	}
+	if tg.metrics != "" {
+		if spilled0, err = scrapeCounter(tg.metrics, spilledMetric); err != nil {
+			return s, err
 		}
 	}
 	if tg.proc != nil {
@@ -176,6 +189,15 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 		var top string
 		s.redisCmds, s.redisScripts, top = perRequest(calls0, calls1, len(t.latencies)+t.failed)
 		fmt.Fprintf(os.Stderr, "  %s: Redis commands per request: %s\n", tg.name, top)
+	}
+	if tg.metrics != "" {
+		spilled1, err := scrapeCounter(tg.metrics, spilledMetric)
+		if err != nil {
+			return s, err
+		}
+		if n := len(t.latencies) + t.failed; n > 0 {
+			s.spilled = (spilled1 - spilled0) / float64(n)
+		}
 	}
 	// Clock-tick rounding can make this slightly negative on a quiet machine.
 	s.other = max(0, ((machine1-machine0)-(ours1-ours0)).Seconds()/t.elapsed.Seconds())
@@ -359,7 +381,8 @@ func requestBody(sc scenario) []byte {
 
 // median combines the samples of several rounds: counts are summed, error
 // reasons merged, every measurement is the median of its own values, and
-// the noise indicators (other load, rps spread) take the worst case.
+// the noise indicators (other load, rps spread) and the records spilled
+// take the worst case.
 func median(rounds []sample) sample {
 	if len(rounds) == 1 {
 		return rounds[0]
@@ -381,8 +404,12 @@ func median(rounds []sample) sample {
 	out.rps, out.cores, out.rssMiB = middle(rps), middle(cores), middle(rss)
 	out.p50, out.p99 = middle(p50), middle(p99)
 	out.gwP50, out.redisCmds, out.redisScripts = middle(gw), middle(cmds), middle(scripts)
-	// Other tenants' load is a warning, so the worst round is the one to show.
+	// Other tenants' load is a warning, and so is a spill: the worst
+	// round is the one to show.
 	out.other = slices.Max(other)
+	for _, r := range rounds {
+		out.spilled = max(out.spilled, r.spilled) // NaN stays NaN
+	}
 	if out.rps > 0 {
 		out.spread = (slices.Max(rps) - slices.Min(rps)) / out.rps
 	}

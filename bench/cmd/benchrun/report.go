@@ -139,6 +139,13 @@ func writeTable(w io.Writer, c cell) {
 	writeMarkdownTable(w, header, rows)
 	fmt.Fprintln(w)
 	for _, r := range c.rows {
+		if r.spilled > 0 {
+			fmt.Fprintf(w, "%s spilled usage records to disk: %s of its requests' in its worst round. Its database did not keep up "+
+				"(or failed), and the spill's encoding, file, read and replay cost gatehouse CPU: not a steady state.\n\n",
+				r.name, spilledPct(r.spilled))
+		}
+	}
+	for _, r := range c.rows {
 		if r.failed == 0 {
 			continue
 		}
@@ -286,14 +293,35 @@ func verdicts(c cell) []string {
 		out = append(out, line)
 	}
 	if red, ok := c.get(redisMode); ok && okF {
-		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)",
-			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisScripts, 2), num(red.redisCmds, 2)))
+		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)%s",
+			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisScripts, 2), num(red.redisCmds, 2),
+			spillWarning(c, redisMode, full)))
 	}
 	if ls, ok := c.get(leaseMode); ok && okF {
-		out = append(out, fmt.Sprintf("Redis mode with leases / embedded throughput = %s; per request %s Redis script calls, %s commands in all",
-			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4)))
+		out = append(out, fmt.Sprintf("Redis mode with leases / embedded throughput = %s; per request %s Redis script calls, %s commands in all%s",
+			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4), spillWarning(c, leaseMode, full)))
 	}
 	return out
+}
+
+// spillWarning is what a verdict comparing targets of c adds when any of
+// them spilled usage records: the comparison then measures the spill too.
+func spillWarning(c cell, names ...string) string {
+	out := ""
+	for _, name := range names {
+		if x, ok := c.get(name); ok && x.spilled > 0 {
+			out += fmt.Sprintf("; %s spilled usage records: %s", name, spilledPct(x.spilled))
+		}
+	}
+	if out != "" {
+		out += " (not a steady state: see its table)"
+	}
+	return out
+}
+
+// spilledPct is records spilled per request as a percentage.
+func spilledPct(perRequest float64) string {
+	return fmt.Sprintf("%.2f%%", 100*perRequest)
 }
 
 // Above these, the noise note tells the reader not to trust small differences.

@@ -70,8 +70,8 @@ func spreadOf(rps []float64) float64 {
 
 // mean combines the runs of one target in one round (its A and its
 // mirrored A): counts are summed, error reasons merged, measurements
-// averaged, and the noise indicator (other load) and the peak memory
-// take the larger.
+// averaged, and the noise indicator (other load), the peak memory and the
+// records spilled take the larger.
 func mean(runs []sample) sample {
 	if len(runs) == 1 {
 		return runs[0]
@@ -94,6 +94,7 @@ func mean(runs []sample) sample {
 		out.cores += s.cores / n
 		out.rssMiB = max(out.rssMiB, s.rssMiB)
 		out.other = max(out.other, s.other)
+		out.spilled = max(out.spilled, s.spilled) // NaN stays NaN
 	}
 	out.p50, out.p99 = p50, p99
 	return out

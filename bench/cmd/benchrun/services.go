@@ -16,6 +16,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -225,4 +226,36 @@ func (pg *postgres) start(ctx context.Context, g *proc.Group, name string, o pro
 		return "", err
 	}
 	return "postgres://bench@" + ports[0] + "/postgres?sslmode=disable", nil
+}
+
+// spilledMetric counts the usage records gatehouse's sink spilled to
+// disk.
+const spilledMetric = "gatehouse_usage_records_spilled_total"
+
+// scrapeCounter reads one unlabelled counter from a Prometheus text
+// exposition at url.
+func scrapeCounter(url, name string) (float64, error) {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	return parseCounter(string(body), name)
+}
+
+// parseCounter finds "name value" in a text exposition.
+func parseCounter(exposition, name string) (float64, error) {
+	for line := range strings.SplitSeq(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in the metrics", name)
 }

@@ -204,7 +204,7 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 	if err := p.WaitReady(ctx, "http://"+addrs[0]+"/readyz", readyTimeout); err != nil {
 		return target{}, err
 	}
-	tg := target{name: name, url: chatURL(addrs[0]), proc: p}
+	tg := target{name: name, url: chatURL(addrs[0]), proc: p, metrics: "http://" + addrs[0] + "/metrics"}
 	if name == cacheMisses {
 		tg.header = http.Header{"X-Gatehouse-Cache-Ttl": {"0"}}
 	}
