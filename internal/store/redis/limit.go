@@ -498,10 +498,10 @@ func (l *Limiter) releaseAdmission(id string, a limit.Admission, at time.Time) {
 // admitOnce runs the admission script, waiting for its reply while Redis
 // answers (liveness.go).
 func (l *Limiter) admitOnce(ctx context.Context, keys, args []string) ([]int64, error) {
-	cctx, release := l.live.callContext(ctx, l.timeout)
+	cctx, w := l.live.callContext(ctx, l.timeout)
 	out, err := l.run(cctx, &l.admit, keys, args).AsIntSlice()
 	cause := context.Cause(cctx)
-	release()
+	w.release()
 	l.noteReply(err)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -540,12 +540,12 @@ func (l *Limiter) register(ctx context.Context, tag string, now time.Time) error
 	if t, ok := l.registered.Load(tag); ok && now.Sub(t.(time.Time)) < registerEvery {
 		return nil
 	}
-	cctx, release := l.live.callContext(ctx, l.timeout)
+	cctx, w := l.live.callContext(ctx, l.timeout)
 	err := l.c.Do(cctx, l.c.B().Sadd().Key(l.registryKey()).Member(tag).Build()).Error()
 	if cause := context.Cause(cctx); err != nil && cause != nil && ctx.Err() == nil {
 		err = cause
 	}
-	release()
+	w.release()
 	l.noteReply(err)
 	if err != nil {
 		return fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)

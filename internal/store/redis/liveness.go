@@ -73,18 +73,18 @@ var (
 // callContext is the context of one call on the request path: cancelled,
 // with errSilent as its cause, once Redis has been silent for timeout
 // while the call waits, and with errSlow once it has waited
-// maxWaitFactor × timeout in all. release frees its timers.
-func (v *liveness) callContext(parent context.Context, timeout time.Duration) (ctx context.Context, release func()) {
-	ctx, cancelCap := context.WithTimeoutCause(parent, maxWaitFactor*timeout, fmt.Errorf("%w within %v", errSlow, maxWaitFactor*timeout))
-	ctx, cancel := context.WithCancelCause(ctx)
-	w := &watch{v: v, began: v.since(), timeout: timeout, cancel: cancel}
+// maxWaitFactor × timeout in all. The watch's release frees its timer.
+//
+// One context and one timer a call: the cap on the whole wait is the
+// watch's to check too, where a context.WithTimeoutCause of its own
+// cost every admission a second context, a second timer and a cause
+// error formatted in advance (BENCHMARKS.md, "Cluster mode's spill").
+func (v *liveness) callContext(parent context.Context, timeout time.Duration) (context.Context, *watch) {
+	ctx, cancel := context.WithCancelCause(parent)
+	began := v.since()
+	w := &watch{v: v, began: began, timeout: timeout, capAt: began + maxWaitFactor*timeout, cancel: cancel}
 	w.arm(timeout)
-	return ctx, func() {
-		w.done.Store(true)
-		w.timer.Load().Stop()
-		cancel(nil)
-		cancelCap()
-	}
+	return ctx, w
 }
 
 // watch is the silence check of one call.
@@ -92,12 +92,20 @@ type watch struct {
 	v       *liveness
 	began   time.Duration
 	timeout time.Duration
+	capAt   time.Duration // when the call has waited maxWaitFactor × timeout
 	cancel  context.CancelCauseFunc
 	done    atomic.Bool
 	timer   atomic.Pointer[time.Timer]
 	// due is when the armed check should run, and excused the silence
 	// not blamed on Redis so far: the time checks ran late.
 	due, excused time.Duration
+}
+
+// release ends the watch once its call has its reply (or has failed).
+func (w *watch) release() {
+	w.done.Store(true)
+	w.timer.Load().Stop()
+	w.cancel(nil)
 }
 
 // arm runs check after d.
@@ -131,5 +139,10 @@ func (w *watch) check() {
 		w.cancel(fmt.Errorf("%w for %v", errSilent, w.timeout))
 		return
 	}
-	w.arm(w.timeout - s)
+	now := w.v.since()
+	if now >= w.capAt {
+		w.cancel(fmt.Errorf("%w within %v", errSlow, w.capAt-w.began))
+		return
+	}
+	w.arm(min(w.timeout-s, w.capAt-now))
 }

@@ -45,13 +45,9 @@ func newTestWatch(t *testing.T) (*watch, *fakeMono, context.Context) {
 	clk := &fakeMono{now: time.Minute}
 	v := &liveness{since: clk.since}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	w := &watch{v: v, began: clk.since(), timeout: time.Hour, cancel: cancel}
+	w := &watch{v: v, began: clk.since(), timeout: time.Hour, capAt: clk.since() + maxWaitFactor*time.Hour, cancel: cancel}
 	w.arm(w.timeout)
-	t.Cleanup(func() {
-		w.done.Store(true)
-		w.timer.Load().Stop()
-		cancel(nil)
-	})
+	t.Cleanup(w.release)
 	return w, clk, ctx
 }
 
@@ -75,6 +71,25 @@ func TestWatchWaitsWhileRedisAnswers(t *testing.T) {
 	w.check()
 	if !errors.Is(context.Cause(ctx), errSilent) {
 		t.Fatalf("cause %v, want errSilent", context.Cause(ctx))
+	}
+}
+
+// TestWatchGivesUpAtTheCap: a call whose reply does not come while
+// Redis answers others is cancelled with errSlow once it has waited
+// maxWaitFactor timeouts, the last check armed to run exactly then.
+func TestWatchGivesUpAtTheCap(t *testing.T) {
+	w, clk, ctx := newTestWatch(t)
+	for ctx.Err() == nil {
+		if clk.since() > w.capAt {
+			t.Fatalf("still waiting %v after the cap", clk.since()-w.capAt)
+		}
+		clk.set(w.due)
+		w.v.heard() // Redis answers someone just as each check runs
+		w.timer.Load().Stop()
+		w.check()
+	}
+	if !errors.Is(context.Cause(ctx), errSlow) || clk.since() != w.capAt {
+		t.Fatalf("cause %v at %v, want errSlow at the cap %v", context.Cause(ctx), clk.since(), w.capAt)
 	}
 }
 
