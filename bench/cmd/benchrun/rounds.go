@@ -31,8 +31,12 @@ func runCell(ctx context.Context, targets []target, spec runSpec, rounds int) (c
 			if err != nil {
 				return cell{}, fmt.Errorf("%s %s c=%d %s: %w", spec.layout, spec.name, spec.concurrency, tg.name, err)
 			}
-			fmt.Fprintf(os.Stderr, "  %-8s %-12s c=%-4d round %d/%d  %-30s %9.0f rps  p99 %7.2f ms  %d failed  other load %.2f cores\n",
-				spec.layout, spec.name, spec.concurrency, r+1, rounds, tg.name, s.rps, msf(s.p99), s.failed, s.other)
+			spilled := ""
+			if s.spilled > 0 {
+				spilled = "  usage records spilled " + spilledPct(s.spilled)
+			}
+			fmt.Fprintf(os.Stderr, "  %-8s %-12s c=%-4d round %d/%d  %-30s %9.0f rps  p99 %7.2f ms  %d failed  other load %.2f cores%s\n",
+				spec.layout, spec.name, spec.concurrency, r+1, rounds, tg.name, s.rps, msf(s.p99), s.failed, s.other, spilled)
 			runs[tg.name] = append(runs[tg.name], s)
 			allRPS[tg.name] = append(allRPS[tg.name], s.rps)
 			if tg.proc != nil {
