@@ -38,6 +38,15 @@ type FreshRecordStore interface {
 	WriteFreshRecords(ctx context.Context, rs []Record) error
 }
 
+// ParallelRecordStore is a RecordStore that takes several batches at
+// once, each on a connection of its own: the sink writes that many of a
+// backlog together (SinkOptions.Writers).
+type ParallelRecordStore interface {
+	RecordStore
+	// ParallelWrites is how many batches it takes at once.
+	ParallelWrites() int
+}
+
 // Querier answers the usage API's questions from the stored records.
 type Querier interface {
 	// Usage aggregates the records of q's window in the database.

@@ -16,6 +16,12 @@ type SinkOptions struct {
 	Queue int
 	// Batch is the most records written in one transaction (default 1000).
 	Batch int
+	// Writers is how many batches of a backlog are written at once
+	// (default: the store's ParallelWrites, else 1). One writer waits
+	// for each batch's round trips and commit in turn; where the
+	// database has CPUs to spare, or its replies are slow to come, a
+	// second writes meanwhile.
+	Writers int
 	// Interval is the longest a record waits for its batch to fill
 	// (default 200ms): a crash loses no record, since a record is only
 	// acknowledged to nobody, but the usage API lags by at most this.
@@ -45,6 +51,9 @@ func (o *SinkOptions) defaults() {
 	}
 	if o.Batch <= 0 {
 		o.Batch = 1000
+	}
+	if o.Writers <= 0 {
+		o.Writers = 1
 	}
 	if o.Interval <= 0 {
 		o.Interval = 200 * time.Millisecond
@@ -106,8 +115,9 @@ type Sink struct {
 	prune  chan struct{} // closed by Close: stops the retention loop
 	pruned chan struct{}
 
-	// The writer goroutine's own: whether the store failed last time,
-	// and when to try it again (retry doubles up to 30s).
+	// The writers' (hmu): whether the store failed last time, and when
+	// to try it again (retry doubles up to 30s).
+	hmu     sync.Mutex
 	failing bool
 	retry   time.Duration
 	nextTry time.Time
@@ -121,12 +131,15 @@ type Sink struct {
 // NewSink starts a Sink writing to store. Spill files left by an earlier
 // process in o.SpillDir are replayed first.
 func NewSink(store RecordStore, o SinkOptions) (*Sink, error) {
+	if ps, ok := store.(ParallelRecordStore); ok && o.Writers <= 0 {
+		o.Writers = ps.ParallelWrites()
+	}
 	o.defaults()
 	sp, err := openSpill(o.SpillDir)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{o: o, store: store, spill: sp, kick: make(chan struct{}, 1),
+	s := &Sink{o: o, store: store, spill: sp, kick: make(chan struct{}, 1), retry: o.Retry,
 		done: make(chan struct{}), prune: make(chan struct{}), pruned: make(chan struct{})}
 	go s.run()
 	if o.Retention > 0 {
@@ -231,7 +244,6 @@ func (s *Sink) run() {
 	var spare []Record // the queue the writer took last, for Add's next
 	tick := time.NewTicker(s.o.Interval)
 	defer tick.Stop()
-	s.retry = s.o.Retry
 	for open := true; open; {
 		all := false
 		if s.replayDue() {
@@ -260,7 +272,11 @@ func (s *Sink) run() {
 
 // storeDue reports whether the store may be tried now: it answered last
 // time, or the wait after its failure is over.
-func (s *Sink) storeDue() bool { return !s.failing || !s.o.Now().Before(s.nextTry) }
+func (s *Sink) storeDue() bool {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	return !s.failing || !s.o.Now().Before(s.nextTry)
+}
 
 // replayDue reports whether spilled records wait and the store may be
 // tried.
@@ -269,13 +285,21 @@ func (s *Sink) replayDue() bool { return s.spill.pending() && s.storeDue() }
 // storeFailed notes a failed write: the store is not tried again before
 // the retry wait, which doubles with each failure up to 30s.
 func (s *Sink) storeFailed() {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	now := s.o.Now()
+	if s.failing && now.Before(s.nextTry) {
+		return // another writer's batch failed at the same time: one failure
+	}
 	s.failing = true
-	s.nextTry = s.o.Now().Add(s.retry)
+	s.nextTry = now.Add(s.retry)
 	s.retry = min(s.retry*2, 30*time.Second)
 }
 
 // storeAnswered notes a write that succeeded.
 func (s *Sink) storeAnswered() {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
 	s.failing = false
 	s.retry = s.o.Retry
 }
@@ -297,12 +321,36 @@ func (s *Sink) drain(spare []Record, all bool) ([]Record, bool) {
 	}
 	s.queue = append(spare[:0], q[n:]...) // the partial batch left, if any
 	s.mu.Unlock()
-	for i := 0; i < n; i += batch {
-		j := min(i+batch, n)
-		s.write(q[i:j:j]) // capped: a store that appends cannot reach the next batch
-	}
+	s.writeAll(q[:n])
 	clear(q) // the records' bodies and strings are not kept alive by the spare
 	return q[:0], !closed
+}
+
+// writeAll writes rs a batch at a time, up to o.Writers batches at once,
+// and returns when every batch is stored or spilled.
+func (s *Sink) writeAll(rs []Record) {
+	batch := s.o.Batch
+	batches := (len(rs) + batch - 1) / batch
+	nth := func(i int) []Record {
+		j := min((i+1)*batch, len(rs))
+		return rs[i*batch : j : j] // capped: a store that appends cannot reach the next batch
+	}
+	if s.o.Writers <= 1 || batches <= 1 {
+		for i := range batches {
+			s.write(nth(i))
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(s.o.Writers, batches) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < batches; i = int(next.Add(1) - 1) {
+				s.write(nth(i))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // write stores one batch, or spills it when the store fails or is

@@ -577,3 +577,61 @@ func TestSpillCountsAnUnreadableLineOnce(t *testing.T) {
 		t.Error("spill still pending after a full replay")
 	}
 }
+
+// gateStore holds every write until the test opens the gate, counting
+// how many wait at once.
+type gateStore struct {
+	memStore
+	gate                chan struct{}
+	inflight, maxAtOnce int
+}
+
+func (g *gateStore) WriteRecords(ctx context.Context, rs []Record) error {
+	g.mu.Lock()
+	g.inflight++
+	g.maxAtOnce = max(g.maxAtOnce, g.inflight)
+	g.mu.Unlock()
+	<-g.gate
+	g.mu.Lock()
+	g.inflight--
+	g.mu.Unlock()
+	return g.memStore.WriteRecords(ctx, rs)
+}
+
+func (g *gateStore) ParallelWrites() int { return 3 }
+
+// TestSinkWritesABacklogInParallel: a store that takes several batches
+// at once gets as many of a backlog as it says, each record once.
+func TestSinkWritesABacklogInParallel(t *testing.T) {
+	st := &gateStore{memStore: *newMemStore(), gate: make(chan struct{})}
+	s, err := NewSink(st, SinkOptions{SpillDir: t.TempDir(), Batch: 4, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.o.Writers != 3 {
+		t.Fatalf("Writers %d, want the store's 3", s.o.Writers)
+	}
+	s.mu.Lock() // ten batches queued before the writer looks: a backlog
+	for i := range 40 {
+		s.queue = append(s.queue, rec(i))
+	}
+	s.mu.Unlock()
+	s.wake()
+	waitFor(t, "three batches written at once", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.maxAtOnce == 3
+	})
+	close(st.gate)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := st.stored()
+	slices.Sort(got)
+	if diff := cmp.Diff(ids(0, 40), got); diff != "" {
+		t.Fatalf("stored (-want +got):\n%s", diff)
+	}
+	if s.Written() != 40 || s.Spilled() != 0 {
+		t.Fatalf("written %d spilled %d, want 40, 0", s.Written(), s.Spilled())
+	}
+}

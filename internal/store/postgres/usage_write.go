@@ -151,6 +151,18 @@ func (s *Store) WriteFreshRecords(ctx context.Context, rs []account.Record) erro
 	return nil
 }
 
+// ParallelWrites implements account.ParallelRecordStore: a quarter of
+// the pool's connections, at most four, so that a backlog of records
+// never holds the connections the rest of the store needs. Two batches
+// at once, with the default pool, where one writer waited out each
+// batch's round trips and commit alone: in the load benchmark, where
+// PostgreSQL shares a CPU with the load, a batch took 150 ms to 2 s
+// and the one writer fell behind (BENCHMARKS.md, "Cluster mode's
+// spill").
+func (s *Store) ParallelWrites() int {
+	return int(min(max(s.pool.Config().MaxConns/4, 1), 4))
+}
+
 // copyRows is rs in COPY's text format.
 func copyRows(rs []account.Record) ([]byte, error) {
 	buf := make([]byte, 0, len(rs)*320)
@@ -206,4 +218,7 @@ func (s *Store) PruneRecords(ctx context.Context, before time.Time, limit int) (
 	return int(tag.RowsAffected()), nil
 }
 
-var _ account.FreshRecordStore = (*Store)(nil)
+var (
+	_ account.FreshRecordStore    = (*Store)(nil)
+	_ account.ParallelRecordStore = (*Store)(nil)
+)

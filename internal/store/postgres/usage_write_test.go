@@ -63,3 +63,21 @@ func TestWriteFreshRecordsFallsBack(t *testing.T) {
 		t.Errorf("ttft histogram %s, want %s", ttft, want)
 	}
 }
+
+// TestParallelWrites: a quarter of the pool's connections, one to four.
+func TestParallelWrites(t *testing.T) {
+	for conns, want := range map[string]int{"": 2, "2": 1, "12": 3, "40": 4} {
+		dsn := pgtest.DSN(t, "gh_par_")
+		if conns != "" {
+			dsn += "&pool_max_conns=" + conns
+		}
+		s, err := Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.ParallelWrites(); got != want {
+			t.Errorf("pool_max_conns=%q: ParallelWrites() = %d, want %d", conns, got, want)
+		}
+		s.Close()
+	}
+}
