@@ -81,10 +81,10 @@ type sample struct {
 	// run per request answered (its database did not keep up, or
 	// failed); NaN for targets without a usage sink.
 	spilled float64
-	cores                   float64 // CPU seconds the proxy used per second of run; NaN when direct
-	rssMiB                  float64 // the proxy's peak resident memory during the run; NaN when direct
-	other                   float64 // cores used during the run by processes not in the benchmark
-	spread                  float64 // (max−min)/median of rps over all runs of a cell (runCell sets it)
+	cores   float64 // CPU seconds the proxy used per second of run; NaN when direct
+	rssMiB  float64 // the proxy's peak resident memory during the run; NaN when direct
+	other   float64 // cores used during the run by processes not in the benchmark
+	spread  float64 // (max−min)/median of rps over all runs of a cell (runCell sets it)
 }
 
 // errorRate is the fraction of requests that failed.
