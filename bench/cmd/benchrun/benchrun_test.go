@@ -261,8 +261,8 @@ func TestVerdicts(t *testing.T) {
 		},
 		{
 			name: "redis mode while spilling",
-			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 600, redisScripts: 1, redisCmds: 1, spilled: 0.25}}),
-			want: []string{"Redis mode / embedded throughput = 60.0% (goal ≥ 80%) MISSED; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse redis spilled usage records: 25.00% (not a steady state: see its table)"},
+			c:    mk(false, row{full, sample{rps: 1000, cores: 0.08}}, row{redisMode, sample{rps: 600, redisScripts: 1, redisCmds: 1, spilled: 0.25, cores: 0.06}}),
+			want: []string{"Redis mode / embedded throughput = 60.0% (goal ≥ 80%) MISSED; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse CPU per request 100.0 vs 80.0 µs (80.0% of embedded's requests a core); gatehouse redis spilled usage records: 25.00% (not a steady state: see its table)"},
 		},
 		{
 			name: "nothing to compare",

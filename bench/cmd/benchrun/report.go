@@ -293,15 +293,29 @@ func verdicts(c cell) []string {
 		out = append(out, line)
 	}
 	if red, ok := c.get(redisMode); ok && okF {
-		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)%s",
+		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)%s%s",
 			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisScripts, 2), num(red.redisCmds, 2),
-			spillWarning(c, redisMode, full)))
+			capacity(red, f), spillWarning(c, redisMode, full)))
 	}
 	if ls, ok := c.get(leaseMode); ok && okF {
-		out = append(out, fmt.Sprintf("Redis mode with leases / embedded throughput = %s; per request %s Redis script calls, %s commands in all%s",
-			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4), spillWarning(c, leaseMode, full)))
+		out = append(out, fmt.Sprintf("Redis mode with leases / embedded throughput = %s; per request %s Redis script calls, %s commands in all%s%s",
+			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4), capacity(ls, f), spillWarning(c, leaseMode, full)))
 	}
 	return out
+}
+
+// capacity is what a cluster verdict adds about the gateway's own CPU: a
+// request's in cluster mode against embedded mode's, and the throughput
+// one core of gatehouse would have at that cost, as a share of
+// embedded's. Redis and PostgreSQL run on the load generator's CPU in
+// benchrun, where a deployment gives them hosts of their own: the
+// throughput ratio pays for their CPU too, this one does not.
+func capacity(cluster, embedded sample) string {
+	cc, ec := cluster.cpuPerRequest(), embedded.cpuPerRequest()
+	if math.IsNaN(cc) || math.IsNaN(ec) || cc <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; gatehouse CPU per request %.1f vs %.1f µs (%s of embedded's requests a core)", cc, ec, pct(ec, cc))
 }
 
 // spillWarning is what a verdict comparing targets of c adds when any of
