@@ -265,6 +265,11 @@ func TestVerdicts(t *testing.T) {
 			want: []string{"Redis mode / embedded throughput = 60.0% (goal ≥ 80%) MISSED; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse CPU per request 100.0 vs 80.0 µs (80.0% of embedded's requests a core); gatehouse redis spilled usage records: 25.00% (not a steady state: see its table)"},
 		},
 		{
+			name: "two builds in cluster mode",
+			c:    mk(false, row{redisMode, sample{rps: 1100, cores: 0.88}}, row{baseRedis, sample{rps: 1000, cores: 0.9}}),
+			want: []string{"gatehouse redis / base gatehouse redis throughput = 1.10×; CPU per request 0.89× (two builds in cluster mode: informational)"},
+		},
+		{
 			name: "nothing to compare",
 			c:    mk(false, row{plainproxy, sample{rps: 1000}}, row{redisMode, sample{rps: 800}}),
 			want: nil,

@@ -71,6 +71,9 @@ const (
 	// the same rounds: two builds compared side by side, each against
 	// the same plainproxy runs.
 	baseFull = "base gatehouse full"
+	// baseRedis is redisMode served by the -base binary: two builds
+	// compared in cluster mode, on the same Redis and PostgreSQL.
+	baseRedis = "base gatehouse redis"
 )
 
 // targetFlags lists the -targets values and their target names, in the
@@ -79,10 +82,11 @@ var targetFlags = []struct{ flag, name string }{
 	{"direct", direct}, {"plainproxy", plainproxy}, {"bare", bare}, {"full", full},
 	{"nolimits", noLimits}, {"quiet", quiet}, {"cache", cacheHits}, {"cache-miss", cacheMisses},
 	{"redis", redisMode}, {"redis-lease", leaseMode}, {"base-full", baseFull},
+	{"base-redis", baseRedis},
 }
 
 // gatehouseTargets are the targets that need the gatehouse binary.
-var gatehouseTargets = []string{bare, full, noLimits, quiet, cacheHits, cacheMisses, redisMode, leaseMode, baseFull}
+var gatehouseTargets = []string{bare, full, noLimits, quiet, cacheHits, cacheMisses, redisMode, leaseMode, baseFull, baseRedis}
 
 // maxErrorRate is the failure rate above which a run is not a measurement.
 const maxErrorRate = 0.001
@@ -218,7 +222,7 @@ func parseFlags(args []string) (options, error) {
 	lay := fs.String("layout", "pinned,unpinned", "comma-separated: pinned (the proxy alone on one CPU at GOMAXPROCS=1, load and upstream on another; needs taskset), unpinned (no pinning, the proxy at GOMAXPROCS=2)")
 	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
 	scen := fs.String("scenarios", "nonstream,stream-usage", "comma-separated: nonstream, stream (the client does not ask for usage; gatehouse does), stream-usage (the client asks for usage)")
-	tgts := fs.String("targets", "plainproxy,bare,full,cache,cache-miss,redis", "comma-separated: direct (no proxy), plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss), redis (full in cluster mode: Redis and PostgreSQL, both started by the harness), redis-lease (redis with limits.lease on), base-full (full served by the -base binary)")
+	tgts := fs.String("targets", "plainproxy,bare,full,cache,cache-miss,redis", "comma-separated: direct (no proxy), plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss), redis (full in cluster mode: Redis and PostgreSQL, both started by the harness), redis-lease (redis with limits.lease on), base-full (full served by the -base binary), base-redis (redis served by the -base binary)")
 	fs.StringVar(&o.profiles, "profiles", "", "keep a CPU profile of every proxy per layout and scenario in this directory (LAYOUT-SCENARIO-TARGET.pprof)")
 	quick := fs.Bool("quick", false, "smoke test: -duration 1s -warmup 200ms -rounds 1 unless set explicitly")
 	if err := fs.Parse(args); err != nil {
@@ -285,8 +289,8 @@ func parseFlags(args []string) (options, error) {
 			delete(o.targets, t)
 		}
 	}
-	if o.targets[baseFull] && o.base == "" {
-		return o, errors.New("-targets base-full needs -base, the other gatehouse binary")
+	if (o.targets[baseFull] || o.targets[baseRedis]) && o.base == "" {
+		return o, errors.New("-targets base-full and base-redis need -base, the other gatehouse binary")
 	}
 	if o.profiles != "" {
 		if err := os.MkdirAll(o.profiles, 0o755); err != nil {

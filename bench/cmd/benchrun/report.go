@@ -297,6 +297,12 @@ func verdicts(c cell) []string {
 			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisScripts, 2), num(red.redisCmds, 2),
 			capacity(red, f), spillWarning(c, redisMode, full)))
 	}
+	if red, ok := c.get(redisMode); ok {
+		if br, ok := c.get(baseRedis); ok {
+			out = append(out, fmt.Sprintf("gatehouse redis / base gatehouse redis throughput = %s; CPU per request %s (two builds in cluster mode: informational)",
+				ratio(red.rps, br.rps), ratio(red.cpuPerRequest(), br.cpuPerRequest())))
+		}
+	}
 	if ls, ok := c.get(leaseMode); ok && okF {
 		out = append(out, fmt.Sprintf("Redis mode with leases / embedded throughput = %s; per request %s Redis script calls, %s commands in all%s%s",
 			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4), capacity(ls, f), spillWarning(c, leaseMode, full)))

@@ -63,7 +63,7 @@ func newHarness(o options) (*harness, error) {
 			}
 		}
 	}
-	if o.targets[redisMode] || o.targets[leaseMode] {
+	if o.targets[redisMode] || o.targets[leaseMode] || o.targets[baseRedis] {
 		if h.redisBin, err = lookRedis(); err != nil {
 			return h, err
 		}
@@ -177,7 +177,7 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 		quietHeaders: name == quiet,
 		cached:       cached,
 	}
-	if name == redisMode || name == leaseMode {
+	if cluster(name) {
 		gc.redis, gc.postgres = "redis://"+h.redisAddr+"/0", h.pgURL
 		gc.spill = filepath.Join(dir, file+"-spill")
 		gc.lease = name == leaseMode
@@ -194,7 +194,7 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 		args = append(args, "--cpuprofile", profile)
 	}
 	bin := h.o.Gatehouse
-	if name == baseFull {
+	if name == baseFull || name == baseRedis {
 		bin = h.o.base
 	}
 	p, err := h.proxies.StartWith(file, pl.proxy, bin, args...)
@@ -208,11 +208,14 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 	if name == cacheMisses {
 		tg.header = http.Header{"X-Gatehouse-Cache-Ttl": {"0"}}
 	}
-	if name == redisMode || name == leaseMode {
+	if cluster(name) {
 		tg.redis = h.redisAddr
 	}
 	return tg, nil
 }
+
+// cluster reports whether a target runs gatehouse in cluster mode.
+func cluster(name string) bool { return name == redisMode || name == leaseMode || name == baseRedis }
 
 func chatURL(addr string) string { return "http://" + addr + "/v1/chat/completions" }
 
