@@ -12,10 +12,6 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// maxFlushDelay is the pipeline's wait for more commands after a write
-// (rueidis's MaxFlushDelay, which its authors suggest at about 20µs).
-const maxFlushDelay = 20 * time.Microsecond
-
 // The schemes of the deployments that have more than one address.
 const (
 	schemeCluster  = "redis+cluster"
@@ -48,7 +44,7 @@ func NewClient(url string) (rueidis.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	tune(&opt)
+	opt.DisableCache = true
 	c, err := rueidis.NewClient(opt)
 	if err != nil && mode == rueidis.ClientModeCluster && strings.Contains(err.Error(), "cluster support disabled") {
 		return nil, errNotCluster
@@ -61,20 +57,6 @@ func NewClient(url string) (rueidis.Client, error) {
 		return nil, errNotCluster
 	}
 	return c, nil
-}
-
-// tune sets what gatehouse asks of every client beyond its URL.
-func tune(opt *rueidis.ClientOption) {
-	// Client-side caching (CLIENT TRACKING) serves DoCache, which
-	// gatehouse does not call.
-	opt.DisableCache = true
-	// After each write to Redis the pipeline's writer waits up to this
-	// long for more commands to send with the next one, while other
-	// calls are in flight (a lone call is not delayed). Under load it
-	// turns a write and a read per admission, in gatehouse and in Redis,
-	// into one per handful of them, for microseconds of latency against
-	// a round trip of hundreds (BENCHMARKS.md, "Cluster mode's spill").
-	opt.MaxFlushDelay = maxFlushDelay
 }
 
 var errNotCluster = errors.New("redis: a redis+cluster:// URL names a server that is not in cluster mode; use redis:// for a single server")

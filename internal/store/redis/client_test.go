@@ -188,19 +188,3 @@ func serverPort(t *testing.T, c rueidis.Client) string {
 	}
 	return m["port"]
 }
-
-// TestTune: every client gatehouse makes batches its pipeline's writes
-// under load and asks for no client-side cache.
-func TestTune(t *testing.T) {
-	for _, url := range []string{"redis://127.0.0.1:6379/0", "redis+cluster://a:1,b:2", "redis+sentinel://a:1/main"} {
-		opt, _, err := clientOption(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tune(&opt)
-		if opt.MaxFlushDelay != maxFlushDelay || !opt.DisableCache || len(opt.InitAddress) == 0 {
-			t.Errorf("%s: MaxFlushDelay %v, DisableCache %v, addresses %v; want %v, true, kept",
-				url, opt.MaxFlushDelay, opt.DisableCache, opt.InitAddress, maxFlushDelay)
-		}
-	}
-}
