@@ -73,6 +73,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,10 +356,11 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	n := 2*len(a.Rates) + len(a.Budgets)
 	keys := make([]string, 0, n+3)
 	refs := make([]ref, 0, n)
-	args := make([]string, 6, 6+3*n)
+	args := make([]string, 7, 7+2*n)
 	args[0] = strconv.FormatInt(now.UnixMicro(), 10)
 	args[2] = strconv.FormatInt(window, 10)
 	args[3] = "0"
+	args[6] = strconv.FormatInt(int64(a.Cost), 10)
 	id := l.newID()
 	add := func(k string, r ref) bool {
 		for _, have := range keys {
@@ -372,10 +374,10 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	}
 	for i, r := range a.Rates {
 		if r.RPM > 0 && add(l.rateKey(tag, "rq", r.Scope, r.ID), ref{kind: limit.KindRequests, src: i, limit: r.RPM, cost: 1}) {
-			args = append(args, strconv.FormatInt(r.RPM, 10), "1")
+			args = append(args, rateIncrement(1, r.RPM))
 		}
 		if r.TPM > 0 && add(l.rateKey(tag, "rt", r.Scope, r.ID), ref{kind: limit.KindTokens, src: i, limit: r.TPM, cost: a.Tokens}) {
-			args = append(args, strconv.FormatInt(r.TPM, 10), strconv.FormatInt(a.Tokens, 10))
+			args = append(args, rateIncrement(a.Tokens, r.TPM))
 		}
 	}
 	nr := len(keys)
@@ -388,7 +390,7 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 			exp = end.Add(budgetGrace).UnixMilli()
 		}
 		if add(l.budgetKey(tag, b, start), ref{kind: limit.KindBudget, src: i, limit: int64(b.Limit), cost: int64(a.Cost), end: end}) {
-			args = append(args, strconv.FormatInt(int64(b.Limit), 10), strconv.FormatInt(int64(a.Cost), 10), strconv.FormatInt(exp, 10))
+			args = append(args, strconv.FormatInt(int64(b.Limit)-int64(a.Cost), 10), strconv.FormatInt(exp, 10))
 		}
 	}
 	if len(keys) == 0 {
@@ -427,13 +429,14 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		}
 		return limit.Decision{}, err
 	}
-	if want := 3 + 2*nr + nb; len(out) != want {
+	if want := 3 + nr + nb; len(out) != want {
 		return limit.Decision{}, fmt.Errorf("redis: admit: %w: reply of %d values, want %d", limit.ErrUnavailable, len(out), want)
 	}
 
 	var d limit.Decision
 	for i := range nr {
-		q := limit.Quota{Limit: refs[i].limit, Remaining: out[3+2*i], Reset: time.Duration(out[4+2*i]) * time.Microsecond}
+		used := out[3+i]
+		q := limit.Quota{Limit: refs[i].limit, Remaining: rateRemaining(used, refs[i].limit), Reset: time.Duration(used) * time.Microsecond}
 		p := &d.Requests
 		if refs[i].kind == limit.KindTokens {
 			p = &d.Tokens
@@ -442,7 +445,7 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 			*p = q
 		}
 	}
-	for j, used := range out[3+2*nr:] {
+	for j, used := range out[3+nr:] {
 		d.NoteBudget(refs[nr+j].limit, used)
 	}
 	if out[0] == 1 {
@@ -467,6 +470,30 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		d.RetryAfter = time.Duration(out[2]) * time.Microsecond
 	}
 	return d, nil
+}
+
+// rateIncrement is how far cost units move a rate bucket's arrival time
+// (µs, floored) under a limit of limit a window, as the admission script
+// takes it (ARGV). It is computed in doubles, as the script did before
+// this moved out of Redis, so the buckets move exactly as before. Past
+// 2^53 µs it is capped: any increment over the window refuses the
+// request whatever its size, and the capped one stays exact in the
+// script's doubles and in an int64.
+func rateIncrement(cost, limit int64) string {
+	inc := math.Floor(float64(cost) * float64(window) / float64(limit))
+	if inc > 1<<53 {
+		inc = 1 << 53
+	}
+	return strconv.FormatInt(int64(inc), 10)
+}
+
+// rateRemaining is what a rate bucket whose arrival time is used µs
+// ahead of now has left, computed in doubles as the script did.
+func rateRemaining(used, limit int64) int64 {
+	if used >= window {
+		return 0
+	}
+	return int64(math.Floor(float64(window-used) * float64(limit) / float64(window)))
 }
 
 // releaseAdmission undoes, through the settle queue, an admission whose

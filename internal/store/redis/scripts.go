@@ -12,94 +12,103 @@ package redis
 //	      when the counters have a durable record, the tag's seeded marker
 //	ARGV  1 now (µs)  2 nr  3 window (µs)  4 ledger: 0 none, 1 ledger,
 //	      2 ledger and marker  5 reservation id  6 its deadline (ms)
-//	      then per rate bucket:    limit, cost
-//	      then per budget counter: limit, cost, expire-at (ms, 0 = never)
+//	      7 the request's cost (micro-dollars)
+//	      then per rate bucket:    increment (µs: cost × window / limit,
+//	                               floored)
+//	      then per budget counter: threshold (limit − cost: refused when
+//	                               the counter holds more), expire-at (ms,
+//	                               0 = never)
 //
 // A rate bucket holds its GCRA theoretical arrival time (µs) and expires
 // a second after that time passes (an absent bucket is a full one); the
 // TTL is relative, so Redis's own clock does not matter. A budget
-// counter holds micro-dollars spent and reserved. An admitted request
+// counter holds micro-dollars spent and reserved; its expiry is set when
+// the admission creates it and never changes after (the key names the
+// period it counts; the lease and seed scripts, the only others that
+// create a counter, set the same expiry). An admitted request
 // with budgets is written to the ledger (member: its id, score: its
 // deadline; the hash: its cost and counters), so a reservation its
 // replica never settles (a crash) is released by sweepScript, and a
 // settle knows whether its reservation is still counted.
 //
+// The script is the Redis CPU of every cluster-mode request, so it keeps
+// that small: one MGET reads every counter and the marker (the ledger's
+// keys among them read as nil: MGET skips what is not a string), INCRBY's
+// reply is the budget's figure, the caller does the arithmetic that needs
+// no counter (the increments, the thresholds, what a bucket has left),
+// numbers are coerced with '+ 0' (tonumber parses a string twice) and
+// sent to Redis as strings already made (ARGV) or with '%d' (Redis
+// formats a Lua number with '%.17g', at many times the cost).
+//
 // Reply: {allowed, refused (1-based index into KEYS, 0), retry-after (µs),
-// then per rate bucket: remaining, reset (µs), then per budget counter:
+// then per rate bucket: its arrival time less now (µs: the reset; the
+// caller works out what is left from it), then per budget counter:
 // micro-dollars spent and reserved after this admission}; or {-1} when
 // the seeded marker is missing: Redis lost the tag's counters, which
 // must be rebuilt from the durable record before anything is admitted
 // against them.
 const admitScript = `
-local now = tonumber(ARGV[1])
-local nr = tonumber(ARGV[2])
-local window = tonumber(ARGV[3])
-local mode = tonumber(ARGV[4])
-local extra = 0
-if mode == 1 then extra = 2 elseif mode == 2 then extra = 3 end
-local nb = #KEYS - nr - extra
-if mode == 2 and redis.call('EXISTS', KEYS[#KEYS]) == 0 then return {-1} end
+local now = ARGV[1] + 0
+local nr = ARGV[2] + 0
+local window = ARGV[3] + 0
+local mode = ARGV[4]
+local nb = #KEYS - nr
+if mode == '1' then nb = nb - 2 elseif mode == '2' then nb = nb - 3 end
+local vals = redis.call('MGET', unpack(KEYS))
+if mode == '2' and not vals[#KEYS] then return {-1} end
 local refused, retry, refusedBudget, refusedLarge = 0, 0, false, false
-local tats = {}
 local out = {1, 0, 0}
 for i = 1, nr do
-  local limit = tonumber(ARGV[5 + 2 * i])
-  local cost = tonumber(ARGV[6 + 2 * i])
-  local v = redis.call('GET', KEYS[i])
+  local inc = ARGV[7 + i] + 0
   local tat = now
-  if v then tat = math.max(tonumber(v), now) end
-  local inc = math.floor(cost * window / limit)
+  local v = vals[i]
+  if v then
+    v = v + 0
+    if v > now then tat = v end
+  end
   local wait = tat + inc - now - window
   if wait > 0 then
     if refused == 0 or (not refusedLarge and (inc > window or wait > retry)) then
       refused, retry, refusedLarge = i, wait, inc > window
       if refusedLarge then retry = 0 end
     end
-    tats[i] = tat
   else
-    tats[i] = tat + inc
+    tat = tat + inc
   end
+  out[3 + i] = tat
 end
-local base = 6 + 2 * nr
+local base = 7 + nr
 for j = 1, nb do
-  local limit = tonumber(ARGV[base + 3 * j - 2])
-  local cost = tonumber(ARGV[base + 3 * j - 1])
-  local used = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
-  if used + cost > limit and not refusedBudget then
+  local v = vals[nr + j]
+  local used = 0
+  if v then used = v + 0 end
+  out[3 + nr + j] = used
+  if not refusedBudget and used > ARGV[base + 2 * j - 1] + 0 then
     refused, retry, refusedBudget = nr + j, 0, true
   end
 end
 if refused == 0 then
   for i = 1, nr do
-    redis.call('SET', KEYS[i], string.format('%d', tats[i]), 'PX', math.ceil((tats[i] - now) / 1000) + 1000)
+    local tat = out[3 + i]
+    redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
   end
-  local counters = {}
-  local cost = 0
+  local cost = ARGV[7]
   for j = 1, nb do
-    cost = tonumber(ARGV[base + 3 * j - 1])
-    local exp = tonumber(ARGV[base + 3 * j])
-    redis.call('INCRBY', KEYS[nr + j], cost)
-    if exp > 0 then redis.call('PEXPIREAT', KEYS[nr + j], exp) end
-    counters[#counters + 1] = KEYS[nr + j]
+    local k = KEYS[nr + j]
+    out[3 + nr + j] = redis.call('INCRBY', k, cost)
+    if not vals[nr + j] then
+      local exp = ARGV[base + 2 * j]
+      if exp ~= '0' then redis.call('PEXPIREAT', k, exp) end
+    end
   end
-  if mode > 0 then
-    redis.call('ZADD', KEYS[nr + nb + 1], tonumber(ARGV[6]), ARGV[5])
-    redis.call('HSET', KEYS[nr + nb + 2], ARGV[5], cost .. '\31' .. table.concat(counters, '\31'))
+  if mode ~= '0' then
+    redis.call('ZADD', KEYS[nr + nb + 1], ARGV[6], ARGV[5])
+    redis.call('HSET', KEYS[nr + nb + 2], ARGV[5], cost .. '\31' .. table.concat(KEYS, '\31', nr + 1, nr + nb))
   end
 else
   out[1], out[2], out[3] = 0, refused, retry
 end
-for i = 1, nr do
-  local limit = tonumber(ARGV[5 + 2 * i])
-  local used = tats[i] - now
-  local rem = 0
-  if used < window then rem = math.floor((window - used) * limit / window) end
-  out[#out + 1] = rem
-  out[#out + 1] = used
-end
-for j = 1, nb do
-  out[#out + 1] = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
-end
+for i = 1, nr do out[3 + i] = out[3 + i] - now end
 return out
 `
 
