@@ -472,19 +472,18 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	return d, nil
 }
 
-// rateIncrement is how far cost units move a rate bucket's arrival time
-// (µs, floored) under a limit of limit a window, as the admission script
-// takes it (ARGV). It is computed in doubles, as the script did before
-// this moved out of Redis, so the buckets move exactly as before. Past
-// 2^53 µs it is capped: any increment over the window refuses the
-// request whatever its size, and the capped one stays exact in the
-// script's doubles and in an int64.
-func rateIncrement(cost, limit int64) string {
-	inc := math.Floor(float64(cost) * float64(window) / float64(limit))
-	if inc > 1<<53 {
-		inc = 1 << 53
+// rateIncrement is how far units move a rate bucket's arrival time (µs,
+// floored) under a limit of limit a window, as the admission and settle
+// scripts take it (ARGV). It is computed in doubles, as the scripts did
+// before this moved out of Redis, so the buckets move exactly as before;
+// past 2^53 it is written as the double it is, which Lua reads back
+// unchanged.
+func rateIncrement(units, limit int64) string {
+	inc := math.Floor(float64(units) * float64(window) / float64(limit))
+	if math.Abs(inc) < 1<<53 {
+		return strconv.FormatInt(int64(inc), 10)
 	}
-	return strconv.FormatInt(int64(inc), 10)
+	return strconv.FormatFloat(inc, 'f', -1, 64)
 }
 
 // rateRemaining is what a rate bucket whose arrival time is used µs

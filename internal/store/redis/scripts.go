@@ -116,14 +116,18 @@ return out
 // difference between what each reserved and what it used — in one call,
 // once per batch.
 //
-//	KEYS  1 the batch's settled marker, then every counter and ledger key
-//	      the batch touches, each once
-//	ARGV  1 now (µs)  2 window (µs)  3 marker TTL (s)  4 nt  5 nr
-//	      then per token bucket (nt): key index, limit, tokens to refund,
-//	      tokens to charge
-//	      then per reservation (nr): index of its ledger's sorted set, of
-//	      its hash, its id, nb, then per budget counter (nb): key index,
-//	      delta micro-dollars, actual micro-dollars
+//	KEYS  1 the batch's settled marker, then the token buckets (nt), then
+//	      the budget counters (nc), then per ledger (ng): its sorted set
+//	      and its hash
+//	ARGV  1 now (µs)  2 marker TTL (s)  3 nt  4 nc  5 ng
+//	      then per token bucket: refund, charge (µs of the bucket: tokens
+//	      × window / limit, floored)
+//	      then per budget counter: micro-dollars to add when every
+//	      reservation is still in its ledger (the sum of their deltas)
+//	      then per ledger: n, the ids of its n reservations, then per
+//	      reservation: 'extra,counter,counter…' (what to add to each of
+//	      its counters, 1-based among the nc, when the ledger no longer
+//	      holds it: actual − delta, its estimate)
 //
 // A token bucket's refunds and charges are summed over the batch by the
 // caller; the refund is applied first, the order that leaves the bucket
@@ -137,61 +141,98 @@ return out
 // added whole. The budget amounts are summed per counter, and a counter
 // that expired or was lost is not recreated.
 //
+// As for admitScript, Redis's CPU is what this saves: one MGET reads the
+// buckets and counters; one HDEL per ledger takes the whole batch's
+// reservations out of its hash (in slices of 1000: Lua's unpack is
+// bounded); the counters' sums, right when every reservation is still
+// held, go to INCRBY as the caller wrote them, and a reservation's own
+// figures are read only when its ledger no longer holds it. Whether it
+// does is ZREM's answer, one call per reservation: ZMSCORE would answer
+// for all at once but formats every score as a float, which costs Redis
+// 7.0 more than the calls; one ZREM of them all would only count them.
+//
 // Returns 1, or 0 when the batch had been settled already (a retry after
 // a lost reply).
 const settleScript = `
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[3])) then return 0 end
-local now = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local nt = tonumber(ARGV[4])
-local nr = tonumber(ARGV[5])
-local p = 6
-for i = 1, nt do
-  local k = KEYS[tonumber(ARGV[p])]
-  local limit = tonumber(ARGV[p + 1])
-  local refund = tonumber(ARGV[p + 2])
-  local charge = tonumber(ARGV[p + 3])
-  p = p + 4
-  local v = redis.call('GET', k)
-  local tat
-  if v then
-    tat = tonumber(v) - math.floor(refund * window / limit)
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+local function run(cmd, key, t, from, to)
+  local r
+  while from <= to do
+    local last = math.min(to, from + 999)
+    local part
+    if key then
+      part = redis.call(cmd, key, unpack(t, from, last))
+    else
+      part = redis.call(cmd, unpack(t, from, last))
+    end
+    if type(part) == 'number' then
+      r = (r or 0) + part
+    elseif not r then
+      r = part
+    else
+      for k = 1, last - from + 1 do r[#r + 1] = part[k] end
+    end
+    from = last + 1
   end
+  return r
+end
+local now = ARGV[1] + 0
+local nt = ARGV[3] + 0
+local nc = ARGV[4] + 0
+local ng = ARGV[5] + 0
+local vals = {}
+if nt + nc > 0 then vals = run('MGET', nil, KEYS, 2, 1 + nt + nc) end
+for i = 1, nt do
+  local k = KEYS[1 + i]
+  local charge = ARGV[5 + 2 * i] + 0
+  local v = vals[i]
+  local tat
+  if v then tat = v - ARGV[4 + 2 * i] end
   if charge > 0 then
     if not tat or tat < now then tat = now end
-    tat = tat + math.floor(charge * window / limit)
+    tat = tat + charge
   end
   if tat then
     if tat <= now then
       redis.call('DEL', k)
     else
-      redis.call('SET', k, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
+      redis.call('SET', k, string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
     end
   end
 end
-local add = {}
-local order = {}
-for i = 1, nr do
-  local id = ARGV[p + 2]
-  local nb = tonumber(ARGV[p + 3])
-  local held = redis.call('ZREM', KEYS[tonumber(ARGV[p])], id)
-  redis.call('HDEL', KEYS[tonumber(ARGV[p + 1])], id)
-  p = p + 4
-  for j = 1, nb do
-    local ki = tonumber(ARGV[p])
-    local amount = tonumber(ARGV[p + 1])
-    if held == 0 then amount = tonumber(ARGV[p + 2]) end
-    p = p + 3
-    if not add[ki] then
-      add[ki] = 0
-      order[#order + 1] = ki
+local sums = 6 + 2 * nt
+local q = sums + nc
+local ledgers = 1 + nt + nc
+local extra
+for g = 1, ng do
+  local n = ARGV[q] + 0
+  local zk = KEYS[ledgers + 2 * g - 1]
+  for r = 1, n do
+    if redis.call('ZREM', zk, ARGV[q + r]) == 0 then
+      extra = extra or {}
+      local e
+      for part in string.gmatch(ARGV[q + n + r], '[^,]+') do
+        if e then
+          local j = part + 0
+          extra[j] = (extra[j] or 0) + e
+        else
+          e = part + 0
+        end
+      end
     end
-    add[ki] = add[ki] + amount
   end
+  run('HDEL', KEYS[ledgers + 2 * g], ARGV, q + 1, q + n)
+  q = q + 1 + 2 * n
 end
-for _, ki in ipairs(order) do
-  if add[ki] ~= 0 and redis.call('EXISTS', KEYS[ki]) == 1 then
-    redis.call('INCRBY', KEYS[ki], add[ki])
+for j = 1, nc do
+  if vals[nt + j] then
+    local s = ARGV[sums + j - 1]
+    if extra and extra[j] then
+      local add = s + extra[j]
+      if add ~= 0 then redis.call('INCRBY', KEYS[1 + nt + j], string.format('%d', add)) end
+    elseif s ~= '0' then
+      redis.call('INCRBY', KEYS[1 + nt + j], s)
+    end
   end
 end
 return 1

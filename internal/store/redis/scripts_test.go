@@ -21,8 +21,8 @@ func TestRateArithmeticMatchesLua(t *testing.T) {
 local cost, limit, used, window = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local rem = 0
 if used < window then rem = math.floor((window - used) * limit / window) end
-return {string.format('%d', math.floor(cost * window / limit)), string.format('%d', rem)}`
-	costs := []int64{0, 1, 7, 500, 4095, 123_457, 1e6, 33_554_433, 1e9}
+return {string.format('%.17g', math.floor(cost * window / limit)), string.format('%d', rem)}`
+	costs := []int64{0, 1, 7, 500, 4095, 123_457, 1e6, 33_554_433, 1e9, 1e13, 1<<62 + 1}
 	limits := []int64{1, 3, 7, 60, 100, 999_983, 1e8, 1e9, 1e12, 1<<40 + 1, 1 << 52, 1<<53 - 1, 1e18}
 	used := []int64{0, 1, 17, window / 3, window - 1, window, window + 5}
 	for _, cost := range costs {
@@ -33,12 +33,11 @@ return {string.format('%d', math.floor(cost * window / limit)), string.format('%
 				if err != nil {
 					t.Fatal(err)
 				}
-				inc := out[0]
-				if v, _ := strconv.ParseFloat(inc, 64); v > 1<<53 {
-					inc = strconv.FormatInt(1<<53, 10) // capped in Go: refused either way
-				}
-				if got := rateIncrement(cost, lim); got != inc {
-					t.Errorf("increment of %d under %d: Go %s, Lua %s", cost, lim, got, inc)
+				// Compared as the doubles Lua reads them as.
+				inc, _ := strconv.ParseFloat(out[0], 64)
+				got := rateIncrement(cost, lim)
+				if g, err := strconv.ParseFloat(got, 64); err != nil || g != inc {
+					t.Errorf("increment of %d under %d: Go %s, Lua %s", cost, lim, got, out[0])
 				}
 				if got := strconv.FormatInt(rateRemaining(u, lim), 10); got != out[1] {
 					t.Errorf("remaining under %d, %d µs used: Go %s, Lua %s", lim, u, got, out[1])
