@@ -2,6 +2,9 @@ package redis
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -142,5 +145,229 @@ func TestAdmitCountersExact(t *testing.T) {
 	}
 	if got := pexpiretime(mkey); got != moved {
 		t.Errorf("expiry %d after a settle and a refusal, want %d kept", got, moved)
+	}
+}
+
+// admitScriptBefore is admitScript as it was before its cost to Redis was
+// cut (a GET per counter, tonumber, every number sent as a float, the
+// arithmetic in Lua), kept as the reference the new one must match.
+const admitScriptBefore = `local now = tonumber(ARGV[1])
+local nr = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+local mode = tonumber(ARGV[4])
+local extra = 0
+if mode == 1 then extra = 2 elseif mode == 2 then extra = 3 end
+local nb = #KEYS - nr - extra
+if mode == 2 and redis.call('EXISTS', KEYS[#KEYS]) == 0 then return {-1} end
+local refused, retry, refusedBudget, refusedLarge = 0, 0, false, false
+local tats = {}
+local out = {1, 0, 0}
+for i = 1, nr do
+  local limit = tonumber(ARGV[5 + 2 * i])
+  local cost = tonumber(ARGV[6 + 2 * i])
+  local v = redis.call('GET', KEYS[i])
+  local tat = now
+  if v then tat = math.max(tonumber(v), now) end
+  local inc = math.floor(cost * window / limit)
+  local wait = tat + inc - now - window
+  if wait > 0 then
+    if refused == 0 or (not refusedLarge and (inc > window or wait > retry)) then
+      refused, retry, refusedLarge = i, wait, inc > window
+      if refusedLarge then retry = 0 end
+    end
+    tats[i] = tat
+  else
+    tats[i] = tat + inc
+  end
+end
+local base = 6 + 2 * nr
+for j = 1, nb do
+  local limit = tonumber(ARGV[base + 3 * j - 2])
+  local cost = tonumber(ARGV[base + 3 * j - 1])
+  local used = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
+  if used + cost > limit and not refusedBudget then
+    refused, retry, refusedBudget = nr + j, 0, true
+  end
+end
+if refused == 0 then
+  for i = 1, nr do
+    redis.call('SET', KEYS[i], string.format('%d', tats[i]), 'PX', math.ceil((tats[i] - now) / 1000) + 1000)
+  end
+  local counters = {}
+  local cost = 0
+  for j = 1, nb do
+    cost = tonumber(ARGV[base + 3 * j - 1])
+    local exp = tonumber(ARGV[base + 3 * j])
+    redis.call('INCRBY', KEYS[nr + j], cost)
+    if exp > 0 then redis.call('PEXPIREAT', KEYS[nr + j], exp) end
+    counters[#counters + 1] = KEYS[nr + j]
+  end
+  if mode > 0 then
+    redis.call('ZADD', KEYS[nr + nb + 1], tonumber(ARGV[6]), ARGV[5])
+    redis.call('HSET', KEYS[nr + nb + 2], ARGV[5], cost .. '\31' .. table.concat(counters, '\31'))
+  end
+else
+  out[1], out[2], out[3] = 0, refused, retry
+end
+for i = 1, nr do
+  local limit = tonumber(ARGV[5 + 2 * i])
+  local used = tats[i] - now
+  local rem = 0
+  if used < window then rem = math.floor((window - used) * limit / window) end
+  out[#out + 1] = rem
+  out[#out + 1] = used
+end
+for j = 1, nb do
+  out[#out + 1] = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
+end
+return out
+`
+
+// TestAdmitScriptMatchesBefore: on random admissions — up to three rate
+// buckets and three budgets, buckets absent, behind or ahead of now,
+// requests too large for their limit, counters absent or near their
+// limit, with and without a ledger and seeded marker — the admission
+// script answers as the script before it did (what a bucket has left
+// worked out in Go from the reset it now answers instead) and leaves
+// Redis exactly as it did.
+func TestAdmitScriptMatchesBefore(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	prefix := testPrefix(t, c)
+	l := newLimiter(t, c, Options{Prefix: prefix, SweepEvery: -1})
+	before := newScript(admitScriptBefore)
+	do := func(cmd ...string) {
+		t.Helper()
+		if err := c.Do(ctx, c.B().Arbitrary(cmd[0]).Keys(cmd[1]).Args(cmd[2:]...).Build()).Error(); err != nil {
+			t.Fatal(cmd, err)
+		}
+	}
+	rateLimits := []int64{1, 3, 60, 100, 7_777, 1e6, 1 << 40}
+	tokens := []int64{0, 1, 2, 500, 100_000, 1e9}
+	refused := 0
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 15))
+		now := time.Now().UnixMicro()
+		nowMs := now / 1000
+		nr, nb := r.IntN(4), r.IntN(4)
+		if nr+nb == 0 {
+			nr = 1
+		}
+		var setup [][]string
+		var keys []string
+		oldArgs := []string{strconv.FormatInt(now, 10), strconv.Itoa(nr), strconv.FormatInt(window, 10), "0", "", ""}
+		newArgs := make([]string, 7)
+		copy(newArgs, oldArgs)
+		cost := []int64{0, 1, 5_000, 200_000}[r.IntN(4)]
+		newArgs[6] = strconv.FormatInt(cost, 10)
+		var lims []int64
+		for i := range nr {
+			k := l.rateKey("a", "rt", limit.ScopeKey, fmt.Sprint("k", i))
+			keys = append(keys, k)
+			lim, units := rateLimits[r.IntN(len(rateLimits))], tokens[r.IntN(len(tokens))]
+			lims = append(lims, lim)
+			oldArgs = append(oldArgs, strconv.FormatInt(lim, 10), strconv.FormatInt(units, 10))
+			newArgs = append(newArgs, rateIncrement(units, lim))
+			switch r.IntN(3) {
+			case 1:
+				setup = append(setup, []string{"SET", k, strconv.FormatInt(now-r.Int64N(window), 10), "PX", "5000"})
+			case 2:
+				tat := now + r.Int64N(2*window)
+				setup = append(setup, []string{"SET", k, strconv.FormatInt(tat, 10), "PX", strconv.FormatInt((tat-now)/1000+1000, 10)})
+			}
+		}
+		for j := range nb {
+			b := limit.Budget{Scope: limit.ScopeProject, ID: fmt.Sprint("p", j), Period: limit.Month}
+			k := l.budgetKey("a", &b, "2031-01")
+			keys = append(keys, k)
+			used := r.Int64N(1_000_000)
+			lim := used + r.Int64N(400_000) - 200_000
+			switch r.IntN(5) {
+			case 0:
+				lim = 1<<53 - 1
+			case 1:
+				lim = used + cost // fits exactly
+			case 2:
+				lim = used + cost - 1 // one micro-dollar short
+			}
+			exp := int64(0)
+			if r.IntN(2) == 0 {
+				exp = nowMs + 86_400_000 + r.Int64N(86_400_000)
+			}
+			oldArgs = append(oldArgs, strconv.FormatInt(lim, 10), strconv.FormatInt(cost, 10), strconv.FormatInt(exp, 10))
+			newArgs = append(newArgs, strconv.FormatInt(lim-cost, 10), strconv.FormatInt(exp, 10))
+			if r.IntN(3) > 0 {
+				set := []string{"SET", k, strconv.FormatInt(used, 10)}
+				if exp > 0 {
+					set = append(set, "PXAT", strconv.FormatInt(exp, 10))
+				}
+				setup = append(setup, set)
+			}
+		}
+		if nb > 0 {
+			mode := 1 + r.IntN(2)
+			id := fmt.Sprint("r", seed)
+			oldArgs[3], oldArgs[4], oldArgs[5] = strconv.Itoa(mode), id, strconv.FormatInt(nowMs+900_000, 10)
+			copy(newArgs[3:6], oldArgs[3:6])
+			keys = append(keys, l.ledgerKey("a"), l.ledgerHash("a"))
+			setup = append(setup, []string{"ZADD", l.ledgerKey("a"), "5", "other"}, []string{"HSET", l.ledgerHash("a"), "other", "1"})
+			if mode == 2 {
+				keys = append(keys, l.seededKey("a"))
+				if r.IntN(5) > 0 {
+					setup = append(setup, []string{"SET", l.seededKey("a"), "1"})
+				}
+			}
+		}
+		var replies [2][]int64
+		var states [2]map[string]keyState
+		for run := range 2 {
+			deleteMatching(c, prefix+"*")
+			for _, cmd := range setup {
+				do(cmd...)
+			}
+			s, args := &before, oldArgs
+			if run == 1 {
+				s, args = &l.admit, newArgs
+			}
+			out, err := l.run(ctx, s, keys, args).AsIntSlice()
+			if err != nil {
+				t.Fatalf("seed %d, run %d: %v", seed, run, err)
+			}
+			replies[run] = out
+			states[run] = snapshot(t, c, prefix)
+		}
+		// The reply before, in the layout of now: per bucket the reset
+		// only, what is left checked against Go's figure.
+		was := replies[0]
+		if len(was) > 1 {
+			if was[0] == 0 {
+				refused++
+			}
+			for i := range nr {
+				if left := rateRemaining(was[4+2*i], lims[i]); left != was[3+2*i] {
+					t.Errorf("seed %d: bucket %d has %d left, Go makes it %d", seed, i, was[3+2*i], left)
+				}
+			}
+			conv := append([]int64{}, was[:3]...)
+			for i := range nr {
+				conv = append(conv, was[4+2*i])
+			}
+			was = append(conv, was[3+2*nr:]...)
+		}
+		if !slices.Equal(was, replies[1]) {
+			t.Errorf("seed %d: answered %v, want %v (before: %v)", seed, replies[1], was, replies[0])
+		}
+		if len(states[0]) != len(states[1]) {
+			t.Errorf("seed %d: %d keys before, %d now", seed, len(states[0]), len(states[1]))
+		}
+		for k, want := range states[0] {
+			got, ok := states[1][k]
+			if !ok || got.value != want.value || (got.pttl < 0) != (want.pttl < 0) || got.pttl > want.pttl+100 || got.pttl < want.pttl-100 {
+				t.Errorf("seed %d: %s: %+v, want %+v", seed, k, got, want)
+			}
+		}
+	}
+	if refused < 30 {
+		t.Errorf("only %d of the admissions refused: the cases miss refusals", refused)
 	}
 }
