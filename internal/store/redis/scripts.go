@@ -24,8 +24,8 @@ package redis
 // TTL is relative, so Redis's own clock does not matter. A budget
 // counter holds micro-dollars spent and reserved; its expiry is set when
 // the admission creates it and never changes after (the key names the
-// period it counts; the lease and seed scripts, the only others that
-// create a counter, set the same expiry). An admitted request
+// period it counts; the lease, seed and carry scripts, the only others
+// that create a counter, set the same expiry). An admitted request
 // with budgets is written to the ledger (member: its id, score: its
 // deadline; the hash: its cost and counters), so a reservation its
 // replica never settles (a crash) is released by sweepScript, and a
