@@ -124,10 +124,11 @@ return out
 //	      × window / limit, floored)
 //	      then per budget counter: micro-dollars to add when every
 //	      reservation is still in its ledger (the sum of their deltas)
-//	      then per ledger: n, the ids of its n reservations, then per
-//	      reservation: 'extra,counter,counter…' (what to add to each of
-//	      its counters, 1-based among the nc, when the ledger no longer
-//	      holds it: actual − delta, its estimate)
+//	      then per ledger: n, the ids of its n reservations, then one
+//	      'extra,counter,counter…;extra,counter…' with a part per
+//	      reservation: what to add to each of its counters (1-based
+//	      among the nc) when the ledger no longer holds it: actual −
+//	      delta, its estimate
 //
 // A token bucket's refunds and charges are summed over the batch by the
 // caller; the refund is applied first, the order that leaves the bucket
@@ -146,7 +147,8 @@ return out
 // reservations out of its hash (in slices of 1000: Lua's unpack is
 // bounded); the counters' sums, right when every reservation is still
 // held, go to INCRBY as the caller wrote them, and a reservation's own
-// figures are read only when its ledger no longer holds it. Whether it
+// figures (one argument for the whole ledger, not one each) are read
+// only when its ledger no longer holds it. Whether it
 // does is ZREM's answer, one call per reservation: ZMSCORE would answer
 // for all at once but formats every score as a float, which costs Redis
 // 7.0 more than the calls; one ZREM of them all would only count them.
@@ -207,22 +209,33 @@ local extra
 for g = 1, ng do
   local n = ARGV[q] + 0
   local zk = KEYS[ledgers + 2 * g - 1]
+  local missed
   for r = 1, n do
     if redis.call('ZREM', zk, ARGV[q + r]) == 0 then
-      extra = extra or {}
-      local e
-      for part in string.gmatch(ARGV[q + n + r], '[^,]+') do
-        if e then
-          local j = part + 0
-          extra[j] = (extra[j] or 0) + e
-        else
-          e = part + 0
+      missed = missed or {}
+      missed[r] = true
+    end
+  end
+  if missed then
+    extra = extra or {}
+    local r = 0
+    for desc in string.gmatch(ARGV[q + n + 1], '[^;]+') do
+      r = r + 1
+      if missed[r] then
+        local e
+        for part in string.gmatch(desc, '[^,]+') do
+          if e then
+            local j = part + 0
+            extra[j] = (extra[j] or 0) + e
+          else
+            e = part + 0
+          end
         end
       end
     end
   end
   run('HDEL', KEYS[ledgers + 2 * g], ARGV, q + 1, q + n)
-  q = q + 1 + 2 * n
+  q = q + 2 + n
 end
 for j = 1, nc do
   if vals[nt + j] then

@@ -374,7 +374,7 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 		}
 	}
 	c.keys = slices.Grow(c.keys, len(buckets)+len(counters)+2*len(ledgers))
-	c.args = make([]string, 0, 5+2*len(buckets)+len(counters)+len(ledgers)+2*len(order))
+	c.args = make([]string, 0, 5+2*len(buckets)+len(counters)+2*len(ledgers)+len(order))
 	c.args = append(c.args, now, strconv.Itoa(markerTTL), strconv.Itoa(len(buckets)), strconv.Itoa(len(counters)), strconv.Itoa(len(ledgers)))
 	for _, b := range buckets {
 		c.keys = append(c.keys, b.key)
@@ -385,31 +385,37 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 		c.args = append(c.args, strconv.FormatInt(s, 10))
 	}
 	// Per ledger: its reservations' ids, then what each adds to which
-	// counters when the ledger no longer holds it ("extra,pos,pos…"); the
-	// latter all written into one buffer, in the order they go out, and
-	// cut from one string.
+	// counters when the ledger no longer holds it, in one argument
+	// ("extra,pos,pos;extra,pos…"); those of all ledgers written into one
+	// buffer and cut from one string.
 	var buf []byte
-	ends := make([]int, len(order))
-	for x, i := range order {
-		j := &jobs[i]
-		buf = strconv.AppendInt(buf, j.full-j.delta, 10)
-		for _, k := range j.budgets {
-			buf = append(buf, ',')
-			buf = strconv.AppendInt(buf, int64(pos[k]), 10)
+	ends := make([]int, len(ledgers))
+	x := 0
+	for g := range ledgers {
+		for n, i := range order[x : x+count[g]] {
+			if n > 0 {
+				buf = append(buf, ';')
+			}
+			j := &jobs[i]
+			buf = strconv.AppendInt(buf, j.full-j.delta, 10)
+			for _, k := range j.budgets {
+				buf = append(buf, ',')
+				buf = strconv.AppendInt(buf, int64(pos[k]), 10)
+			}
 		}
-		ends[x] = len(buf)
+		ends[g] = len(buf)
+		x += count[g]
 	}
-	all, from, x := string(buf), 0, 0
+	all, from := string(buf), 0
+	x = 0
 	for g, tag := range ledgers {
 		c.keys = append(c.keys, l.ledgerKey(tag), l.ledgerHash(tag))
 		c.args = append(c.args, strconv.Itoa(count[g]))
 		for _, i := range order[x : x+count[g]] {
 			c.args = append(c.args, jobs[i].id)
 		}
-		for _, end := range ends[x : x+count[g]] {
-			c.args = append(c.args, all[from:end])
-			from = end
-		}
+		c.args = append(c.args, all[from:ends[g]])
+		from = ends[g]
 		x += count[g]
 	}
 	return c
