@@ -7,14 +7,18 @@ package redis
 // admitScript checks every counter of one request and reserves in all of
 // them or none.
 //
-//	KEYS  rate buckets (nr of them), then budget counters, then with
-//	      budgets the reservation ledger (a sorted set and a hash) and,
-//	      when the counters have a durable record, the tag's seeded marker
+//	KEYS  rate buckets (nr of them), then budget counters, then, when
+//	      the counters have a durable record, the tag's seeded marker,
+//	      then with budgets the reservation ledger (a sorted set and a
+//	      hash)
 //	ARGV  1 now (µs)  2 nr  3 window (µs)  4 ledger: 0 none, 1 ledger,
 //	      2 ledger and marker  5 reservation id  6 its deadline (ms)
 //	      7 the request's cost (micro-dollars)
 //	      then per rate bucket:    increment (µs: cost × window / limit,
-//	                               floored)
+//	                               floored), then its arrival time and
+//	                               TTL (ms) if it is behind now (now +
+//	                               increment, and that less now in ms,
+//	                               rounded up, + 1000)
 //	      then per budget counter: threshold (limit − cost: refused when
 //	                               the counter holds more), expire-at (ms,
 //	                               0 = never)
@@ -32,13 +36,14 @@ package redis
 // settle knows whether its reservation is still counted.
 //
 // The script is the Redis CPU of every cluster-mode request, so it keeps
-// that small: one MGET reads every counter and the marker (the ledger's
-// keys among them read as nil: MGET skips what is not a string), INCRBY's
-// reply is the budget's figure, the caller does the arithmetic that needs
-// no counter (the increments, the thresholds, what a bucket has left),
-// numbers are coerced with '+ 0' (tonumber parses a string twice) and
-// sent to Redis as strings already made (ARGV) or with '%d' (Redis
-// formats a Lua number with '%.17g', at many times the cost).
+// that small: one MGET reads every counter and the marker, INCRBY's reply
+// is the budget's figure, the caller does the arithmetic that needs no
+// counter (the increments, the thresholds, what a bucket has left, a
+// bucket's new arrival time and TTL when it was behind now, the usual
+// case below the limit), numbers are coerced with '+ 0' (tonumber parses
+// a string twice) and sent to Redis as strings already made (ARGV) or
+// with '%d' (Redis formats a Lua number with '%.17g', at many times the
+// cost; '%d' still costs a few thousand instructions a number).
 //
 // Reply: {allowed, refused (1-based index into KEYS, 0), retry-after (µs),
 // then per rate bucket: its arrival time less now (µs: the reset; the
@@ -52,14 +57,16 @@ local now = ARGV[1] + 0
 local nr = ARGV[2] + 0
 local window = ARGV[3] + 0
 local mode = ARGV[4]
-local nb = #KEYS - nr
-if mode == '1' then nb = nb - 2 elseif mode == '2' then nb = nb - 3 end
-local vals = redis.call('MGET', unpack(KEYS))
-if mode == '2' and not vals[#KEYS] then return {-1} end
+local nc = #KEYS
+if mode ~= '0' then nc = nc - 2 end
+local nb = nc - nr
+if mode == '2' then nb = nb - 1 end
+local vals = redis.call('MGET', unpack(KEYS, 1, nc))
+if mode == '2' and not vals[nc] then return {-1} end
 local refused, retry, refusedBudget, refusedLarge = 0, 0, false, false
 local out = {1, 0, 0}
 for i = 1, nr do
-  local inc = ARGV[7 + i] + 0
+  local inc = ARGV[5 + 3 * i] + 0
   local tat = now
   local v = vals[i]
   if v then
@@ -77,7 +84,7 @@ for i = 1, nr do
   end
   out[3 + i] = tat
 end
-local base = 7 + nr
+local base = 7 + 3 * nr
 for j = 1, nb do
   local v = vals[nr + j]
   local used = 0
@@ -90,7 +97,12 @@ end
 if refused == 0 then
   for i = 1, nr do
     local tat = out[3 + i]
-    redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
+    local a = 5 + 3 * i
+    if tat - now == ARGV[a] + 0 then
+      redis.call('SET', KEYS[i], ARGV[a + 1], 'PX', ARGV[a + 2])
+    else
+      redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
+    end
   end
   local cost = ARGV[7]
   for j = 1, nb do
@@ -102,8 +114,8 @@ if refused == 0 then
     end
   end
   if mode ~= '0' then
-    redis.call('ZADD', KEYS[nr + nb + 1], ARGV[6], ARGV[5])
-    redis.call('HSET', KEYS[nr + nb + 2], ARGV[5], cost .. '\31' .. table.concat(KEYS, '\31', nr + 1, nr + nb))
+    redis.call('ZADD', KEYS[nc + 1], ARGV[6], ARGV[5])
+    redis.call('HSET', KEYS[nc + 2], ARGV[5], cost .. '\31' .. table.concat(KEYS, '\31', nr + 1, nr + nb))
   end
 else
   out[1], out[2], out[3] = 0, refused, retry

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -95,6 +96,10 @@ func TestAdmitCountersExact(t *testing.T) {
 	}
 	if want := strconv.FormatInt(at.UnixMicro()+inc, 10); v != want {
 		t.Errorf("token bucket holds %s, want %s", v, want)
+	}
+	// Its TTL: a second past its arrival time, which is inc ahead.
+	if ttl, err := c.Do(ctx, c.B().Pttl().Key(l.rateKey("x", "rt", limit.ScopeKey, "k")).Build()).AsInt64(); err != nil || ttl > 26_715 || ttl < 26_615 {
+		t.Errorf("token bucket's TTL %d ms (%v), want 26715", ttl, err)
 	}
 	if d.Tokens.Reset != time.Duration(inc)*time.Microsecond || d.Tokens.Remaining != rateRemaining(inc, 7) || d.Tokens.Remaining != 4 {
 		t.Errorf("tokens quota %+v, want reset %d µs, remaining 4", d.Tokens, inc)
@@ -254,7 +259,7 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 			nr = 1
 		}
 		var setup [][]string
-		var keys []string
+		var keys, newKeys []string // the marker comes before the ledger now
 		oldArgs := []string{strconv.FormatInt(now, 10), strconv.Itoa(nr), strconv.FormatInt(window, 10), "0", "", ""}
 		newArgs := make([]string, 7)
 		copy(newArgs, oldArgs)
@@ -267,7 +272,12 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 			lim, units := rateLimits[r.IntN(len(rateLimits))], tokens[r.IntN(len(tokens))]
 			lims = append(lims, lim)
 			oldArgs = append(oldArgs, strconv.FormatInt(lim, 10), strconv.FormatInt(units, 10))
-			newArgs = append(newArgs, rateIncrement(units, lim))
+			inc := rateMicros(units, lim)
+			newArgs = append(newArgs, rateIncrement(units, lim), "0", "0")
+			if inc <= float64(window) {
+				newArgs[len(newArgs)-2] = strconv.FormatInt(now+int64(inc), 10)
+				newArgs[len(newArgs)-1] = strconv.FormatInt(int64(math.Ceil(inc/1000))+1000, 10)
+			}
 			switch r.IntN(3) {
 			case 1:
 				setup = append(setup, []string{"SET", k, strconv.FormatInt(now-r.Int64N(window), 10), "PX", "5000"})
@@ -309,14 +319,19 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 			id := fmt.Sprint("r", seed)
 			oldArgs[3], oldArgs[4], oldArgs[5] = strconv.Itoa(mode), id, strconv.FormatInt(nowMs+900_000, 10)
 			copy(newArgs[3:6], oldArgs[3:6])
+			newKeys = append(newKeys, keys...)
 			keys = append(keys, l.ledgerKey("a"), l.ledgerHash("a"))
 			setup = append(setup, []string{"ZADD", l.ledgerKey("a"), "5", "other"}, []string{"HSET", l.ledgerHash("a"), "other", "1"})
 			if mode == 2 {
 				keys = append(keys, l.seededKey("a"))
+				newKeys = append(newKeys, l.seededKey("a"))
 				if r.IntN(5) > 0 {
 					setup = append(setup, []string{"SET", l.seededKey("a"), "1"})
 				}
 			}
+			newKeys = append(newKeys, l.ledgerKey("a"), l.ledgerHash("a"))
+		} else {
+			newKeys = keys
 		}
 		var replies [2][]int64
 		var states [2]map[string]keyState
@@ -325,11 +340,11 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 			for _, cmd := range setup {
 				do(cmd...)
 			}
-			s, args := &before, oldArgs
+			s, ks, args := &before, keys, oldArgs
 			if run == 1 {
-				s, args = &l.admit, newArgs
+				s, ks, args = &l.admit, newKeys, newArgs
 			}
-			out, err := l.run(ctx, s, keys, args).AsIntSlice()
+			out, err := l.run(ctx, s, ks, args).AsIntSlice()
 			if err != nil {
 				t.Fatalf("seed %d, run %d: %v", seed, run, err)
 			}
