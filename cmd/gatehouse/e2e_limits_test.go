@@ -465,7 +465,7 @@ func TestLimitsOneRedisCommandPerRequest(t *testing.T) {
 		switch cmd {
 		case "info", "ping", "hello", "client|setinfo", "client|setname", "client", "cluster|slots":
 			continue // this test's own probe and the client library's connection upkeep
-		case "get", "set", "incrby", "pexpireat", "exists", "del":
+		case "get", "mget", "set", "incrby", "pexpireat", "exists", "del":
 			continue // run inside the scripts: Redis counts them too, but they cost no round trip
 		case "evalsha":
 			admission.Store(d)

@@ -73,6 +73,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,10 +356,15 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	n := 2*len(a.Rates) + len(a.Budgets)
 	keys := make([]string, 0, n+3)
 	refs := make([]ref, 0, n)
-	args := make([]string, 6, 6+3*n)
-	args[0] = strconv.FormatInt(now.UnixMicro(), 10)
-	args[2] = strconv.FormatInt(window, 10)
+	args := make([]string, 7, 7+3*n)
+	// The numbers are written into one buffer and cut from one string
+	// at the end: one allocation for all of them.
+	var nums numArgs
+	nowMicros := now.UnixMicro()
+	nums.set(args, 0, nowMicros)
+	nums.set(args, 2, window)
 	args[3] = "0"
+	nums.set(args, 6, int64(a.Cost))
 	id := l.newID()
 	add := func(k string, r ref) bool {
 		for _, have := range keys {
@@ -370,12 +376,24 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		refs = append(refs, r)
 		return true
 	}
+	rate := func(units, limit int64) {
+		inc := rateMicros(units, limit)
+		args = append(args, "", "0", "0")
+		nums.setFloat(args, len(args)-3, inc)
+		if inc > float64(window) {
+			return // refused whatever the bucket holds: never written
+		}
+		// The bucket's arrival time and TTL when it is behind now, as
+		// the script would work them out in doubles.
+		nums.setFloat(args, len(args)-2, float64(nowMicros)+inc)
+		nums.setFloat(args, len(args)-1, math.Ceil(inc/1000)+1000)
+	}
 	for i, r := range a.Rates {
 		if r.RPM > 0 && add(l.rateKey(tag, "rq", r.Scope, r.ID), ref{kind: limit.KindRequests, src: i, limit: r.RPM, cost: 1}) {
-			args = append(args, strconv.FormatInt(r.RPM, 10), "1")
+			rate(1, r.RPM)
 		}
 		if r.TPM > 0 && add(l.rateKey(tag, "rt", r.Scope, r.ID), ref{kind: limit.KindTokens, src: i, limit: r.TPM, cost: a.Tokens}) {
-			args = append(args, strconv.FormatInt(r.TPM, 10), strconv.FormatInt(a.Tokens, 10))
+			rate(a.Tokens, r.TPM)
 		}
 	}
 	nr := len(keys)
@@ -388,7 +406,9 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 			exp = end.Add(budgetGrace).UnixMilli()
 		}
 		if add(l.budgetKey(tag, b, start), ref{kind: limit.KindBudget, src: i, limit: int64(b.Limit), cost: int64(a.Cost), end: end}) {
-			args = append(args, strconv.FormatInt(int64(b.Limit), 10), strconv.FormatInt(int64(a.Cost), 10), strconv.FormatInt(exp, 10))
+			args = append(args, "", "")
+			nums.set(args, len(args)-2, int64(b.Limit)-int64(a.Cost))
+			nums.set(args, len(args)-1, exp)
 		}
 	}
 	if len(keys) == 0 {
@@ -402,13 +422,14 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 			return limit.Decision{}, err
 		}
 		args[3], args[4] = "1", id
-		args[5] = strconv.FormatInt(now.Add(l.reservationTTL).UnixMilli(), 10)
-		keys = append(keys, l.ledgerKey(tag), l.ledgerHash(tag))
+		nums.set(args, 5, now.Add(l.reservationTTL).UnixMilli())
 		if l.store != nil {
 			args[3] = "2"
 			keys = append(keys, l.seededKey(tag))
 		}
+		keys = append(keys, l.ledgerKey(tag), l.ledgerHash(tag))
 	}
+	nums.fill(args)
 
 	out, err := l.admitOnce(ctx, keys, args)
 	if err == nil && len(out) == 1 && out[0] == -1 {
@@ -427,13 +448,14 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		}
 		return limit.Decision{}, err
 	}
-	if want := 3 + 2*nr + nb; len(out) != want {
+	if want := 3 + nr + nb; len(out) != want {
 		return limit.Decision{}, fmt.Errorf("redis: admit: %w: reply of %d values, want %d", limit.ErrUnavailable, len(out), want)
 	}
 
 	var d limit.Decision
 	for i := range nr {
-		q := limit.Quota{Limit: refs[i].limit, Remaining: out[3+2*i], Reset: time.Duration(out[4+2*i]) * time.Microsecond}
+		used := out[3+i]
+		q := limit.Quota{Limit: refs[i].limit, Remaining: rateRemaining(used, refs[i].limit), Reset: time.Duration(used) * time.Microsecond}
 		p := &d.Requests
 		if refs[i].kind == limit.KindTokens {
 			p = &d.Tokens
@@ -442,7 +464,7 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 			*p = q
 		}
 	}
-	for j, used := range out[3+2*nr:] {
+	for j, used := range out[3+nr:] {
 		d.NoteBudget(refs[nr+j].limit, used)
 	}
 	if out[0] == 1 {
@@ -467,6 +489,78 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		d.RetryAfter = time.Duration(out[2]) * time.Microsecond
 	}
 	return d, nil
+}
+
+// rateMicros is how far units move a rate bucket's arrival time (µs,
+// floored) under a limit of limit a window. It is computed in doubles,
+// as the scripts did before this moved out of Redis, so the buckets move
+// exactly as before.
+func rateMicros(units, limit int64) float64 {
+	return math.Floor(float64(units) * float64(window) / float64(limit))
+}
+
+// rateIncrement is rateMicros as a script argument.
+func rateIncrement(units, limit int64) string {
+	return string(appendFloat(nil, rateMicros(units, limit)))
+}
+
+// appendFloat appends an integral double as Lua reads it back unchanged:
+// its digits, below 2^53; past it (only a request too large for its
+// limit gets there), the shortest form that is the same double.
+func appendFloat(b []byte, f float64) []byte {
+	if math.Abs(f) < 1<<53 {
+		return strconv.AppendInt(b, int64(f), 10)
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
+
+// numArgs writes a script call's numeric arguments into one buffer, and
+// fill cuts them from one string: one allocation for all of them, where
+// strconv makes one a number, on every admission. It lives on the
+// caller's stack (fixed arrays: a slice grown through a pointer would
+// move to the heap); a number that does not fit gets its own string.
+type numArgs struct {
+	buf      [400]byte
+	used, n  int
+	at, ends [48]int // each number's index in args and its end in buf
+}
+
+// set writes v as args[i].
+func (n *numArgs) set(args []string, i int, v int64) {
+	if n.n == len(n.at) || n.used+20 > len(n.buf) {
+		args[i] = strconv.FormatInt(v, 10)
+		return
+	}
+	n.used += len(strconv.AppendInt(n.buf[n.used:n.used], v, 10))
+	n.at[n.n], n.ends[n.n] = i, n.used
+	n.n++
+}
+
+// setFloat writes f, integral, as args[i] (appendFloat).
+func (n *numArgs) setFloat(args []string, i int, f float64) {
+	if math.Abs(f) < 1<<53 {
+		n.set(args, i, int64(f))
+		return
+	}
+	args[i] = string(appendFloat(nil, f))
+}
+
+// fill puts the numbers written into the buffer in their places in args.
+func (n *numArgs) fill(args []string) {
+	s, from := string(n.buf[:n.used]), 0
+	for k, i := range n.at[:n.n] {
+		args[i] = s[from:n.ends[k]]
+		from = n.ends[k]
+	}
+}
+
+// rateRemaining is what a rate bucket whose arrival time is used µs
+// ahead of now has left, computed in doubles as the script did.
+func rateRemaining(used, limit int64) int64 {
+	if used >= window {
+		return 0
+	}
+	return int64(math.Floor(float64(window-used) * float64(limit) / float64(window)))
 }
 
 // releaseAdmission undoes, through the settle queue, an admission whose

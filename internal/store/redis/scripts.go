@@ -7,99 +7,120 @@ package redis
 // admitScript checks every counter of one request and reserves in all of
 // them or none.
 //
-//	KEYS  rate buckets (nr of them), then budget counters, then with
-//	      budgets the reservation ledger (a sorted set and a hash) and,
-//	      when the counters have a durable record, the tag's seeded marker
+//	KEYS  rate buckets (nr of them), then budget counters, then, when
+//	      the counters have a durable record, the tag's seeded marker,
+//	      then with budgets the reservation ledger (a sorted set and a
+//	      hash)
 //	ARGV  1 now (µs)  2 nr  3 window (µs)  4 ledger: 0 none, 1 ledger,
 //	      2 ledger and marker  5 reservation id  6 its deadline (ms)
-//	      then per rate bucket:    limit, cost
-//	      then per budget counter: limit, cost, expire-at (ms, 0 = never)
+//	      7 the request's cost (micro-dollars)
+//	      then per rate bucket:    increment (µs: cost × window / limit,
+//	                               floored), then its arrival time and
+//	                               TTL (ms) if it is behind now (now +
+//	                               increment, and that less now in ms,
+//	                               rounded up, + 1000)
+//	      then per budget counter: threshold (limit − cost: refused when
+//	                               the counter holds more), expire-at (ms,
+//	                               0 = never)
 //
 // A rate bucket holds its GCRA theoretical arrival time (µs) and expires
 // a second after that time passes (an absent bucket is a full one); the
 // TTL is relative, so Redis's own clock does not matter. A budget
-// counter holds micro-dollars spent and reserved. An admitted request
+// counter holds micro-dollars spent and reserved; its expiry is set when
+// the admission creates it and never changes after (the key names the
+// period it counts; the lease, seed and carry scripts, the only others
+// that create a counter, set the same expiry). An admitted request
 // with budgets is written to the ledger (member: its id, score: its
 // deadline; the hash: its cost and counters), so a reservation its
 // replica never settles (a crash) is released by sweepScript, and a
 // settle knows whether its reservation is still counted.
 //
+// The script is the Redis CPU of every cluster-mode request, so it keeps
+// that small: one MGET reads every counter and the marker, INCRBY's reply
+// is the budget's figure, the caller does the arithmetic that needs no
+// counter (the increments, the thresholds, what a bucket has left, a
+// bucket's new arrival time and TTL when it was behind now, the usual
+// case below the limit), numbers are coerced with '+ 0' (tonumber parses
+// a string twice) and sent to Redis as strings already made (ARGV) or
+// with '%d' (Redis formats a Lua number with '%.17g', at many times the
+// cost; '%d' still costs a few thousand instructions a number).
+//
 // Reply: {allowed, refused (1-based index into KEYS, 0), retry-after (µs),
-// then per rate bucket: remaining, reset (µs), then per budget counter:
+// then per rate bucket: its arrival time less now (µs: the reset; the
+// caller works out what is left from it), then per budget counter:
 // micro-dollars spent and reserved after this admission}; or {-1} when
 // the seeded marker is missing: Redis lost the tag's counters, which
 // must be rebuilt from the durable record before anything is admitted
 // against them.
 const admitScript = `
-local now = tonumber(ARGV[1])
-local nr = tonumber(ARGV[2])
-local window = tonumber(ARGV[3])
-local mode = tonumber(ARGV[4])
-local extra = 0
-if mode == 1 then extra = 2 elseif mode == 2 then extra = 3 end
-local nb = #KEYS - nr - extra
-if mode == 2 and redis.call('EXISTS', KEYS[#KEYS]) == 0 then return {-1} end
+local now = ARGV[1] + 0
+local nr = ARGV[2] + 0
+local window = ARGV[3] + 0
+local mode = ARGV[4]
+local nc = #KEYS
+if mode ~= '0' then nc = nc - 2 end
+local nb = nc - nr
+if mode == '2' then nb = nb - 1 end
+local vals = redis.call('MGET', unpack(KEYS, 1, nc))
+if mode == '2' and not vals[nc] then return {-1} end
 local refused, retry, refusedBudget, refusedLarge = 0, 0, false, false
-local tats = {}
 local out = {1, 0, 0}
 for i = 1, nr do
-  local limit = tonumber(ARGV[5 + 2 * i])
-  local cost = tonumber(ARGV[6 + 2 * i])
-  local v = redis.call('GET', KEYS[i])
+  local inc = ARGV[5 + 3 * i] + 0
   local tat = now
-  if v then tat = math.max(tonumber(v), now) end
-  local inc = math.floor(cost * window / limit)
+  local v = vals[i]
+  if v then
+    v = v + 0
+    if v > now then tat = v end
+  end
   local wait = tat + inc - now - window
   if wait > 0 then
     if refused == 0 or (not refusedLarge and (inc > window or wait > retry)) then
       refused, retry, refusedLarge = i, wait, inc > window
       if refusedLarge then retry = 0 end
     end
-    tats[i] = tat
   else
-    tats[i] = tat + inc
+    tat = tat + inc
   end
+  out[3 + i] = tat
 end
-local base = 6 + 2 * nr
+local base = 7 + 3 * nr
 for j = 1, nb do
-  local limit = tonumber(ARGV[base + 3 * j - 2])
-  local cost = tonumber(ARGV[base + 3 * j - 1])
-  local used = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
-  if used + cost > limit and not refusedBudget then
+  local v = vals[nr + j]
+  local used = 0
+  if v then used = v + 0 end
+  out[3 + nr + j] = used
+  if not refusedBudget and used > ARGV[base + 2 * j - 1] + 0 then
     refused, retry, refusedBudget = nr + j, 0, true
   end
 end
 if refused == 0 then
   for i = 1, nr do
-    redis.call('SET', KEYS[i], string.format('%d', tats[i]), 'PX', math.ceil((tats[i] - now) / 1000) + 1000)
+    local tat = out[3 + i]
+    local a = 5 + 3 * i
+    if tat - now == ARGV[a] + 0 then
+      redis.call('SET', KEYS[i], ARGV[a + 1], 'PX', ARGV[a + 2])
+    else
+      redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
+    end
   end
-  local counters = {}
-  local cost = 0
+  local cost = ARGV[7]
   for j = 1, nb do
-    cost = tonumber(ARGV[base + 3 * j - 1])
-    local exp = tonumber(ARGV[base + 3 * j])
-    redis.call('INCRBY', KEYS[nr + j], cost)
-    if exp > 0 then redis.call('PEXPIREAT', KEYS[nr + j], exp) end
-    counters[#counters + 1] = KEYS[nr + j]
+    local k = KEYS[nr + j]
+    out[3 + nr + j] = redis.call('INCRBY', k, cost)
+    if not vals[nr + j] then
+      local exp = ARGV[base + 2 * j]
+      if exp ~= '0' then redis.call('PEXPIREAT', k, exp) end
+    end
   end
-  if mode > 0 then
-    redis.call('ZADD', KEYS[nr + nb + 1], tonumber(ARGV[6]), ARGV[5])
-    redis.call('HSET', KEYS[nr + nb + 2], ARGV[5], cost .. '\31' .. table.concat(counters, '\31'))
+  if mode ~= '0' then
+    redis.call('ZADD', KEYS[nc + 1], ARGV[6], ARGV[5])
+    redis.call('HSET', KEYS[nc + 2], ARGV[5], cost .. '\31' .. table.concat(KEYS, '\31', nr + 1, nr + nb))
   end
 else
   out[1], out[2], out[3] = 0, refused, retry
 end
-for i = 1, nr do
-  local limit = tonumber(ARGV[5 + 2 * i])
-  local used = tats[i] - now
-  local rem = 0
-  if used < window then rem = math.floor((window - used) * limit / window) end
-  out[#out + 1] = rem
-  out[#out + 1] = used
-end
-for j = 1, nb do
-  out[#out + 1] = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
-end
+for i = 1, nr do out[3 + i] = out[3 + i] - now end
 return out
 `
 
@@ -107,14 +128,19 @@ return out
 // difference between what each reserved and what it used — in one call,
 // once per batch.
 //
-//	KEYS  1 the batch's settled marker, then every counter and ledger key
-//	      the batch touches, each once
-//	ARGV  1 now (µs)  2 window (µs)  3 marker TTL (s)  4 nt  5 nr
-//	      then per token bucket (nt): key index, limit, tokens to refund,
-//	      tokens to charge
-//	      then per reservation (nr): index of its ledger's sorted set, of
-//	      its hash, its id, nb, then per budget counter (nb): key index,
-//	      delta micro-dollars, actual micro-dollars
+//	KEYS  1 the batch's settled marker, then the token buckets (nt), then
+//	      the budget counters (nc), then per ledger (ng): its sorted set
+//	      and its hash
+//	ARGV  1 now (µs)  2 marker TTL (s)  3 nt  4 nc  5 ng
+//	      then per token bucket: refund, charge (µs of the bucket: tokens
+//	      × window / limit, floored)
+//	      then per budget counter: micro-dollars to add when every
+//	      reservation is still in its ledger (the sum of their deltas)
+//	      then per ledger: n, the ids of its n reservations, then one
+//	      'extra,counter,counter…;extra,counter…' with a part per
+//	      reservation: what to add to each of its counters (1-based
+//	      among the nc) when the ledger no longer holds it: actual −
+//	      delta, its estimate
 //
 // A token bucket's refunds and charges are summed over the batch by the
 // caller; the refund is applied first, the order that leaves the bucket
@@ -128,61 +154,110 @@ return out
 // added whole. The budget amounts are summed per counter, and a counter
 // that expired or was lost is not recreated.
 //
+// As for admitScript, Redis's CPU is what this saves: one MGET reads the
+// buckets and counters; one HDEL per ledger takes the whole batch's
+// reservations out of its hash (in slices of 1000: Lua's unpack is
+// bounded); the counters' sums, right when every reservation is still
+// held, go to INCRBY as the caller wrote them, and a reservation's own
+// figures (one argument for the whole ledger, not one each) are read
+// only when its ledger no longer holds it. Whether it
+// does is ZREM's answer, one call per reservation: ZMSCORE would answer
+// for all at once but formats every score as a float, which costs Redis
+// 7.0 more than the calls; one ZREM of them all would only count them.
+//
 // Returns 1, or 0 when the batch had been settled already (a retry after
 // a lost reply).
 const settleScript = `
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[3])) then return 0 end
-local now = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local nt = tonumber(ARGV[4])
-local nr = tonumber(ARGV[5])
-local p = 6
-for i = 1, nt do
-  local k = KEYS[tonumber(ARGV[p])]
-  local limit = tonumber(ARGV[p + 1])
-  local refund = tonumber(ARGV[p + 2])
-  local charge = tonumber(ARGV[p + 3])
-  p = p + 4
-  local v = redis.call('GET', k)
-  local tat
-  if v then
-    tat = tonumber(v) - math.floor(refund * window / limit)
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+local function run(cmd, key, t, from, to)
+  local r
+  while from <= to do
+    local last = math.min(to, from + 999)
+    local part
+    if key then
+      part = redis.call(cmd, key, unpack(t, from, last))
+    else
+      part = redis.call(cmd, unpack(t, from, last))
+    end
+    if type(part) == 'number' then
+      r = (r or 0) + part
+    elseif not r then
+      r = part
+    else
+      for k = 1, last - from + 1 do r[#r + 1] = part[k] end
+    end
+    from = last + 1
   end
+  return r
+end
+local now = ARGV[1] + 0
+local nt = ARGV[3] + 0
+local nc = ARGV[4] + 0
+local ng = ARGV[5] + 0
+local vals = {}
+if nt + nc > 0 then vals = run('MGET', nil, KEYS, 2, 1 + nt + nc) end
+for i = 1, nt do
+  local k = KEYS[1 + i]
+  local charge = ARGV[5 + 2 * i] + 0
+  local v = vals[i]
+  local tat
+  if v then tat = v - ARGV[4 + 2 * i] end
   if charge > 0 then
     if not tat or tat < now then tat = now end
-    tat = tat + math.floor(charge * window / limit)
+    tat = tat + charge
   end
   if tat then
     if tat <= now then
       redis.call('DEL', k)
     else
-      redis.call('SET', k, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
+      redis.call('SET', k, string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
     end
   end
 end
-local add = {}
-local order = {}
-for i = 1, nr do
-  local id = ARGV[p + 2]
-  local nb = tonumber(ARGV[p + 3])
-  local held = redis.call('ZREM', KEYS[tonumber(ARGV[p])], id)
-  redis.call('HDEL', KEYS[tonumber(ARGV[p + 1])], id)
-  p = p + 4
-  for j = 1, nb do
-    local ki = tonumber(ARGV[p])
-    local amount = tonumber(ARGV[p + 1])
-    if held == 0 then amount = tonumber(ARGV[p + 2]) end
-    p = p + 3
-    if not add[ki] then
-      add[ki] = 0
-      order[#order + 1] = ki
+local sums = 6 + 2 * nt
+local q = sums + nc
+local ledgers = 1 + nt + nc
+local extra
+for g = 1, ng do
+  local n = ARGV[q] + 0
+  local zk = KEYS[ledgers + 2 * g - 1]
+  local missed
+  for r = 1, n do
+    if redis.call('ZREM', zk, ARGV[q + r]) == 0 then
+      missed = missed or {}
+      missed[r] = true
     end
-    add[ki] = add[ki] + amount
   end
+  if missed then
+    extra = extra or {}
+    local r = 0
+    for desc in string.gmatch(ARGV[q + n + 1], '[^;]+') do
+      r = r + 1
+      if missed[r] then
+        local e
+        for part in string.gmatch(desc, '[^,]+') do
+          if e then
+            local j = part + 0
+            extra[j] = (extra[j] or 0) + e
+          else
+            e = part + 0
+          end
+        end
+      end
+    end
+  end
+  run('HDEL', KEYS[ledgers + 2 * g], ARGV, q + 1, q + n)
+  q = q + 2 + n
 end
-for _, ki in ipairs(order) do
-  if add[ki] ~= 0 and redis.call('EXISTS', KEYS[ki]) == 1 then
-    redis.call('INCRBY', KEYS[ki], add[ki])
+for j = 1, nc do
+  if vals[nt + j] then
+    local s = ARGV[sums + j - 1]
+    if extra and extra[j] then
+      local add = s + extra[j]
+      if add ~= 0 then redis.call('INCRBY', KEYS[1 + nt + j], string.format('%d', add)) end
+    elseif s ~= '0' then
+      redis.call('INCRBY', KEYS[1 + nt + j], s)
+    end
   end
 end
 return 1

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -41,17 +42,15 @@ type settleJob struct {
 	tag     string // the hash tag of every key below
 	id      string
 	tokens  []tokenDelta
-	budgets []budgetDelta
+	budgets []string // its budget counters' keys
+	// Micro-dollars, the same for each of its counters: actual minus
+	// estimate (while the ledger holds the reservation), and actual.
+	delta, full int64
 }
 
 type tokenDelta struct {
 	key          string
 	limit, delta int64 // delta: actual tokens minus the estimate
-}
-
-type budgetDelta struct {
-	key         string
-	delta, full int64 // micro-dollars: actual minus estimate, and actual
 }
 
 // SettleStats counts what the settle queue did, for the metrics.
@@ -134,23 +133,15 @@ func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settle
 		if l.spend != nil {
 			l.spend.Add(limit.BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
 		}
-		if k := l.budgetKey(job.tag, b, start); !hasBudget(job.budgets, k) {
-			job.budgets = append(job.budgets, budgetDelta{key: k, delta: int64(actual.Cost - a.Cost), full: int64(actual.Cost)})
+		if k := l.budgetKey(job.tag, b, start); !slices.Contains(job.budgets, k) {
+			job.budgets = append(job.budgets, k)
 		}
 	}
+	job.delta, job.full = int64(actual.Cost-a.Cost), int64(actual.Cost)
 	return job, len(job.tokens)+len(job.budgets) > 0
 }
 
 func hasToken(s []tokenDelta, k string) bool {
-	for _, d := range s {
-		if d.key == k {
-			return true
-		}
-	}
-	return false
-}
-
-func hasBudget(s []budgetDelta, k string) bool {
 	for _, d := range s {
 		if d.key == k {
 			return true
@@ -307,19 +298,13 @@ func (l *Limiter) settleCalls(batch []settleJob) []settleCall {
 	return calls
 }
 
-// settleCallOf is the script call for jobs, which share a slot.
+// settleCallOf is the script call for jobs, which share a slot. KEYS
+// hold each token bucket, budget counter and ledger once; a bucket's
+// refunds and charges and a counter's deltas are summed here, so the
+// script adds what the caller wrote unless a reservation has left its
+// ledger.
 func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 	c := settleCall{keys: []string{l.markerKey(jobs[0].tag, l.newBatchID())}, n: len(jobs)}
-	index := map[string]int{}
-	key := func(k string) string {
-		i, ok := index[k]
-		if !ok {
-			c.keys = append(c.keys, k)
-			i = len(c.keys) // Lua's KEYS count from 1
-			index[k] = i
-		}
-		return strconv.Itoa(i)
-	}
 	// Token buckets: refunds and charges summed per bucket.
 	type bucket struct {
 		key            string
@@ -343,22 +328,96 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 			}
 		}
 	}
-	c.args = append(c.args, now, strconv.FormatInt(window, 10), strconv.Itoa(markerTTL), strconv.Itoa(len(buckets)), "")
-	for _, b := range buckets {
-		c.args = append(c.args, key(b.key), strconv.FormatInt(b.limit, 10), strconv.FormatInt(b.refund, 10), strconv.FormatInt(b.charge, 10))
-	}
-	nr := 0
-	for _, j := range jobs {
+	// Budget counters (1-based positions among them) with their deltas
+	// summed, and the ledgers (tags) in the order they first come, with
+	// how many of the jobs each holds.
+	var counters, ledgers []string
+	var sums []int64
+	var count []int
+	pos := map[string]int{}
+	ledgerOf := map[string]int{}
+	for i := range jobs {
+		j := &jobs[i]
 		if len(j.budgets) == 0 {
 			continue
 		}
-		nr++
-		c.args = append(c.args, key(l.ledgerKey(j.tag)), key(l.ledgerHash(j.tag)), j.id, strconv.Itoa(len(j.budgets)))
-		for _, b := range j.budgets {
-			c.args = append(c.args, key(b.key), strconv.FormatInt(b.delta, 10), strconv.FormatInt(b.full, 10))
+		g, ok := ledgerOf[j.tag]
+		if !ok {
+			g = len(ledgers)
+			ledgerOf[j.tag] = g
+			ledgers = append(ledgers, j.tag)
+			count = append(count, 0)
+		}
+		count[g]++
+		for _, k := range j.budgets {
+			p, ok := pos[k]
+			if !ok {
+				counters = append(counters, k)
+				sums = append(sums, 0)
+				p = len(counters)
+				pos[k] = p
+			}
+			sums[p-1] += j.delta
 		}
 	}
-	c.args[4] = strconv.Itoa(nr)
+	// The jobs with budgets grouped by ledger, each group in batch order.
+	next := make([]int, len(ledgers)+1)
+	for g := range ledgers {
+		next[g+1] = next[g] + count[g]
+	}
+	order := make([]int, next[len(ledgers)])
+	for i := range jobs {
+		if len(jobs[i].budgets) > 0 {
+			g := ledgerOf[jobs[i].tag]
+			order[next[g]] = i
+			next[g]++
+		}
+	}
+	c.keys = slices.Grow(c.keys, len(buckets)+len(counters)+2*len(ledgers))
+	c.args = make([]string, 0, 5+2*len(buckets)+len(counters)+2*len(ledgers)+len(order))
+	c.args = append(c.args, now, strconv.Itoa(markerTTL), strconv.Itoa(len(buckets)), strconv.Itoa(len(counters)), strconv.Itoa(len(ledgers)))
+	for _, b := range buckets {
+		c.keys = append(c.keys, b.key)
+		c.args = append(c.args, rateIncrement(b.refund, b.limit), rateIncrement(b.charge, b.limit))
+	}
+	c.keys = append(c.keys, counters...)
+	for _, s := range sums {
+		c.args = append(c.args, strconv.FormatInt(s, 10))
+	}
+	// Per ledger: its reservations' ids, then what each adds to which
+	// counters when the ledger no longer holds it, in one argument
+	// ("extra,pos,pos;extra,pos…"); those of all ledgers written into one
+	// buffer and cut from one string.
+	var buf []byte
+	ends := make([]int, len(ledgers))
+	x := 0
+	for g := range ledgers {
+		for n, i := range order[x : x+count[g]] {
+			if n > 0 {
+				buf = append(buf, ';')
+			}
+			j := &jobs[i]
+			buf = strconv.AppendInt(buf, j.full-j.delta, 10)
+			for _, k := range j.budgets {
+				buf = append(buf, ',')
+				buf = strconv.AppendInt(buf, int64(pos[k]), 10)
+			}
+		}
+		ends[g] = len(buf)
+		x += count[g]
+	}
+	all, from := string(buf), 0
+	x = 0
+	for g, tag := range ledgers {
+		c.keys = append(c.keys, l.ledgerKey(tag), l.ledgerHash(tag))
+		c.args = append(c.args, strconv.Itoa(count[g]))
+		for _, i := range order[x : x+count[g]] {
+			c.args = append(c.args, jobs[i].id)
+		}
+		c.args = append(c.args, all[from:ends[g]])
+		from = ends[g]
+		x += count[g]
+	}
 	return c
 }
 
