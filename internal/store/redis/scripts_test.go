@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"gatehouse/internal/limit"
 )
 
@@ -241,12 +243,7 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 	prefix := testPrefix(t, c)
 	l := newLimiter(t, c, Options{Prefix: prefix, SweepEvery: -1})
 	before := newScript(admitScriptBefore)
-	do := func(cmd ...string) {
-		t.Helper()
-		if err := c.Do(ctx, c.B().Arbitrary(cmd[0]).Keys(cmd[1]).Args(cmd[2:]...).Build()).Error(); err != nil {
-			t.Fatal(cmd, err)
-		}
-	}
+	do := redisDo(t, c)
 	rateLimits := []int64{1, 3, 60, 100, 7_777, 1e6, 1 << 40}
 	tokens := []int64{0, 1, 2, 500, 100_000, 1e9}
 	refused := 0
@@ -384,5 +381,16 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 	}
 	if refused < 30 {
 		t.Errorf("only %d of the admissions refused: the cases miss refusals", refused)
+	}
+}
+
+// redisDo runs one command, its first argument a key, on c, failing the
+// test on an error: how the script tests set up and change Redis's state.
+func redisDo(t *testing.T, c rueidis.Client) func(cmd ...string) {
+	return func(cmd ...string) {
+		t.Helper()
+		if err := c.Do(context.Background(), c.B().Arbitrary(cmd[0]).Keys(cmd[1]).Args(cmd[2:]...).Build()).Error(); err != nil {
+			t.Fatal(cmd, err)
+		}
 	}
 }

@@ -305,29 +305,7 @@ func (l *Limiter) settleCalls(batch []settleJob) []settleCall {
 // ledger.
 func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 	c := settleCall{keys: []string{l.markerKey(jobs[0].tag, l.newBatchID())}, n: len(jobs)}
-	// Token buckets: refunds and charges summed per bucket.
-	type bucket struct {
-		key            string
-		limit          int64
-		refund, charge int64
-	}
-	var buckets []bucket
-	at := map[string]int{}
-	for _, j := range jobs {
-		for _, t := range j.tokens {
-			i, ok := at[t.key]
-			if !ok {
-				i = len(buckets)
-				at[t.key] = i
-				buckets = append(buckets, bucket{key: t.key, limit: t.limit})
-			}
-			if t.delta < 0 {
-				buckets[i].refund -= t.delta
-			} else {
-				buckets[i].charge += t.delta
-			}
-		}
-	}
+	buckets := tokenSums(jobs)
 	// Budget counters (1-based positions among them) with their deltas
 	// summed, and the ledgers (tags) in the order they first come, with
 	// how many of the jobs each holds.
@@ -429,4 +407,35 @@ func (l *Limiter) markerKey(tag, batch string) string {
 // newBatchID names a settle call, unique like a reservation's id.
 func (l *Limiter) newBatchID() string {
 	return l.idBase + "s" + strconv.FormatUint(l.ids.Add(1), 36)
+}
+
+// tokenBucket is what a batch of settles does to one token bucket: its
+// refunds and its charges, each summed over the batch.
+type tokenBucket struct {
+	key            string
+	limit          int64
+	refund, charge int64
+}
+
+// tokenSums sums the token settles of jobs per bucket, the buckets in the
+// order they first come.
+func tokenSums(jobs []settleJob) []tokenBucket {
+	var buckets []tokenBucket
+	at := map[string]int{}
+	for _, j := range jobs {
+		for _, t := range j.tokens {
+			i, ok := at[t.key]
+			if !ok {
+				i = len(buckets)
+				at[t.key] = i
+				buckets = append(buckets, tokenBucket{key: t.key, limit: t.limit})
+			}
+			if t.delta < 0 {
+				buckets[i].refund -= t.delta
+			} else {
+				buckets[i].charge += t.delta
+			}
+		}
+	}
+	return buckets
 }

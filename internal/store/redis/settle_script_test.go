@@ -90,27 +90,7 @@ func settleCallBefore(l *Limiter, jobs []settleJob, marker, now string) (keys, a
 		}
 		return strconv.Itoa(i)
 	}
-	type bucket struct {
-		key                   string
-		limit, refund, charge int64
-	}
-	var buckets []bucket
-	at := map[string]int{}
-	for _, j := range jobs {
-		for _, t := range j.tokens {
-			i, ok := at[t.key]
-			if !ok {
-				i = len(buckets)
-				at[t.key] = i
-				buckets = append(buckets, bucket{key: t.key, limit: t.limit})
-			}
-			if t.delta < 0 {
-				buckets[i].refund -= t.delta
-			} else {
-				buckets[i].charge += t.delta
-			}
-		}
-	}
+	buckets := tokenSums(jobs)
 	args = append(args, now, strconv.FormatInt(window, 10), strconv.Itoa(markerTTL), strconv.Itoa(len(buckets)), "")
 	for _, b := range buckets {
 		args = append(args, key(b.key), strconv.FormatInt(b.limit, 10), strconv.FormatInt(b.refund, 10), strconv.FormatInt(b.charge, 10))
@@ -142,12 +122,7 @@ func TestSettleScriptMatchesBefore(t *testing.T) {
 	prefix := testPrefix(t, c)
 	l := newLimiter(t, c, Options{Prefix: prefix, SweepEvery: -1})
 	before := newScript(settleScriptBefore)
-	do := func(cmd ...string) {
-		t.Helper()
-		if err := c.Do(ctx, c.B().Arbitrary(cmd[0]).Keys(cmd[1]).Args(cmd[2:]...).Build()).Error(); err != nil {
-			t.Fatal(cmd, err)
-		}
-	}
+	do := redisDo(t, c)
 	for seed := range uint64(40) {
 		r := rand.New(rand.NewPCG(seed, 14))
 		now := time.Now().UnixMicro()
