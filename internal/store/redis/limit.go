@@ -156,7 +156,16 @@ type Limiter struct {
 	spend   *limit.SpendLog
 	store   limit.SpendStore
 
-	admit, settle, seed, sweep, lease script
+	admit, admitBatch, settle, seed, sweep, lease script
+	// queues holds each tag's admissions waiting to go to Redis together
+	// (tag → *tagQueue; admitbatch.go).
+	queues sync.Map
+	// admitCalls counts the admission script calls, admitBatched the
+	// admissions sent in a batch: their ratio is the batches' size.
+	admitCalls, admitBatched atomic.Uint64
+	// beforeCall, when set (by tests), runs before each admission call
+	// with the number of admissions it carries.
+	beforeCall func(n int)
 
 	live   *liveness
 	ids    atomic.Uint64
@@ -199,7 +208,7 @@ func newScript(src string) script {
 func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	l := &Limiter{c: c, prefix: o.Prefix, now: o.Now, timeout: o.Timeout, log: o.Log, onLost: o.OnSettleLost,
 		tries: o.SettleAttempts, store: o.Spend, reservationTTL: o.ReservationTTL,
-		admit: newScript(admitScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript),
+		admit: newScript(admitScript), admitBatch: newScript(admitBatchScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript),
 		lease: newScript(leaseScript), live: newLiveness()}
 	if l.reservationTTL <= 0 {
 		l.reservationTTL = DefaultReservationTTL
@@ -226,7 +235,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	l.idBase = hex.EncodeToString(b[:]) + "-"
-	for _, s := range []script{l.admit, l.settle, l.seed, l.sweep, l.lease} {
+	for _, s := range []script{l.admit, l.admitBatch, l.settle, l.seed, l.sweep, l.lease} {
 		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build()).ToString()
 		if err != nil {
 			l.log.Warn("redis: script load failed; will load on first use", "err", err)
@@ -352,6 +361,27 @@ type ref struct {
 // Admit implements limit.Admitter in one round trip.
 func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision, error) {
 	now := l.now()
+	c := l.prepare(a, now)
+	if len(c.keys) == 0 {
+		return limit.Decision{Allowed: true, Reservation: limit.NewReservation(c.id, a, now)}, nil
+	}
+	if c.nb > 0 {
+		// Budgets: the reservation goes into the tag's ledger, which the
+		// sweep must know of first.
+		if err := l.register(ctx, tagOf(&a), now); err != nil {
+			return limit.Decision{}, err
+		}
+	}
+	out, err := l.exchange(ctx, c)
+	if err != nil {
+		return limit.Decision{}, err
+	}
+	return l.decide(c, out, now)
+}
+
+// prepare writes the admission of a at now as admitScript takes it: its
+// counters' keys, each once, and the arguments.
+func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 	tag := tagOf(&a)
 	n := 2*len(a.Rates) + len(a.Budgets)
 	keys := make([]string, 0, n+3)
@@ -411,16 +441,10 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 			nums.set(args, len(args)-1, exp)
 		}
 	}
-	if len(keys) == 0 {
-		return limit.Decision{Allowed: true, Reservation: limit.NewReservation(id, a, now)}, nil
-	}
 	nb := len(keys) - nr
 	if nb > 0 {
-		// Budgets: the reservation goes into the tag's ledger, and with a
-		// durable record the counters must be known to be in Redis.
-		if err := l.register(ctx, tag, now); err != nil {
-			return limit.Decision{}, err
-		}
+		// The reservation goes into the tag's ledger, and with a durable
+		// record the counters must be known to be in Redis.
 		args[3], args[4] = "1", id
 		nums.set(args, 5, now.Add(l.reservationTTL).UnixMilli())
 		if l.store != nil {
@@ -430,24 +454,12 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 		keys = append(keys, l.ledgerKey(tag), l.ledgerHash(tag))
 	}
 	nums.fill(args)
+	return &admitCall{keys: keys, args: args, refs: refs, nr: nr, nb: nb, a: a, id: id, at: now}
+}
 
-	out, err := l.admitOnce(ctx, keys, args)
-	if err == nil && len(out) == 1 && out[0] == -1 {
-		// Redis lost the tag's counters (a restart without persistence,
-		// a failover to an empty replica, a flush): rebuild them from
-		// the durable record before admitting anything against them.
-		if err = l.seedTag(ctx, tag, a.Tag); err == nil {
-			out, err = l.admitOnce(ctx, keys, args)
-		}
-	}
-	if err != nil {
-		if nb > 0 {
-			// The script may have run and reserved with its reply lost
-			// (a timeout, a dropped connection): undo it, if it did.
-			l.releaseAdmission(id, a, now)
-		}
-		return limit.Decision{}, err
-	}
+// decide reads admitScript's reply to c.
+func (l *Limiter) decide(c *admitCall, out []int64, now time.Time) (limit.Decision, error) {
+	a, refs, nr, nb := &c.a, c.refs, c.nr, c.nb
 	if want := 3 + nr + nb; len(out) != want {
 		return limit.Decision{}, fmt.Errorf("redis: admit: %w: reply of %d values, want %d", limit.ErrUnavailable, len(out), want)
 	}
@@ -469,7 +481,7 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	}
 	if out[0] == 1 {
 		d.Allowed = true
-		d.Reservation = limit.NewReservation(id, a, now)
+		d.Reservation = limit.NewReservation(c.id, *a, now)
 		return d, nil
 	}
 	idx := int(out[1]) - 1
@@ -589,11 +601,11 @@ func (l *Limiter) releaseAdmission(id string, a limit.Admission, at time.Time) {
 	}
 }
 
-// admitOnce runs the admission script, waiting for its reply while Redis
+// admitOnce runs an admission script, waiting for its reply while Redis
 // answers (liveness.go).
-func (l *Limiter) admitOnce(ctx context.Context, keys, args []string) ([]int64, error) {
+func (l *Limiter) admitOnce(ctx context.Context, s *script, keys, args []string) ([]int64, error) {
 	cctx, w := l.live.callContext(ctx, l.timeout)
-	out, err := l.run(cctx, &l.admit, keys, args).AsIntSlice()
+	out, err := l.run(cctx, s, keys, args).AsIntSlice()
 	cause := context.Cause(cctx)
 	w.release()
 	l.noteReply(err)

@@ -336,3 +336,121 @@ for _, id in ipairs(ids) do
 end
 return {released, #ids}
 `
+
+// admitBatchScript is admitScript for several admissions of one tag at
+// once (admitbatch.go): each is checked and reserved in all of its
+// counters or none, in the order given, exactly as that many calls of
+// admitScript one after the other would at one instant. It exists for
+// Redis's CPU: a call's fixed cost (the command, the script's setup, the
+// MGET) is paid once for the batch, and each counter is written once,
+// with its final value, however many admissions moved it.
+//
+//	KEYS  the counters of every admission, each once (nc), then, when
+//	      the counters have a durable record, the tag's seeded marker,
+//	      then with budgets the reservation ledger (sorted set, hash)
+//	ARGV  1 now (µs)  2 window (µs)  3 nc  4 ledger: 0 none, 1 ledger,
+//	      2 ledger and marker
+//	      then per admission: its rate buckets (nr), budget counters
+//	      (nb), 0 or 1 (it goes into the ledger), its reservation id,
+//	      deadline (ms) and cost (micro-dollars); per rate bucket its
+//	      counter (1-based among the nc) and increment; per budget
+//	      counter its counter, threshold and expire-at, as admitScript
+//	      takes them
+//
+// Reply: each admission's admitScript reply, one after the other; or
+// {-1} when the seeded marker is missing.
+const admitBatchScript = `
+local now = ARGV[1] + 0
+local window = ARGV[2] + 0
+local nc = ARGV[3] + 0
+local mode = ARGV[4]
+local n = nc
+if mode == '2' then n = nc + 1 end
+local vals = redis.call('MGET', unpack(KEYS, 1, n))
+if mode == '2' and not vals[n] then return {-1} end
+local cur = {}
+for k = 1, nc do
+  local v = vals[k]
+  if v then cur[k] = v + 0 end
+end
+local written, added, expat = {}, {}, {}
+local zadd, hset = {}, {}
+local out = {}
+local p, last = 5, #ARGV
+while p <= last do
+  local nr, nb, led = ARGV[p] + 0, ARGV[p + 1] + 0, ARGV[p + 2]
+  local id, deadline, cost = ARGV[p + 3], ARGV[p + 4], ARGV[p + 5]
+  local rb = p + 6
+  local bb = rb + 2 * nr
+  p = bb + 3 * nb
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3] = 1, 0, 0
+  local refused, retry, refusedBudget, refusedLarge = 0, 0, false, false
+  local ks = {}
+  for i = 1, nr do
+    local a = rb + 2 * i - 2
+    local k, inc = ARGV[a] + 0, ARGV[a + 1] + 0
+    ks[i] = k
+    local tat = now
+    local v = cur[k]
+    if v and v > now then tat = v end
+    local wait = tat + inc - now - window
+    if wait > 0 then
+      if refused == 0 or (not refusedLarge and (inc > window or wait > retry)) then
+        refused, retry, refusedLarge = i, wait, inc > window
+        if refusedLarge then retry = 0 end
+      end
+    else
+      tat = tat + inc
+    end
+    out[o + 3 + i] = tat
+  end
+  for j = 1, nb do
+    local a = bb + 3 * j - 3
+    local k = ARGV[a] + 0
+    ks[nr + j] = k
+    local used = cur[k] or 0
+    out[o + 3 + nr + j] = used
+    if not refusedBudget and used > ARGV[a + 1] + 0 then
+      refused, retry, refusedBudget = nr + j, 0, true
+    end
+  end
+  if refused == 0 then
+    for i = 1, nr do
+      local k = ks[i]
+      cur[k], written[k] = out[o + 3 + i], true
+    end
+    local c = cost + 0
+    local held = {cost}
+    for j = 1, nb do
+      local k = ks[nr + j]
+      local used = (cur[k] or 0) + c
+      cur[k], added[k], expat[k] = used, (added[k] or 0) + c, ARGV[bb + 3 * j - 1]
+      out[o + 3 + nr + j] = used
+      held[j + 1] = KEYS[k]
+    end
+    if led ~= '0' then
+      local z = #zadd
+      zadd[z + 1], zadd[z + 2] = deadline, id
+      hset[z + 1], hset[z + 2] = id, table.concat(held, '\31')
+    end
+  else
+    out[o + 1], out[o + 2], out[o + 3] = 0, refused, retry
+  end
+  for i = 1, nr do out[o + 3 + i] = out[o + 3 + i] - now end
+end
+for k = 1, nc do
+  if written[k] then
+    local tat = cur[k]
+    redis.call('SET', KEYS[k], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
+  elseif added[k] then
+    redis.call('INCRBY', KEYS[k], string.format('%d', added[k]))
+    if not vals[k] and expat[k] ~= '0' then redis.call('PEXPIREAT', KEYS[k], expat[k]) end
+  end
+end
+if #zadd > 0 then
+  redis.call('ZADD', KEYS[n + 1], unpack(zadd))
+  redis.call('HSET', KEYS[n + 2], unpack(hset))
+end
+return out
+`

@@ -1,0 +1,272 @@
+package redis
+
+// Admissions of one tag that arrive while one of its calls is in flight
+// go to Redis together, in one call of admitBatchScript. Redis's CPU is
+// the bottleneck of cluster mode before gatehouse's is: each script call
+// pays a fixed cost (the command, the script's setup, reading every
+// counter) of the order of the admission's own work, and on benchrun's
+// bench machine Redis shares its core with the load generator. Batching
+// pays it once for all the admissions that queued meanwhile.
+//
+// It costs no latency when Redis keeps up: an admission that finds no
+// call of its tag in flight is sent at once, by its own goroutine, in
+// admitScript as before. Only those that arrive during a call wait,
+// for it to end (a round trip at most) and then for their own batch,
+// which a goroutine started for the purpose sends; it sends the next
+// batch as soon as a reply comes, while any wait, and then exits. Every
+// admission still costs one round trip of its own, and at most one
+// script call; under load, much less than one.
+//
+// Each admission of a batch is still all-or-nothing on its own; a batch
+// answers exactly what the same admissions would get one by one, at the
+// instant the batch runs (TestAdmitBatchMatchesOneByOne).
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gatehouse/internal/limit"
+)
+
+// maxAdmitBatch bounds the admissions of one call: the script's reply
+// and arguments grow with it, and so would the wait of the batch's
+// first admission for its last.
+const maxAdmitBatch = 64
+
+// admitCall is one admission on its way to Redis: its keys and
+// arguments as admitScript takes them, and, once answered, the reply.
+type admitCall struct {
+	keys, args []string
+	refs       []ref // what each counter is, to read the reply
+	nr, nb     int
+	a          limit.Admission
+	id         string
+	at         time.Time
+
+	out []int64
+	err error
+	// state is callWaiting until the call is answered (callAnswered) or
+	// its request gives up on it (callAbandoned), whichever comes first.
+	state atomic.Uint32
+	done  chan struct{} // closed once answered; made when queued
+}
+
+const (
+	callWaiting uint32 = iota
+	callAnswered
+	callAbandoned
+)
+
+// tagQueue holds the admissions of one tag waiting for its call in
+// flight to end.
+type tagQueue struct {
+	mu      sync.Mutex
+	busy    bool // a call of the tag is in flight
+	pending []*admitCall
+}
+
+// queueOf is the admission queue of a tag (the admission's own Tag, not
+// its sanitised form: two tags that sanitise alike are seeded apart).
+func (l *Limiter) queueOf(tag string) *tagQueue {
+	if q, ok := l.queues.Load(tag); ok {
+		return q.(*tagQueue)
+	}
+	q, _ := l.queues.LoadOrStore(tag, &tagQueue{})
+	return q.(*tagQueue)
+}
+
+// exchange sends c to Redis, alone or in a batch, and returns its reply
+// to admitScript. Whatever the outcome, a reservation it may have left
+// in Redis that nobody will settle is released.
+func (l *Limiter) exchange(ctx context.Context, c *admitCall) ([]int64, error) {
+	q := l.queueOf(c.a.Tag)
+	q.mu.Lock()
+	if q.busy {
+		c.done = make(chan struct{})
+		q.pending = append(q.pending, c)
+		q.mu.Unlock()
+		return l.await(ctx, c)
+	}
+	q.busy = true
+	q.mu.Unlock()
+
+	if l.beforeCall != nil {
+		l.beforeCall(1)
+	}
+	out, err := l.admitSeeded(ctx, c.a.Tag, &l.admit, c.keys, c.args)
+	l.admitCalls.Add(1)
+	if err != nil && c.nb > 0 {
+		// The script may have run and reserved with its reply lost (a
+		// timeout, a dropped connection): undo it, if it did.
+		l.releaseAdmission(c.id, c.a, c.at)
+	}
+
+	q.mu.Lock()
+	if len(q.pending) == 0 {
+		q.busy = false
+		q.mu.Unlock()
+	} else {
+		q.mu.Unlock()
+		go l.drain(q, c.a.Tag)
+	}
+	return out, err
+}
+
+// await waits for a queued call's reply, or for its request to end.
+func (l *Limiter) await(ctx context.Context, c *admitCall) ([]int64, error) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
+			// The batch's sender releases what it reserved, if anything.
+			return nil, fmt.Errorf("redis: admit: %w", ctx.Err())
+		}
+		<-c.done
+	}
+	if c.err != nil && c.nb > 0 {
+		l.releaseAdmission(c.id, c.a, c.at)
+	}
+	return c.out, c.err
+}
+
+// drain sends the queued admissions of q, a batch a call, until none
+// wait, then marks the tag idle.
+func (l *Limiter) drain(q *tagQueue, tag string) {
+	var batch []*admitCall
+	for {
+		q.mu.Lock()
+		batch = batch[:0]
+		for len(q.pending) > 0 && len(batch) < maxAdmitBatch {
+			c := q.pending[0]
+			q.pending[0] = nil
+			q.pending = q.pending[1:]
+			if c.state.Load() != callAbandoned {
+				batch = append(batch, c) // a request gone before it went out costs nothing
+			}
+		}
+		if len(q.pending) == 0 {
+			q.pending = nil // let the backing array go once a burst is over
+		}
+		if len(batch) == 0 {
+			q.busy = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		l.sendBatch(tag, batch)
+	}
+}
+
+// sendBatch runs one call for batch and answers each of its admissions.
+// The call has no request's cancellation (it serves many), only the
+// liveness bound every admission has.
+func (l *Limiter) sendBatch(tag string, batch []*admitCall) {
+	ctx := context.Background()
+	if l.beforeCall != nil {
+		l.beforeCall(len(batch))
+	}
+	var outs [][]int64
+	var err error
+	if len(batch) == 1 {
+		var out []int64
+		out, err = l.admitSeeded(ctx, tag, &l.admit, batch[0].keys, batch[0].args)
+		outs = [][]int64{out}
+	} else {
+		keys, args := l.batchArgs(batch)
+		var out []int64
+		if out, err = l.admitSeeded(ctx, tag, &l.admitBatch, keys, args); err == nil {
+			outs, err = splitReplies(out, batch)
+		}
+	}
+	l.admitCalls.Add(1)
+	l.admitBatched.Add(uint64(len(batch)))
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.out = outs[i]
+		}
+		if !c.state.CompareAndSwap(callWaiting, callAnswered) {
+			// Its request is gone: what the call reserved for it would
+			// never be settled.
+			if c.nb > 0 && (err != nil || c.out[0] == 1) {
+				l.releaseAdmission(c.id, c.a, c.at)
+			}
+		}
+		close(c.done)
+	}
+}
+
+// admitSeeded runs s, and when Redis answers that the tag's counters
+// are lost, rebuilds them from the durable record and runs it again.
+func (l *Limiter) admitSeeded(ctx context.Context, raw string, s *script, keys, args []string) ([]int64, error) {
+	out, err := l.admitOnce(ctx, s, keys, args)
+	if err == nil && len(out) == 1 && out[0] == -1 {
+		// Redis lost the tag's counters (a restart without persistence,
+		// a failover to an empty replica, a flush): rebuild them from
+		// the durable record before admitting anything against them.
+		if err = l.seedTag(ctx, tagOf(&limit.Admission{Tag: raw}), raw); err == nil {
+			out, err = l.admitOnce(ctx, s, keys, args)
+		}
+	}
+	return out, err
+}
+
+// batchArgs writes the admissions of batch as admitBatchScript takes
+// them, from the keys and arguments each has for admitScript.
+func (l *Limiter) batchArgs(batch []*admitCall) (keys, args []string) {
+	index := make(map[string]string, 8) // counter key → its 1-based index, as an argument
+	mode, tail := "0", []string(nil)
+	args = make([]string, 4, 4+len(batch)*12)
+	for _, c := range batch {
+		counters := c.nr + c.nb
+		for _, k := range c.keys[:counters] {
+			if _, ok := index[k]; !ok {
+				keys = append(keys, k)
+				index[k] = strconv.Itoa(len(keys))
+			}
+		}
+		if m := c.args[3]; m > mode {
+			// With budgets: the ledger, and with a durable record the
+			// seeded marker first, are the keys after the counters.
+			mode, tail = m, c.keys[counters:]
+		}
+		led := "0"
+		if c.args[3] != "0" {
+			led = "1"
+		}
+		args = append(args, strconv.Itoa(c.nr), strconv.Itoa(c.nb), led, c.args[4], c.args[5], c.args[6])
+		for i := range c.nr {
+			args = append(args, index[c.keys[i]], c.args[7+3*i])
+		}
+		for j := range c.nb {
+			a := 7 + 3*c.nr + 2*j
+			args = append(args, index[c.keys[c.nr+j]], c.args[a], c.args[a+1])
+		}
+	}
+	args[0] = strconv.FormatInt(l.now().UnixMicro(), 10)
+	args[1] = strconv.FormatInt(window, 10)
+	args[2] = strconv.Itoa(len(keys))
+	args[3] = mode
+	return append(keys, tail...), args
+}
+
+// splitReplies cuts a batch's reply into its admissions' replies.
+func splitReplies(out []int64, batch []*admitCall) ([][]int64, error) {
+	outs := make([][]int64, len(batch))
+	for i, c := range batch {
+		n := 3 + c.nr + c.nb
+		if len(out) < n {
+			return nil, fmt.Errorf("redis: admit: %w: batch reply too short", limit.ErrUnavailable)
+		}
+		outs[i], out = out[:n:n], out[n:]
+	}
+	if len(out) != 0 {
+		return nil, fmt.Errorf("redis: admit: %w: batch reply of %d values too many", limit.ErrUnavailable, len(out))
+	}
+	return outs, nil
+}
