@@ -16,35 +16,44 @@ import (
 	"gatehouse/bench/internal/benchcli"
 )
 
-func TestParseStatCPU(t *testing.T) {
+func TestParseStat(t *testing.T) {
 	tests := []struct {
 		name, line string
-		want       uint64
+		want       stat
 		wantErr    bool
 	}{
 		{
 			name: "plain",
 			line: "15894 (sleep) S 15892 15892 5259 0 -1 4194304 132 0 0 0 7 3 0 0 20 0 1 0 506164 2990080 389 18446744073709551615\n",
-			want: 10,
+			want: stat{ppid: 15892, cpu: 10},
 		},
 		{
 			// The command name may hold spaces and ')' and is cut at 15 bytes.
 			name: "tricky command name",
 			line: "42 (my ) proc (x)) R 1 42 42 0 -1 4194560 10 0 0 0 1234 567 0 0 20 0 9 0 100 0 0",
-			want: 1801,
+			want: stat{ppid: 1, cpu: 1801},
 		},
-		{name: "truncated", line: "42 (x) R 1 42 42 0 -1 4194560 10 0 0", wantErr: true},
+		{
+			// A postmaster whose backends have exited: their ticks are in
+			// its cutime and cstime.
+			name: "reaped children",
+			line: "812 (postgres) S 1 812 812 0 -1 4194560 5000 120000 0 0 150 90 4200 1800 20 0 1 0 2000 229437440 7000 18446744073709551615",
+			want: stat{ppid: 1, cpu: 240, reaped: 6000},
+		},
+		{name: "truncated", line: "42 (x) R 1 42 42 0 -1 4194560 10 0 0 0 12 5", wantErr: true},
 		{name: "no name", line: "42 x R 1 2 3", wantErr: true},
-		{name: "not a number", line: "42 (x) R 1 42 42 0 -1 4194560 10 0 0 0 abc 5 0 0", wantErr: true},
+		{name: "bad utime", line: "42 (x) R 1 42 42 0 -1 4194560 10 0 0 0 abc 5 0 0", wantErr: true},
+		{name: "bad cstime", line: "42 (x) R 1 42 42 0 -1 4194560 10 0 0 0 1 5 0 -1", wantErr: true},
+		{name: "bad ppid", line: "42 (x) R x 42 42 0 -1 4194560 10 0 0 0 1 5 0 0", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseStatCPU(tt.line)
+			got, err := parseStat(tt.line)
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseStatCPU() error = %v, wantErr %v", err, tt.wantErr)
+				t.Fatalf("parseStat() error = %v, wantErr %v", err, tt.wantErr)
 			}
 			if got != tt.want {
-				t.Errorf("parseStatCPU() = %d, want %d", got, tt.want)
+				t.Errorf("parseStat() = %+v, want %+v", got, tt.want)
 			}
 		})
 	}
@@ -130,23 +139,23 @@ func TestPercentile(t *testing.T) {
 
 func TestMedian(t *testing.T) {
 	rounds := []sample{
-		{requests: 100, failed: 1, errs: map[string]int{"x": 1}, rps: 300, p50: 3, p99: 9, cores: 1.0, rssMiB: 20},
-		{requests: 100, rps: 100, p50: 1, p99: 30, cores: 0.5, rssMiB: 30, spilled: 0.2},
-		{requests: 100, failed: 2, errs: map[string]int{"x": 2}, rps: 200, p50: 2, p99: 10, cores: 0.7, rssMiB: 10},
+		{requests: 100, failed: 1, errs: map[string]int{"x": 1}, rps: 300, p50: 3, p99: 9, cores: 1.0, rssMiB: 20, redisCores: 0.03, pgCores: 0.01},
+		{requests: 100, rps: 100, p50: 1, p99: 30, cores: 0.5, rssMiB: 30, spilled: 0.2, redisCores: 0.01, pgCores: 0.03},
+		{requests: 100, failed: 2, errs: map[string]int{"x": 2}, rps: 200, p50: 2, p99: 10, cores: 0.7, rssMiB: 10, redisCores: 0.02, pgCores: 0.02},
 	}
 	got := median(rounds)
 	if got.requests != 300 || got.failed != 3 || got.errs["x"] != 3 {
 		t.Errorf("counts = %d requests, %d failed, %v; want 300, 3, x:3", got.requests, got.failed, got.errs)
 	}
-	if got.rps != 200 || got.p50 != 2 || got.p99 != 10 || got.cores != 0.7 || got.rssMiB != 20 {
+	if got.rps != 200 || got.p50 != 2 || got.p99 != 10 || got.cores != 0.7 || got.rssMiB != 20 || got.redisCores != 0.02 || got.pgCores != 0.02 {
 		t.Errorf("medians = %+v", got)
 	}
-	even := median([]sample{{rps: 100, cores: math.NaN()}, {rps: 300, cores: math.NaN()}})
+	even := median([]sample{{rps: 100, cores: math.NaN(), pgCores: math.NaN()}, {rps: 300, cores: math.NaN(), pgCores: math.NaN()}})
 	if got.spread != 1 || got.other != 0 || got.spilled != 0.2 {
 		t.Errorf("noise = %v spread, %v other, %v spilled; want 1 (=(300−100)/200), 0, 0.2 (the worst round)", got.spread, got.other, got.spilled)
 	}
-	if even.rps != 200 || !math.IsNaN(even.cores) {
-		t.Errorf("even median = %v rps, %v cores; want 200, NaN", even.rps, even.cores)
+	if even.rps != 200 || !math.IsNaN(even.cores) || !math.IsNaN(even.pgCores) {
+		t.Errorf("even median = %v rps, %v cores, %v PostgreSQL cores; want 200, NaN, NaN", even.rps, even.cores, even.pgCores)
 	}
 }
 
@@ -176,10 +185,11 @@ func TestWriteTableAndVerdict(t *testing.T) {
 	c := cell{
 		spec: runSpec{scenario: scenario{name: "nonstream"}, layout: pinned, concurrency: 32},
 		rows: []row{
-			{direct, sample{requests: 1000, rps: 1000, p50: time.Millisecond, p99: 4 * time.Millisecond, gwP50: nan, cores: nan, rssMiB: nan, spread: 0.03}},
-			{plainproxy, sample{requests: 1000, rps: 500, p50: 2 * time.Millisecond, p99: 5 * time.Millisecond, gwP50: nan, cores: 0.9, rssMiB: 14.5}},
-			{bare, sample{requests: 1000, rps: 480, p50: 2 * time.Millisecond, p99: 5500 * time.Microsecond, gwP50: 0.02, cores: 0.9, rssMiB: 20}},
-			{full, sample{requests: 1000, failed: 2, errs: map[string]int{"HTTP 429: slow down": 2}, rps: 470, p50: 2 * time.Millisecond, p99: 6 * time.Millisecond, gwP50: 0.051, cores: 1.1, rssMiB: 22, other: 0.3, spread: 0.12, spilled: 0.0123}},
+			{direct, sample{requests: 1000, rps: 1000, p50: time.Millisecond, p99: 4 * time.Millisecond, gwP50: nan, cores: nan, rssMiB: nan, spread: 0.03, redisCores: nan, pgCores: nan}},
+			{plainproxy, sample{requests: 1000, rps: 500, p50: 2 * time.Millisecond, p99: 5 * time.Millisecond, gwP50: nan, cores: 0.9, rssMiB: 14.5, redisCores: nan, pgCores: nan}},
+			{bare, sample{requests: 1000, rps: 480, p50: 2 * time.Millisecond, p99: 5500 * time.Microsecond, gwP50: 0.02, cores: 0.9, rssMiB: 20, redisCores: nan, pgCores: nan}},
+			{full, sample{requests: 1000, failed: 2, errs: map[string]int{"HTTP 429: slow down": 2}, rps: 470, p50: 2 * time.Millisecond, p99: 6 * time.Millisecond, gwP50: 0.051, cores: 1.1, rssMiB: 22, other: 0.3, spread: 0.12, spilled: 0.0123, redisCores: nan, pgCores: nan}},
+			{redisMode, sample{requests: 1000, rps: 400, p50: 2 * time.Millisecond, p99: 7 * time.Millisecond, gwP50: 0.06, cores: 1.0, rssMiB: 25, redisScripts: 2, redisCmds: 14, redisCores: 0.0108, pgCores: 0.0048}},
 		},
 	}
 	var b bytes.Buffer
@@ -189,14 +199,16 @@ func TestWriteTableAndVerdict(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"## pinned, nonstream, 32 concurrent clients",
-		"| gatehouse full   |  470 |   2.00 |   6.00 |     0.051 |      1.10 |     2340.4 |         22.0 |         94.0% |   97.9% |     47.0% |                 +1.00 | 2 (0.20%) |        12% |       0.30 |",
-		"| direct           | 1000 |   1.00 |   4.00 |         - |         - |          - |            - |        200.0% |  208.3% |    100.0% |                     - |         0 |         3% |       0.00 |",
+		"| gatehouse full   |  470 |   2.00 |   6.00 |     0.051 |      1.10 |     2340.4 |                - |                     - |         22.0 |         94.0% |   97.9% |     47.0% |                 +1.00 | 2 (0.20%) |        12% |       0.30 |",
+		"| direct           | 1000 |   1.00 |   4.00 |         - |         - |          - |                - |                     - |            - |        200.0% |  208.3% |    100.0% |                     - |         0 |         3% |       0.00 |",
+		"| gatehouse redis  |  400 |   2.00 |   7.00 |     0.060 |      1.00 |     2500.0 |             27.0 |                  12.0 |         25.0 |         80.0% |   83.3% |     40.0% |                 +2.00 |         0 |         0% |       0.00 |",
 		"Failures of gatehouse full — over 0.1%: NOT A MEASUREMENT",
 		"gatehouse full spilled usage records to disk: 1.23% of its requests' in its worst round.",
 		"- 2 × HTTP 429: slow down",
-		"| pinned nonstream c=32 |                 0.94× |                    +1.00 |                     1.30× |           0.98× |                   - |                    - |                - |                   - |                - |",
+		"| pinned nonstream c=32 |                 0.94× |                    +1.00 |                     1.30× |           0.98× |                   - |                    - |            0.85× |                2.00 |            14.00 |",
 		"- pinned nonstream c=32: gatehouse full / plainproxy throughput = 0.94× (goal ≥ 1.00×) MISSED; p99 +1.00 ms vs plainproxy (goal ≤ +0.00) MISSED; proxy CPU per request 2340.4 vs 1800.0 µs",
 		"- pinned nonstream c=32: gatehouse full / bare throughput = 97.9% (goal ≥ 97%) met; p99 added = +0.50 ms (goal ≤ 1 ms) met",
+		"; gatehouse CPU per request 2500.0 vs 2340.4 µs (93.6% of embedded's requests a core); Redis 27.0 µs and PostgreSQL 12.0 µs of CPU a request; gatehouse full spilled",
 		"- NOISY: other processes used up to 0.30 cores during a run (rps spread between runs up to 12%).",
 	} {
 		if !strings.Contains(out, want) {
@@ -246,28 +258,29 @@ func TestVerdicts(t *testing.T) {
 		},
 		{
 			name: "redis mode",
-			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 790, redisScripts: 2, redisCmds: 14}}),
-			want: []string{"Redis mode / embedded throughput = 79.0% (goal ≥ 80%) MISSED; per request 2.00 Redis script calls, 14.00 commands in all (those scripts ran included)"},
+			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 790, redisScripts: 2, redisCmds: 14, redisCores: 0.0214, pgCores: 0.00932}}),
+			want: []string{"Redis mode / embedded throughput = 79.0% (goal ≥ 80%) MISSED; per request 2.00 Redis script calls, 14.00 commands in all (those scripts ran included); Redis 27.1 µs and PostgreSQL 11.8 µs of CPU a request"},
 		},
 		{
 			name: "redis mode met",
-			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 800, redisScripts: 1, redisCmds: 1}}),
+			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 800, redisScripts: 1, redisCmds: 1, redisCores: math.NaN(), pgCores: math.NaN()}}),
 			want: []string{"Redis mode / embedded throughput = 80.0% (goal ≥ 80%) met; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included)"},
 		},
 		{
 			name: "leases",
-			c:    mk(false, row{full, sample{rps: 1000}}, row{leaseMode, sample{rps: 950, redisScripts: 0.0004, redisCmds: 0.01}}),
-			want: []string{"Redis mode with leases / embedded throughput = 95.0%; per request 0.0004 Redis script calls, 0.0100 commands in all"},
+			c:    mk(false, row{full, sample{rps: 1000}}, row{leaseMode, sample{rps: 950, redisScripts: 0.0004, redisCmds: 0.01, redisCores: 0.00019, pgCores: 0.0095}}),
+			want: []string{"Redis mode with leases / embedded throughput = 95.0%; per request 0.0004 Redis script calls, 0.0100 commands in all; Redis 0.2 µs and PostgreSQL 10.0 µs of CPU a request"},
 		},
 		{
 			name: "redis mode while spilling",
-			c:    mk(false, row{full, sample{rps: 1000, cores: 0.08}}, row{redisMode, sample{rps: 600, redisScripts: 1, redisCmds: 1, spilled: 0.25, cores: 0.06}}),
-			want: []string{"Redis mode / embedded throughput = 60.0% (goal ≥ 80%) MISSED; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse CPU per request 100.0 vs 80.0 µs (80.0% of embedded's requests a core); gatehouse redis spilled usage records: 25.00% (not a steady state: see its table)"},
+			c:    mk(false, row{full, sample{rps: 1000, cores: 0.08}}, row{redisMode, sample{rps: 600, redisScripts: 1, redisCmds: 1, spilled: 0.25, cores: 0.06, redisCores: 0.018, pgCores: 0.012}}),
+			want: []string{"Redis mode / embedded throughput = 60.0% (goal ≥ 80%) MISSED; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse CPU per request 100.0 vs 80.0 µs (80.0% of embedded's requests a core); Redis 30.0 µs and PostgreSQL 20.0 µs of CPU a request; gatehouse redis spilled usage records: 25.00% (not a steady state: see its table)"},
 		},
 		{
 			name: "two builds in cluster mode",
-			c:    mk(false, row{redisMode, sample{rps: 1100, cores: 0.88}}, row{baseRedis, sample{rps: 1000, cores: 0.9}}),
-			want: []string{"gatehouse redis / base gatehouse redis throughput = 1.10×; CPU per request 0.89× (two builds in cluster mode: informational)"},
+			c: mk(false, row{redisMode, sample{rps: 1100, cores: 0.88, redisCores: 0.022, pgCores: 0.011}},
+				row{baseRedis, sample{rps: 1000, cores: 0.9, redisCores: 0.02, pgCores: 0.012}}),
+			want: []string{"gatehouse redis / base gatehouse redis throughput = 1.10×; CPU per request 0.89×, Redis's 1.00×, PostgreSQL's 0.83× (two builds in cluster mode: informational)"},
 		},
 		{
 			name: "nothing to compare",
@@ -317,10 +330,10 @@ func TestABBACancelsLinearDrift(t *testing.T) {
 
 func TestMean(t *testing.T) {
 	got := mean([]sample{
-		{requests: 10, failed: 1, errs: map[string]int{"x": 1}, rps: 100, p50: 2, p99: 10, gwP50: 0.1, cores: 1, rssMiB: 30, other: 0.2, redisCmds: 1, redisScripts: 4, spilled: 0.01},
-		{requests: 20, errs: map[string]int{}, rps: 300, p50: 4, p99: 20, gwP50: 0.3, cores: 0.5, rssMiB: 20, other: 0.1, redisCmds: 3, redisScripts: 2, spilled: 0.5},
+		{requests: 10, failed: 1, errs: map[string]int{"x": 1}, rps: 100, p50: 2, p99: 10, gwP50: 0.1, cores: 1, rssMiB: 30, other: 0.2, redisCmds: 1, redisScripts: 4, spilled: 0.01, redisCores: 0.25, pgCores: 0.5},
+		{requests: 20, errs: map[string]int{}, rps: 300, p50: 4, p99: 20, gwP50: 0.3, cores: 0.5, rssMiB: 20, other: 0.1, redisCmds: 3, redisScripts: 2, spilled: 0.5, redisCores: 0.75, pgCores: 0.25},
 	})
-	want := sample{requests: 30, failed: 1, rps: 200, p50: 3, p99: 15, gwP50: 0.2, cores: 0.75, rssMiB: 30, other: 0.2, redisCmds: 2, redisScripts: 3, spilled: 0.5}
+	want := sample{requests: 30, failed: 1, rps: 200, p50: 3, p99: 15, gwP50: 0.2, cores: 0.75, rssMiB: 30, other: 0.2, redisCmds: 2, redisScripts: 3, spilled: 0.5, redisCores: 0.5, pgCores: 0.375}
 	got.errs = nil
 	if math.Abs(got.gwP50-want.gwP50) > 1e-9 {
 		t.Errorf("gwP50 = %v, want %v", got.gwP50, want.gwP50)
@@ -329,8 +342,14 @@ func TestMean(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("mean() = %+v\nwant %+v", got, want)
 	}
-	if nan := mean([]sample{{cores: math.NaN(), spilled: math.NaN()}, {cores: math.NaN(), spilled: math.NaN()}}); !math.IsNaN(nan.cores) || !math.IsNaN(nan.spilled) {
-		t.Errorf("mean of NaN cores and spills = %v, %v; want NaN (no proxy, no sink)", nan.cores, nan.spilled)
+	none := sample{cores: math.NaN(), spilled: math.NaN(), redisCores: math.NaN(), pgCores: math.NaN()}
+	if nan := mean([]sample{none, none}); !math.IsNaN(nan.cores) || !math.IsNaN(nan.spilled) || !math.IsNaN(nan.redisCores) || !math.IsNaN(nan.pgCores) {
+		t.Errorf("mean of NaN cores, spills, Redis and PostgreSQL cores = %v, %v, %v, %v; want NaN (no proxy, no sink, no servers)",
+			nan.cores, nan.spilled, nan.redisCores, nan.pgCores)
+	}
+	// µs per request divide the mean cores by the mean rps, as the proxy's do.
+	if r, p := got.redisPerRequest(), got.pgPerRequest(); r != 2500 || p != 1875 {
+		t.Errorf("Redis, PostgreSQL µs/req = %v, %v; want 2500, 1875", r, p)
 	}
 }
 
@@ -414,28 +433,63 @@ func TestParseCounter(t *testing.T) {
 	}
 }
 
-func TestParseStatPPID(t *testing.T) {
-	if got, err := parseStatPPID("42 (my ) proc) S 7 42 42 0"); err != nil || got != 7 {
-		t.Errorf("parseStatPPID() = %d, %v; want 7", got, err)
+// treeTicks sums a process tree on a fake procfs: the root's own ticks
+// and its reaped children's, and its live descendants' at any depth, but
+// nothing outside the tree.
+func TestTreeTicks(t *testing.T) {
+	dir := t.TempDir()
+	write := func(pid, ppid int, utime, stime, cutime, cstime uint64) {
+		d := filepath.Join(dir, fmt.Sprint(pid))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%d (postgres) S %d %d %d 0 -1 4194560 0 0 0 0 %d %d %d %d 20 0 1 0 100 0 0\n",
+			pid, ppid, pid, pid, utime, stime, cutime, cstime)
+		if err := os.WriteFile(filepath.Join(d, "stat"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := parseStatPPID("42 (x) S"); err == nil {
-		t.Error("parseStatPPID of a truncated line: no error")
+	write(1, 0, 1000, 1000, 1000, 1000)         // init: the root's parent
+	write(100, 1, 30, 10, 500, 100)             // the postmaster, with exited backends
+	write(101, 100, 7, 3, 0, 0)                 // a live backend
+	write(102, 100, 50, 20, 0, 0)               // another
+	write(103, 102, 1, 1, 0, 0)                 // a grandchild
+	write(200, 1, 999, 999, 999, 999)           // redis-server: not in the tree
+	for _, d := range []string{"self", "104"} { // not a pid; a process gone since the listing
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := treeTicks(dir, 100); err != nil || got != 640+10+70+2 {
+		t.Errorf("treeTicks(postmaster) = %d, %v; want 722", got, err)
+	}
+	if got, err := treeTicks(dir, 101); err != nil || got != 10 {
+		t.Errorf("treeTicks(backend) = %d, %v; want 10", got, err)
+	}
+	if _, err := treeTicks(dir, 105); err == nil {
+		t.Error("treeTicks of a missing root: no error")
 	}
 }
 
-// family finds this test's children: what the meter bills to the benchmark.
-func TestFamily(t *testing.T) {
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	pids, err := family(os.Getpid())
+// A child that has exited and been reaped still counts: the kernel adds
+// its CPU to this process's cutime and cstime, which treeCPU reads.
+func TestTreeCPUCountsReapedChildren(t *testing.T) {
+	before, err := treeCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pids[0] != os.Getpid() || !slices.Contains(pids, cmd.Process.Pid) {
-		t.Errorf("family() = %v, want this process first and its child %d", pids, cmd.Process.Pid)
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	child := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	after, err := treeCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each of the four tick counts is rounded down.
+	if slack := 4 * time.Second / clockTicks; after-before < child-slack {
+		t.Errorf("treeCPU grew by %s while a child used %s and exited", after-before, child)
 	}
 }
 

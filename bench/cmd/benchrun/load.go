@@ -51,6 +51,9 @@ type target struct {
 	// metrics is gatehouse's /metrics URL, where the records its usage
 	// sink spilled are counted; "" for the other targets.
 	metrics string
+	// redisProc and pgProc are the Redis and PostgreSQL the target uses,
+	// whose CPU is read around each run; nil for none.
+	redisProc, pgProc *proc.Proc
 }
 
 // runSpec is one cell of the matrix, as run against each target.
@@ -85,6 +88,14 @@ type sample struct {
 	rssMiB  float64 // the proxy's peak resident memory during the run; NaN when direct
 	other   float64 // cores used during the run by processes not in the benchmark
 	spread  float64 // (max−min)/median of rps over all runs of a cell (runCell sets it)
+	// redisCores and pgCores are the CPU seconds Redis and PostgreSQL
+	// (the postmaster and all its processes) used per second of run: in
+	// the pinned layout they share the load generator's core, which is
+	// then the bottleneck, so what they take of it is throughput the
+	// proxies do not get. They hold all the servers did during the run,
+	// the other (idle) targets' background calls included. NaN for
+	// targets without them.
+	redisCores, pgCores float64
 }
 
 // errorRate is the fraction of requests that failed.
@@ -99,11 +110,20 @@ func (s sample) errorRate() float64 {
 // NaN: where the load generator, not the proxy, is the bottleneck (as it
 // can be in the pinned layout, where the proxy has a core of its own),
 // throughput ties and this is where proxies differ.
-func (s sample) cpuPerRequest() float64 {
+func (s sample) cpuPerRequest() float64 { return s.usPerRequest(s.cores) }
+
+// redisPerRequest and pgPerRequest are Redis's and PostgreSQL's CPU time
+// per successful request in µs, or NaN.
+func (s sample) redisPerRequest() float64 { return s.usPerRequest(s.redisCores) }
+func (s sample) pgPerRequest() float64    { return s.usPerRequest(s.pgCores) }
+
+// usPerRequest turns cores used during the run into CPU µs per successful
+// request.
+func (s sample) usPerRequest(cores float64) float64 {
 	if s.rps <= 0 {
 		return math.NaN()
 	}
-	return s.cores / s.rps * 1e6
+	return cores / s.rps * 1e6
 }
 
 // meter tells the benchmark's own CPU use from everyone else's: on a
@@ -114,21 +134,11 @@ type meter struct {
 }
 
 // read returns the CPU time used so far by the harness and every process
-// below it (PostgreSQL's backends included), and by the whole machine.
+// below it (PostgreSQL's backends included, those that exited too), and by
+// the whole machine.
 func (m meter) read() (ours, machine time.Duration, err error) {
-	pids, err := family(m.root)
-	if err != nil {
+	if ours, err = treeCPU(m.root); err != nil {
 		return 0, 0, err
-	}
-	for _, pid := range pids {
-		d, err := cpuTime(pid)
-		if err != nil {
-			if pid == m.root {
-				return 0, 0, err
-			}
-			continue // it exited since the listing
-		}
-		ours += d
 	}
 	machine, err = machineBusy()
 	return ours, machine, err
@@ -144,8 +154,9 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 	if spec.warmup > 0 {
 		attack(ctx, client, tg, body, spec, spec.warmup)
 	}
-	s := sample{cores: math.NaN(), rssMiB: math.NaN(), redisCmds: math.NaN(), redisScripts: math.NaN(), spilled: math.NaN()}
-	var cpu0 time.Duration
+	s := sample{cores: math.NaN(), rssMiB: math.NaN(), redisCmds: math.NaN(), redisScripts: math.NaN(), spilled: math.NaN(),
+		redisCores: math.NaN(), pgCores: math.NaN()}
+	var cpu0, redisCPU0, pgCPU0 time.Duration
 	var spilled0 float64
 	var calls0 map[string]uint64
 	var err error
@@ -167,6 +178,12 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 			return s, err
 		}
 	}
+	if redisCPU0, err = serverCPU(tg.redisProc); err != nil {
+		return s, err
+	}
+	if pgCPU0, err = serverCPU(tg.pgProc); err != nil {
+		return s, err
+	}
 	ours0, machine0, err := m.read()
 	if err != nil {
 		return s, err
@@ -174,6 +191,13 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 
 	t := attack(ctx, client, tg, body, spec, spec.duration)
 	if err = ctx.Err(); err != nil {
+		return s, err
+	}
+
+	if s.redisCores, err = serverCores(tg.redisProc, redisCPU0, t.elapsed); err != nil {
+		return s, err
+	}
+	if s.pgCores, err = serverCores(tg.pgProc, pgCPU0, t.elapsed); err != nil {
 		return s, err
 	}
 
@@ -228,6 +252,31 @@ func measure(ctx context.Context, tg target, spec runSpec, m meter) (sample, err
 		s.gwP50 = middle(t.overhead)
 	}
 	return s, nil
+}
+
+// serverCPU is the CPU time used so far by a server a target uses and
+// every process it started; 0 for a server the target does not have.
+func serverCPU(p *proc.Proc) (time.Duration, error) {
+	if p == nil {
+		return 0, nil
+	}
+	if err := p.Exited(); err != nil {
+		return 0, err
+	}
+	return treeCPU(p.Pid())
+}
+
+// serverCores is the CPU seconds per second a server used over elapsed,
+// since serverCPU read cpu0; NaN for a server the target does not have.
+func serverCores(p *proc.Proc, cpu0, elapsed time.Duration) (float64, error) {
+	if p == nil {
+		return math.NaN(), nil
+	}
+	cpu1, err := serverCPU(p)
+	if err != nil {
+		return 0, err
+	}
+	return (cpu1 - cpu0).Seconds() / elapsed.Seconds(), nil
 }
 
 // newClient returns the load generator's client for one target: one
@@ -388,7 +437,7 @@ func median(rounds []sample) sample {
 		return rounds[0]
 	}
 	out := sample{errs: map[string]int{}}
-	var rps, cores, rss, other, gw, cmds, scripts []float64
+	var rps, cores, rss, other, gw, cmds, scripts, redisCores, pgCores []float64
 	var p50, p99 []time.Duration
 	for _, s := range rounds {
 		out.requests += s.requests
@@ -399,11 +448,13 @@ func median(rounds []sample) sample {
 		rps, cores, rss = append(rps, s.rps), append(cores, s.cores), append(rss, s.rssMiB)
 		other = append(other, s.other)
 		gw, cmds, scripts = append(gw, s.gwP50), append(cmds, s.redisCmds), append(scripts, s.redisScripts)
+		redisCores, pgCores = append(redisCores, s.redisCores), append(pgCores, s.pgCores)
 		p50, p99 = append(p50, s.p50), append(p99, s.p99)
 	}
 	out.rps, out.cores, out.rssMiB = middle(rps), middle(cores), middle(rss)
 	out.p50, out.p99 = middle(p50), middle(p99)
 	out.gwP50, out.redisCmds, out.redisScripts = middle(gw), middle(cmds), middle(scripts)
+	out.redisCores, out.pgCores = middle(redisCores), middle(pgCores)
 	// Other tenants' load is a warning, and so is a spill: the worst
 	// round is the one to show.
 	out.other = slices.Max(other)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -26,36 +27,51 @@ func cpuTime(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	ticks, err := parseStatCPU(string(b))
+	st, err := parseStat(string(b))
 	if err != nil {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	return ticks(st.cpu), nil
 }
 
-// parseStatCPU returns utime+stime, in clock ticks, from a /proc/PID/stat
-// line. The command name (field 2) is in parentheses and may itself hold
-// spaces and parentheses, so fields are counted from the last ')'.
-func parseStatCPU(line string) (uint64, error) {
+// ticks is n clock ticks as a duration.
+func ticks(n uint64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
+
+// stat is what the harness reads of a /proc/PID/stat line.
+type stat struct {
+	ppid int
+	cpu  uint64 // utime+stime, in clock ticks: the process's own, all its threads'
+	// reaped is cutime+cstime: the CPU of its children that have exited
+	// and that it has waited for, which the kernel adds to the parent when
+	// it reaps them (their own reaped children's included).
+	reaped uint64
+}
+
+// parseStat reads a /proc/PID/stat line. The command name (field 2) is
+// in parentheses and may itself hold spaces and parentheses, so fields
+// are counted from the last ')'.
+func parseStat(line string) (stat, error) {
 	i := strings.LastIndexByte(line, ')')
 	if i < 0 {
-		return 0, errors.New("no ')' after the command name")
+		return stat{}, errors.New("no ')' after the command name")
 	}
-	// After the name: state is field 3, so utime (14) and stime (15) are
-	// at indexes 11 and 12.
+	// After the name: state is field 3, so ppid (4) is at index 1 and
+	// utime, stime, cutime, cstime (14–17) at indexes 11–14.
 	f := strings.Fields(line[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("only %d fields after the command name", len(f))
+	if len(f) < 15 {
+		return stat{}, fmt.Errorf("only %d fields after the command name", len(f))
 	}
-	utime, err := strconv.ParseUint(f[11], 10, 64)
+	ppid, err := strconv.Atoi(f[1])
 	if err != nil {
-		return 0, fmt.Errorf("utime: %w", err)
+		return stat{}, fmt.Errorf("ppid: %w", err)
 	}
-	stime, err := strconv.ParseUint(f[12], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("stime: %w", err)
+	var t [4]uint64
+	for j, name := range []string{"utime", "stime", "cutime", "cstime"} {
+		if t[j], err = strconv.ParseUint(f[11+j], 10, 64); err != nil {
+			return stat{}, fmt.Errorf("%s: %w", name, err)
+		}
 	}
-	return utime + stime, nil
+	return stat{ppid: ppid, cpu: t[0] + t[1], reaped: t[2] + t[3]}, nil
 }
 
 // machineBusy is the CPU time the whole machine has spent on anything but
@@ -148,43 +164,51 @@ func waitIdle(ctx context.Context, pid int, max time.Duration) {
 	}
 }
 
-// family is root and every process below it, found by reading each
-// process's parent from /proc.
-func family(root int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
+// treeCPU is the CPU time used so far by root and every process below it,
+// those that have exited included. Summing the live processes alone
+// would lose the ticks of any that exits during a run, as PostgreSQL's
+// backends do when their connection closes; a reaped child's ticks are in
+// its parent's cutime and cstime, so they stay in the sum. What is lost
+// is a child reaped in the microseconds between reading its parent and
+// reading it, for that one reading.
+func treeCPU(root int) (time.Duration, error) {
+	n, err := treeTicks("/proc", root)
+	return ticks(n), err
+}
+
+// treeTicks is treeCPU in clock ticks, from the procfs mounted at dir,
+// which tests replace with a fake one. A process is found below root by
+// reading each one's parent.
+func treeTicks(dir string, root int) (uint64, error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
+	stats := map[int]stat{}
 	children := map[int][]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
 		if err != nil {
 			continue // it exited since the listing
 		}
-		if ppid, err := parseStatPPID(string(b)); err == nil {
-			children[ppid] = append(children[ppid], pid)
+		if st, err := parseStat(string(b)); err == nil {
+			stats[pid] = st
+			children[st.ppid] = append(children[st.ppid], pid)
 		}
 	}
-	out := []int{root}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
+	if _, ok := stats[root]; !ok {
+		return 0, fmt.Errorf("no process %d in %s", root, dir)
 	}
-	return out, nil
-}
-
-// parseStatPPID returns the parent pid (field 4) of a /proc/PID/stat line.
-func parseStatPPID(line string) (int, error) {
-	i := strings.LastIndexByte(line, ')')
-	if i < 0 {
-		return 0, errors.New("no ')' after the command name")
+	var sum uint64
+	tree := []int{root}
+	for i := 0; i < len(tree); i++ {
+		st := stats[tree[i]]
+		sum += st.cpu + st.reaped
+		tree = append(tree, children[tree[i]]...)
 	}
-	f := strings.Fields(line[i+1:])
-	if len(f) < 2 {
-		return 0, errors.New("no parent pid")
-	}
-	return strconv.Atoi(f[1])
+	return sum, nil
 }

@@ -109,7 +109,8 @@ func writeTable(w io.Writer, c cell) {
 	plain, _ := c.get(plainproxy)
 	bareS, _ := c.get(bare)
 	dir, _ := c.get(direct)
-	header := []string{"target", "rps", "p50 ms", "p99 ms", "gw p50 ms", "CPU cores", "CPU µs/req", "peak RSS MiB",
+	header := []string{"target", "rps", "p50 ms", "p99 ms", "gw p50 ms", "CPU cores", "CPU µs/req",
+		"Redis CPU µs/req", "PostgreSQL CPU µs/req", "peak RSS MiB",
 		"vs plainproxy", "vs bare", "vs direct", "p99 +ms vs plainproxy", "failed",
 		"rps spread", "other load"}
 	var rows [][]string
@@ -126,6 +127,8 @@ func writeTable(w io.Writer, c cell) {
 			num(r.gwP50, 3),
 			num(r.cores, 2),
 			num(r.cpuPerRequest(), 1),
+			num(r.redisPerRequest(), 1),
+			num(r.pgPerRequest(), 1),
 			num(r.rssMiB, 1),
 			pct(r.rps, plain.rps),
 			pct(r.rps, bareS.rps),
@@ -293,19 +296,20 @@ func verdicts(c cell) []string {
 		out = append(out, line)
 	}
 	if red, ok := c.get(redisMode); ok && okF {
-		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)%s%s",
+		out = append(out, fmt.Sprintf("Redis mode / embedded throughput = %s (goal ≥ %.0f%%) %s; per request %s Redis script calls, %s commands in all (those scripts ran included)%s%s%s",
 			pct(red.rps, f.rps), minRedisVsEmbedded*100, met(red.rps >= minRedisVsEmbedded*f.rps), num(red.redisScripts, 2), num(red.redisCmds, 2),
-			capacity(red, f), spillWarning(c, redisMode, full)))
+			capacity(red, f), serversCPU(red), spillWarning(c, redisMode, full)))
 	}
 	if red, ok := c.get(redisMode); ok {
 		if br, ok := c.get(baseRedis); ok {
-			out = append(out, fmt.Sprintf("gatehouse redis / base gatehouse redis throughput = %s; CPU per request %s (two builds in cluster mode: informational)",
-				ratio(red.rps, br.rps), ratio(red.cpuPerRequest(), br.cpuPerRequest())))
+			out = append(out, fmt.Sprintf("gatehouse redis / base gatehouse redis throughput = %s; CPU per request %s, Redis's %s, PostgreSQL's %s (two builds in cluster mode: informational)",
+				ratio(red.rps, br.rps), ratio(red.cpuPerRequest(), br.cpuPerRequest()),
+				ratio(red.redisPerRequest(), br.redisPerRequest()), ratio(red.pgPerRequest(), br.pgPerRequest())))
 		}
 	}
 	if ls, ok := c.get(leaseMode); ok && okF {
-		out = append(out, fmt.Sprintf("Redis mode with leases / embedded throughput = %s; per request %s Redis script calls, %s commands in all%s%s",
-			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4), capacity(ls, f), spillWarning(c, leaseMode, full)))
+		out = append(out, fmt.Sprintf("Redis mode with leases / embedded throughput = %s; per request %s Redis script calls, %s commands in all%s%s%s",
+			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4), capacity(ls, f), serversCPU(ls), spillWarning(c, leaseMode, full)))
 	}
 	return out
 }
@@ -322,6 +326,17 @@ func capacity(cluster, embedded sample) string {
 		return ""
 	}
 	return fmt.Sprintf("; gatehouse CPU per request %.1f vs %.1f µs (%s of embedded's requests a core)", cc, ec, pct(ec, cc))
+}
+
+// serversCPU is what a cluster verdict adds about Redis's and
+// PostgreSQL's CPU per request: the other half of capacity's caveat, the
+// share of the load generator's core that the throughput ratio pays for.
+func serversCPU(s sample) string {
+	r, p := s.redisPerRequest(), s.pgPerRequest()
+	if math.IsNaN(r) || math.IsNaN(p) {
+		return ""
+	}
+	return fmt.Sprintf("; Redis %.1f µs and PostgreSQL %.1f µs of CPU a request", r, p)
 }
 
 // spillWarning is what a verdict comparing targets of c adds when any of

@@ -96,6 +96,8 @@ func mean(runs []sample) sample {
 		out.redisCmds += s.redisCmds / n
 		out.redisScripts += s.redisScripts / n
 		out.cores += s.cores / n
+		out.redisCores += s.redisCores / n
+		out.pgCores += s.pgCores / n
 		out.rssMiB = max(out.rssMiB, s.rssMiB)
 		out.other = max(out.other, s.other)
 		out.spilled = max(out.spilled, s.spilled) // NaN stays NaN

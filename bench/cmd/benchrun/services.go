@@ -209,23 +209,23 @@ func isExec(path string) bool {
 }
 
 // start runs a server on the data directory, listening on loopback only,
-// and returns its URL for storage.postgres.
-func (pg *postgres) start(ctx context.Context, g *proc.Group, name string, o proc.Options) (string, error) {
+// and returns its URL for storage.postgres and its postmaster.
+func (pg *postgres) start(ctx context.Context, g *proc.Group, name string, o proc.Options) (string, *proc.Proc, error) {
 	ports, err := proc.FreePorts(1)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	_, port, _ := net.SplitHostPort(ports[0])
 	o.Credential = pg.cred
 	p, err := g.StartWith(name, o, filepath.Join(pg.bin, "postgres"), "-D", pg.data, "-p", port,
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if err := p.WaitLog(ctx, "database system is ready to accept connections", readyTimeout); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return "postgres://bench@" + ports[0] + "/postgres?sslmode=disable", nil
+	return "postgres://bench@" + ports[0] + "/postgres?sslmode=disable", p, nil
 }
 
 // spilledMetric counts the usage records gatehouse's sink spilled to

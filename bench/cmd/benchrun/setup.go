@@ -33,7 +33,8 @@ type harness struct {
 	services *proc.Group // the layout's: mockllm, redis-server, postgres
 	proxies  *proc.Group // the scenario's: plainproxy and the gatehouses
 
-	mockAddr, redisAddr, pgURL string // where the layout's services listen
+	mockAddr, redisAddr, pgURL string     // where the layout's services listen
+	redisProc, pgProc          *proc.Proc // the layout's Redis and PostgreSQL, whose CPU cluster targets read
 }
 
 // newHarness checks that the run can be done (taskset for the pinned
@@ -106,10 +107,10 @@ func (h *harness) startServices(ctx context.Context, pl placement) error {
 		return err
 	}
 	if h.redisBin != "" {
-		if h.redisAddr, _, err = startRedis(ctx, h.services, pl.layout+"-redis", pl.load, h.redisBin); err != nil {
+		if h.redisAddr, h.redisProc, err = startRedis(ctx, h.services, pl.layout+"-redis", pl.load, h.redisBin); err != nil {
 			return err
 		}
-		if h.pgURL, err = h.pg.start(ctx, h.services, pl.layout+"-postgres", pl.load); err != nil {
+		if h.pgURL, h.pgProc, err = h.pg.start(ctx, h.services, pl.layout+"-postgres", pl.load); err != nil {
 			return err
 		}
 	}
@@ -209,7 +210,7 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 		tg.header = http.Header{"X-Gatehouse-Cache-Ttl": {"0"}}
 	}
 	if cluster(name) {
-		tg.redis = h.redisAddr
+		tg.redis, tg.redisProc, tg.pgProc = h.redisAddr, h.redisProc, h.pgProc
 	}
 	return tg, nil
 }
