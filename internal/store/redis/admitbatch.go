@@ -25,6 +25,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,11 +236,12 @@ func (l *Limiter) batchArgs(batch []*admitCall) (keys, args []string) {
 			// seeded marker first, are the keys after the counters.
 			mode, tail = m, c.keys[counters:]
 		}
-		led := "0"
+		held := ""
 		if c.args[3] != "0" {
-			led = "1"
+			// What the ledger's hash holds for it, as admitScript writes it.
+			held = c.args[6] + "\x1f" + strings.Join(c.keys[c.nr:counters], "\x1f")
 		}
-		args = append(args, strconv.Itoa(c.nr), strconv.Itoa(c.nb), led, c.args[4], c.args[5], c.args[6])
+		args = append(args, strconv.Itoa(c.nr), strconv.Itoa(c.nb), held, c.args[5], c.args[6], c.args[4])
 		for i := range c.nr {
 			args = append(args, index[c.keys[i]], c.args[7+3*i])
 		}

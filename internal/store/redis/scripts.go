@@ -160,10 +160,13 @@ return out
 // bounded); the counters' sums, right when every reservation is still
 // held, go to INCRBY as the caller wrote them, and a reservation's own
 // figures (one argument for the whole ledger, not one each) are read
-// only when its ledger no longer holds it. Whether it
-// does is ZREM's answer, one call per reservation: ZMSCORE would answer
-// for all at once but formats every score as a float, which costs Redis
-// 7.0 more than the calls; one ZREM of them all would only count them.
+// only when its ledger no longer holds it. Whether it does: the usual
+// answer is HDEL's count, all of them (the sorted set and the hash hold
+// the same reservations: every script adds or removes an id in both),
+// and then one ZREM takes them all out of the sorted set; only when
+// some are missing does one ZREM per reservation say which. (ZMSCORE
+// would answer for all at once but formats every score as a float,
+// which costs Redis 7.0 more than the calls.)
 //
 // Returns 1, or 0 when the batch had been settled already (a retry after
 // a lost reply).
@@ -222,10 +225,14 @@ for g = 1, ng do
   local n = ARGV[q] + 0
   local zk = KEYS[ledgers + 2 * g - 1]
   local missed
-  for r = 1, n do
-    if redis.call('ZREM', zk, ARGV[q + r]) == 0 then
-      missed = missed or {}
-      missed[r] = true
+  if run('HDEL', KEYS[ledgers + 2 * g], ARGV, q + 1, q + n) == n then
+    run('ZREM', zk, ARGV, q + 1, q + n)
+  else
+    for r = 1, n do
+      if redis.call('ZREM', zk, ARGV[q + r]) == 0 then
+        missed = missed or {}
+        missed[r] = true
+      end
     end
   end
   if missed then
@@ -246,7 +253,6 @@ for g = 1, ng do
       end
     end
   end
-  run('HDEL', KEYS[ledgers + 2 * g], ARGV, q + 1, q + n)
   q = q + 2 + n
 end
 for j = 1, nc do
@@ -351,22 +357,31 @@ return {released, #ids}
 //	ARGV  1 now (µs)  2 window (µs)  3 nc  4 ledger: 0 none, 1 ledger,
 //	      2 ledger and marker
 //	      then per admission: its rate buckets (nr), budget counters
-//	      (nb), 0 or 1 (it goes into the ledger), its reservation id,
-//	      deadline (ms) and cost (micro-dollars); per rate bucket its
+//	      (nb), what the ledger's hash holds for it ("" when it goes
+//	      in no ledger: no budgets), its deadline (ms), cost
+//	      (micro-dollars) and reservation id; per rate bucket its
 //	      counter (1-based among the nc) and increment; per budget
 //	      counter its counter, threshold and expire-at, as admitScript
 //	      takes them
 //
+// Its Lua is written for the interpreter's cost, measured in Redis's
+// own CPU time (BENCHMARKS.md, "Admissions batched"): ARGV and KEYS are
+// locals; each distinct number string is parsed once (num, a memo:
+// indexes and increments repeat across a batch); one table of counter
+// indexes serves every admission; the ledger's hash value comes made.
+//
 // Reply: each admission's admitScript reply, one after the other; or
 // {-1} when the seeded marker is missing.
 const admitBatchScript = `
-local now = ARGV[1] + 0
-local window = ARGV[2] + 0
-local nc = ARGV[3] + 0
-local mode = ARGV[4]
+local A, K = ARGV, KEYS
+local num = setmetatable({}, {__index = function(t, s) local v = s + 0; t[s] = v; return v end})
+local now = A[1] + 0
+local window = A[2] + 0
+local nc = A[3] + 0
+local mode = A[4]
 local n = nc
 if mode == '2' then n = nc + 1 end
-local vals = redis.call('MGET', unpack(KEYS, 1, n))
+local vals = redis.call('MGET', unpack(K, 1, n))
 if mode == '2' and not vals[n] then return {-1} end
 local cur = {}
 for k = 1, nc do
@@ -374,22 +389,18 @@ for k = 1, nc do
   if v then cur[k] = v + 0 end
 end
 local written, added, expat = {}, {}, {}
-local zadd, hset = {}, {}
-local out = {}
-local p, last = 5, #ARGV
+local zadd, hset, z = {}, {}, 0
+local out, o = {}, 0
+local ks = {}
+local p, last = 5, #A
 while p <= last do
-  local nr, nb, led = ARGV[p] + 0, ARGV[p + 1] + 0, ARGV[p + 2]
-  local id, deadline, cost = ARGV[p + 3], ARGV[p + 4], ARGV[p + 5]
+  local nr, nb, held = num[A[p]], num[A[p + 1]], A[p + 2]
   local rb = p + 6
   local bb = rb + 2 * nr
-  p = bb + 3 * nb
-  local o = #out
-  out[o + 1], out[o + 2], out[o + 3] = 1, 0, 0
   local refused, retry, refusedBudget, refusedLarge = 0, 0, false, false
-  local ks = {}
   for i = 1, nr do
     local a = rb + 2 * i - 2
-    local k, inc = ARGV[a] + 0, ARGV[a + 1] + 0
+    local k, inc = num[A[a]], num[A[a + 1]]
     ks[i] = k
     local tat = now
     local v = cur[k]
@@ -407,50 +418,53 @@ while p <= last do
   end
   for j = 1, nb do
     local a = bb + 3 * j - 3
-    local k = ARGV[a] + 0
+    local k = num[A[a]]
     ks[nr + j] = k
     local used = cur[k] or 0
     out[o + 3 + nr + j] = used
-    if not refusedBudget and used > ARGV[a + 1] + 0 then
+    if not refusedBudget and used > num[A[a + 1]] then
       refused, retry, refusedBudget = nr + j, 0, true
     end
   end
   if refused == 0 then
+    out[o + 1], out[o + 2], out[o + 3] = 1, 0, 0
     for i = 1, nr do
       local k = ks[i]
       cur[k], written[k] = out[o + 3 + i], true
     end
-    local c = cost + 0
-    local held = {cost}
-    for j = 1, nb do
-      local k = ks[nr + j]
-      local used = (cur[k] or 0) + c
-      cur[k], added[k], expat[k] = used, (added[k] or 0) + c, ARGV[bb + 3 * j - 1]
-      out[o + 3 + nr + j] = used
-      held[j + 1] = KEYS[k]
+    if nb > 0 then
+      local c = num[A[p + 4]]
+      for j = 1, nb do
+        local k = ks[nr + j]
+        local used = (cur[k] or 0) + c
+        cur[k], added[k], expat[k] = used, (added[k] or 0) + c, A[bb + 3 * j - 1]
+        out[o + 3 + nr + j] = used
+      end
     end
-    if led ~= '0' then
-      local z = #zadd
-      zadd[z + 1], zadd[z + 2] = deadline, id
-      hset[z + 1], hset[z + 2] = id, table.concat(held, '\31')
+    if held ~= '' then
+      zadd[z + 1], zadd[z + 2] = A[p + 3], A[p + 5]
+      hset[z + 1], hset[z + 2] = A[p + 5], held
+      z = z + 2
     end
   else
     out[o + 1], out[o + 2], out[o + 3] = 0, refused, retry
   end
   for i = 1, nr do out[o + 3 + i] = out[o + 3 + i] - now end
+  o = o + 3 + nr + nb
+  p = bb + 3 * nb
 end
 for k = 1, nc do
   if written[k] then
     local tat = cur[k]
-    redis.call('SET', KEYS[k], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
+    redis.call('SET', K[k], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
   elseif added[k] then
-    redis.call('INCRBY', KEYS[k], string.format('%d', added[k]))
-    if not vals[k] and expat[k] ~= '0' then redis.call('PEXPIREAT', KEYS[k], expat[k]) end
+    redis.call('INCRBY', K[k], string.format('%d', added[k]))
+    if not vals[k] and expat[k] ~= '0' then redis.call('PEXPIREAT', K[k], expat[k]) end
   end
 end
-if #zadd > 0 then
-  redis.call('ZADD', KEYS[n + 1], unpack(zadd))
-  redis.call('HSET', KEYS[n + 2], unpack(hset))
+if z > 0 then
+  redis.call('ZADD', K[n + 1], unpack(zadd))
+  redis.call('HSET', K[n + 2], unpack(hset))
 end
 return out
 `
