@@ -140,25 +140,27 @@ func (l *Limiter) drain(q *tagQueue, tag string) {
 	var batch []*admitCall
 	for {
 		q.mu.Lock()
+		// The batch is copied out and the queue keeps its array: no
+		// allocation a batch once the queue has grown to its size.
+		n := min(len(q.pending), maxAdmitBatch)
 		batch = batch[:0]
-		for len(q.pending) > 0 && len(batch) < maxAdmitBatch {
-			c := q.pending[0]
-			q.pending[0] = nil
-			q.pending = q.pending[1:]
+		for _, c := range q.pending[:n] {
 			if c.state.Load() != callAbandoned {
 				batch = append(batch, c) // a request gone before it went out costs nothing
 			}
 		}
-		if len(q.pending) == 0 {
-			q.pending = nil // let the backing array go once a burst is over
-		}
-		if len(batch) == 0 {
+		rest := copy(q.pending, q.pending[n:])
+		clear(q.pending[rest:])
+		q.pending = q.pending[:rest]
+		if len(batch) == 0 && rest == 0 {
 			q.busy = false
 			q.mu.Unlock()
 			return
 		}
 		q.mu.Unlock()
-		l.sendBatch(tag, batch)
+		if len(batch) > 0 {
+			l.sendBatch(tag, batch)
+		}
 	}
 }
 

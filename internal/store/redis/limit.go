@@ -4,11 +4,12 @@
 //
 // Admit is one EVALSHA of one Lua script that checks and reserves every
 // rate bucket and budget of the request, or reserves none (see package
-// limit for why). With leases (limit.Leaser), Lease hands out batches of
+// limit for why); admissions of one tag that arrive while its call is in
+// flight share the next call (admitbatch.go). With leases (limit.Leaser), Lease hands out batches of
 // the same counters instead, one script call per batch of a tag. Settle
 // queues the correction; off the request path, the queued settles go to
 // Redis in batches, one script call per hash tag per batch (settle.go),
-// so a request costs Redis 1 + 1/B script calls. Admit counts Redis as
+// so a request costs Redis at most 1 + 1/B script calls. Admit counts Redis as
 // unavailable when it has been silent for Options.Timeout, not when one
 // reply is late (liveness.go). Settled spend is also written to a
 // limit.SpendStore (PostgreSQL in cluster mode), the durable record from
