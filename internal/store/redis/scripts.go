@@ -4,6 +4,25 @@ package redis
 // to 2^53, and Unix microseconds (about 1.7e15) fit where nanoseconds
 // would not.
 
+// rateStep is one rate bucket's check in admitScript and admitBatchScript,
+// shared so the two apply one rule: with the bucket's arrival time tat
+// (now when it is behind) and the request's increment inc, it refuses
+// when the bucket would run more than the window ahead, and otherwise
+// moves tat on. Of the buckets that refuse, the one reported is the first
+// too small for the request whatever it held (its retry-after 0: waiting
+// never helps), or else the one with the longest wait.
+const rateStep = `
+local wait = tat + inc - now - window
+if wait > 0 then
+  if refused == 0 or (not refusedLarge and (inc > window or wait > retry)) then
+    refused, retry, refusedLarge = i, wait, inc > window
+    if refusedLarge then retry = 0 end
+  end
+else
+  tat = tat + inc
+end
+`
+
 // admitScript checks every counter of one request and reserves in all of
 // them or none.
 //
@@ -73,16 +92,7 @@ for i = 1, nr do
     v = v + 0
     if v > now then tat = v end
   end
-  local wait = tat + inc - now - window
-  if wait > 0 then
-    if refused == 0 or (not refusedLarge and (inc > window or wait > retry)) then
-      refused, retry, refusedLarge = i, wait, inc > window
-      if refusedLarge then retry = 0 end
-    end
-  else
-    tat = tat + inc
-  end
-  out[3 + i] = tat
+` + rateStep + `  out[3 + i] = tat
 end
 local base = 7 + 3 * nr
 for j = 1, nb do
@@ -405,16 +415,7 @@ while p <= last do
     local tat = now
     local v = cur[k]
     if v and v > now then tat = v end
-    local wait = tat + inc - now - window
-    if wait > 0 then
-      if refused == 0 or (not refusedLarge and (inc > window or wait > retry)) then
-        refused, retry, refusedLarge = i, wait, inc > window
-        if refusedLarge then retry = 0 end
-      end
-    else
-      tat = tat + inc
-    end
-    out[o + 3 + i] = tat
+` + rateStep + `    out[o + 3 + i] = tat
   end
   for j = 1, nb do
     local a = bb + 3 * j - 3
