@@ -39,6 +39,9 @@ type admitter struct {
 	// settles reads the Redis limiter's settle queue (nil in embedded
 	// mode), for the metrics.
 	settles func() metrics.SettleStats
+	// admits reads the Redis limiter's admission counters (nil in
+	// embedded mode), for the metrics.
+	admits func() metrics.AdmitStats
 	// leaser holds this replica's leases when limits.lease is on (nil
 	// otherwise): a reload hands them back.
 	leaser *limit.Leaser
@@ -78,7 +81,8 @@ func openAdmitter(ctx context.Context, cfg *config.Config, spend limit.SpendStor
 		log.Info("restored budget counters Redis had lost", "counters", n)
 	}
 	a := &admitter{closers: []func(context.Context) error{rl.Close, closeClient(client)}, redis: client, spend: &budgetSpend{redis: rl},
-		settles: func() metrics.SettleStats { return metrics.SettleStats(rl.SettleStats()) }}
+		settles: func() metrics.SettleStats { return metrics.SettleStats(rl.SettleStats()) },
+		admits:  func() metrics.AdmitStats { return metrics.AdmitStats(rl.AdmitStats()) }}
 	var primary limit.Admitter = rl
 	if l.Lease.Enabled {
 		// Leases in front of Redis: admissions come out of capacity taken

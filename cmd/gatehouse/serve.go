@@ -136,6 +136,7 @@ func newPacedGateway(path string, cfg *config.Config, types *provider.Registry, 
 		}
 		if st.limiter != nil && st.limiter.settles != nil {
 			m.Settles(st.limiter.settles)
+			m.Admissions(st.limiter.admits)
 		}
 	}
 	var tracer *telemetry.Tracer

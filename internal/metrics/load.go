@@ -97,6 +97,27 @@ func (m *Metrics) Cache(s CacheStats) {
 	)
 }
 
+// AdmitStats is what cluster mode's admissions count (the Redis
+// limiter's): the script calls that admitted requests, and the
+// admissions that waited behind their project's call in flight and went
+// together in a later one.
+type AdmitStats struct {
+	Calls, Queued uint64
+}
+
+// Admissions registers the admission counters, read at scrape time.
+func (m *Metrics) Admissions(read func() AdmitStats) {
+	if m == nil || read == nil {
+		return
+	}
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_admission_calls_total",
+			Help: "Redis script calls that admitted requests (cluster mode): one a request while Redis keeps up, one a batch under load."}, func() float64 { return float64(read().Calls) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gatehouse_admissions_queued_total",
+			Help: "Admissions that waited for their project's script call in flight and went to Redis in a later call, with the others that waited (cluster mode)."}, func() float64 { return float64(read().Queued) }),
+	)
+}
+
 // SettleStats is what cluster mode's settle queue counts (the Redis
 // limiter's, internal/store/redis): settles waiting, applied, the script
 // calls that applied them, Settle calls that found the queue full and

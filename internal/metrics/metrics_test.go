@@ -69,6 +69,7 @@ func TestInstrumentsAreServed(t *testing.T) {
 	})
 	m.UsageSink(sinkStats{})
 	m.Settles(func() SettleStats { return SettleStats{Queued: 7, Settled: 512, Calls: 3, Waited: 2, Lost: 1} })
+	m.Admissions(func() AdmitStats { return AdmitStats{Calls: 40, Queued: 96} })
 
 	wantSeries(t, scrape(t, m),
 		`gatehouse_requests_total{code="200",error_kind="",model="chat",route="/v1/chat/completions"} 2`,
@@ -100,6 +101,8 @@ func TestInstrumentsAreServed(t *testing.T) {
 		`gatehouse_settle_calls_total 3`,
 		`gatehouse_settle_waits_total 2`,
 		`gatehouse_settles_lost_total 1`,
+		`gatehouse_admission_calls_total 40`,
+		`gatehouse_admissions_queued_total 96`,
 		`go_goroutines`,
 	)
 	// Two processes (or tests) never share instruments.

@@ -274,3 +274,16 @@ func splitReplies(out []int64, batch []*admitCall) ([][]int64, error) {
 	}
 	return outs, nil
 }
+
+// AdmitStats counts the admission script calls and, among the
+// admissions, those that waited for their tag's call in flight and went
+// in a later call with the others that waited: under load, their ratio
+// to the calls is the batches' size.
+type AdmitStats struct {
+	Calls, Queued uint64
+}
+
+// AdmitStats reads the admission counters.
+func (l *Limiter) AdmitStats() AdmitStats {
+	return AdmitStats{Calls: l.admitCalls.Load(), Queued: l.admitBatched.Load()}
+}

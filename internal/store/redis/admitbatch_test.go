@@ -237,8 +237,8 @@ func TestAdmissionsQueueBehindACallInFlight(t *testing.T) {
 	if allowed != 10 {
 		t.Errorf("%d of %d admitted against rpm 10, want 10", allowed, n+1)
 	}
-	if calls, batched := l.admitCalls.Load(), l.admitBatched.Load(); calls != 2 || batched != n {
-		t.Errorf("%d calls, %d admissions batched; want 2 and %d", calls, batched, n)
+	if st := l.AdmitStats(); st.Calls != 2 || st.Queued != n {
+		t.Errorf("%d calls, %d admissions queued; want 2 and %d", st.Calls, st.Queued, n)
 	}
 	ctx := context.Background()
 	start, _ := limit.Month.Span(t0)
