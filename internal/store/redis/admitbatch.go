@@ -19,11 +19,17 @@ package redis
 //
 // Each admission of a batch is still all-or-nothing on its own; a batch
 // answers exactly what the same admissions would get one by one, at the
-// instant the batch runs (TestAdmitBatchMatchesOneByOne).
+// instant the batch runs (TestAdmitBatchMatchesOneByOne). Below the
+// limits, the usual case, the whole batch fits, and admitAllScript
+// admits it with no Lua per admission; only a batch with an admission
+// that does not fit costs a second call, of admitBatchScript, which
+// decides each on its own.
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,10 +185,12 @@ func (l *Limiter) sendBatch(tag string, batch []*admitCall) {
 		out, err = l.admitSeeded(ctx, tag, &l.admit, batch[0].keys, batch[0].args)
 		outs = [][]int64{out}
 	} else {
-		keys, args := l.batchArgs(batch)
-		var out []int64
-		if out, err = l.admitSeeded(ctx, tag, &l.admitBatch, keys, args); err == nil {
-			outs, err = splitReplies(out, batch)
+		outs, err = l.batchReplies(ctx, batch)
+		if errors.Is(err, errCountersLost) {
+			// As admitSeeded: rebuild the lost counters, then again.
+			if err = l.seedTag(ctx, tagOf(&limit.Admission{Tag: tag}), tag); err == nil {
+				outs, err = l.batchReplies(ctx, batch)
+			}
 		}
 	}
 	l.admitCalls.Add(1)
@@ -221,7 +229,7 @@ func (l *Limiter) admitSeeded(ctx context.Context, raw string, s *script, keys, 
 
 // batchArgs writes the admissions of batch as admitBatchScript takes
 // them, from the keys and arguments each has for admitScript.
-func (l *Limiter) batchArgs(batch []*admitCall) (keys, args []string) {
+func batchArgs(batch []*admitCall, now int64) (keys, args []string) {
 	index := make(map[string]string, 8) // counter key → its 1-based index, as an argument
 	mode, tail := "0", []string(nil)
 	args = make([]string, 4, 4+len(batch)*12)
@@ -252,11 +260,157 @@ func (l *Limiter) batchArgs(batch []*admitCall) (keys, args []string) {
 			args = append(args, index[c.keys[c.nr+j]], c.args[a], c.args[a+1])
 		}
 	}
-	args[0] = strconv.FormatInt(l.now().UnixMicro(), 10)
+	args[0] = strconv.FormatInt(now, 10)
 	args[1] = strconv.FormatInt(window, 10)
 	args[2] = strconv.Itoa(len(keys))
 	args[3] = mode
 	return append(keys, tail...), args
+}
+
+// errCountersLost is a batch's answer when Redis lost the tag's
+// counters (the seeded marker is missing).
+var errCountersLost = errors.New("redis: admit: the tag's counters are lost")
+
+// batchReplies runs a batch of two or more admissions and returns each
+// one's reply as admitScript gives it: in one call of admitAllScript
+// when all of them fit, and otherwise, after it, in one of
+// admitBatchScript. It returns errCountersLost when the tag's seeded
+// marker is missing.
+func (l *Limiter) batchReplies(ctx context.Context, batch []*admitCall) ([][]int64, error) {
+	now := l.now().UnixMicro()
+	if f, ok := fitAllArgs(batch, now); ok {
+		out, err := l.admitOnce(ctx, &l.admitAll, f.keys, f.args)
+		switch {
+		case err != nil:
+			return nil, err
+		case len(out) == 1 && out[0] == -1:
+			return nil, errCountersLost
+		case len(out) == 1 && out[0] == 0:
+			// Some admission does not fit: each is decided on its own.
+		default:
+			return f.replies(out, batch)
+		}
+	}
+	keys, args := batchArgs(batch, now)
+	out, err := l.admitOnce(ctx, &l.admitBatch, keys, args)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(out) == 1 && out[0] == -1:
+		return nil, errCountersLost
+	}
+	return splitReplies(out, batch)
+}
+
+// fitAll is a batch written for admitAllScript, with what reading its
+// reply takes.
+type fitAll struct {
+	keys, args []string
+	counters   int // the keys that are counters, before the marker and the ledger
+	// Per admission, per counter of it (rates, then budgets, as its
+	// keys): the counter's index among the batch's, and what the
+	// admission adds to it.
+	index [][]int
+	adds  [][]int64
+}
+
+// fitAllArgs writes batch for admitAllScript at now (µs); false when an
+// admission's figures are not plain integers (a request too large for
+// its limit: admitBatchScript refuses it).
+func fitAllArgs(batch []*admitCall, now int64) (f fitAll, ok bool) {
+	type counter struct {
+		rate         bool
+		total, bound int64
+		exp          string
+	}
+	var counters []counter
+	at := make(map[string]int, 8)
+	var zadd, hset []string
+	mode, tail := "0", []string(nil)
+	f.index, f.adds = make([][]int, len(batch)), make([][]int64, len(batch))
+	for i, c := range batch {
+		n := c.nr + c.nb
+		f.index[i], f.adds[i] = make([]int, n), make([]int64, n)
+		cost, err := strconv.ParseInt(c.args[6], 10, 64)
+		if err != nil {
+			return f, false
+		}
+		for j, key := range c.keys[:n] {
+			k, seen := at[key]
+			if !seen {
+				k = len(counters)
+				at[key] = k
+				counters = append(counters, counter{rate: j < c.nr, bound: math.MaxInt64})
+				f.keys = append(f.keys, key)
+			}
+			cn := &counters[k]
+			if j < c.nr {
+				inc, err := strconv.ParseInt(c.args[7+3*j], 10, 64)
+				if err != nil || inc > window {
+					return f, false
+				}
+				cn.total += inc
+				f.adds[i][j] = inc
+			} else {
+				f.adds[i][j] = cost
+				a := 7 + 3*c.nr + 2*(j-c.nr)
+				threshold, err := strconv.ParseInt(c.args[a], 10, 64)
+				if err != nil {
+					return f, false
+				}
+				// This admission fits when the spend before the batch
+				// and what the admissions before it add is within its
+				// threshold.
+				cn.bound = min(cn.bound, threshold-cn.total)
+				cn.total += cost
+				cn.exp = c.args[a+1]
+			}
+			f.index[i][j] = k
+		}
+		if m := c.args[3]; m != "0" {
+			if m > mode {
+				mode, tail = m, c.keys[n:]
+			}
+			zadd = append(zadd, c.args[5], c.args[4])
+			hset = append(hset, c.args[4], c.args[6]+"\x1f"+strings.Join(c.keys[c.nr:n], "\x1f"))
+		}
+	}
+	f.args = make([]string, 0, 4+4*len(counters)+len(zadd)+len(hset))
+	f.args = append(f.args, strconv.FormatInt(now, 10), strconv.Itoa(len(counters)), mode)
+	for _, cn := range counters {
+		if cn.rate {
+			f.args = append(f.args, "r", strconv.FormatInt(now+window-cn.total, 10), strconv.FormatInt(cn.total, 10), "0")
+		} else {
+			f.args = append(f.args, "b", strconv.FormatInt(cn.bound, 10), strconv.FormatInt(cn.total, 10), cn.exp)
+		}
+	}
+	f.args = append(f.args, strconv.Itoa(len(zadd)/2))
+	f.args = append(append(f.args, zadd...), hset...)
+	f.counters = len(counters)
+	f.keys = append(f.keys, tail...)
+	return f, true
+}
+
+// replies works out, from admitAllScript's reply (each counter's value
+// before the batch), each admission's reply as admitScript gives it:
+// admitted, and each counter after it and the admissions before it.
+func (f *fitAll) replies(out []int64, batch []*admitCall) ([][]int64, error) {
+	base := out[1:]
+	if out[0] != 2 || len(base) != f.counters {
+		return nil, fmt.Errorf("redis: admit: %w: batch reply of %d values", limit.ErrUnavailable, len(out))
+	}
+	sums := make([]int64, len(base))
+	outs := make([][]int64, len(batch))
+	for i := range batch {
+		o := make([]int64, 3+len(f.index[i]))
+		o[0] = 1
+		for j, k := range f.index[i] {
+			sums[k] += f.adds[i][j]
+			o[3+j] = base[k] + sums[k]
+		}
+		outs[i] = o
+	}
+	return outs, nil
 }
 
 // splitReplies cuts a batch's reply into its admissions' replies.

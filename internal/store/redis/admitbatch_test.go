@@ -28,7 +28,7 @@ func TestAdmitBatchMatchesOneByOne(t *testing.T) {
 	durable := newLimiter(t, c, Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1, Spend: &memSpend{}})
 	do := redisDo(t, c)
 	var admitted, refused, lost int
-	for seed := range uint64(200) {
+	for seed := range uint64(400) {
 		r := rand.New(rand.NewPCG(seed, 16))
 		l := plain
 		if seed%2 == 1 {
@@ -39,17 +39,32 @@ func TestAdmitBatchMatchesOneByOne(t *testing.T) {
 		// budget has the same limit in each.
 		rpm := []int64{1, 2, 3, 5, 100}[r.IntN(5)]
 		tpm := []int64{10, 1_000, 50_000, 1e9}[r.IntN(4)]
+		// Half the batches with room for most of them, so that many fit
+		// whole (admitAllScript's case), some only to the microsecond.
+		roomy := seed%4 < 2
+		if roomy {
+			rpm, tpm = []int64{6, 20, 1000}[r.IntN(3)], 1e9
+		}
+		room := int64(40)
+		if roomy {
+			room = 120
+		}
 		budgets := []limit.Budget{
 			// Multiples of every cost below: exact fits are frequent.
-			{Scope: limit.ScopeKey, ID: "k0", Limit: limit.Micros(50_000 * r.Int64N(40)), Period: limit.Month},
-			{Scope: limit.ScopeProject, ID: "p", Limit: limit.Micros(50_000 * r.Int64N(60)), Period: limit.Total},
+			{Scope: limit.ScopeKey, ID: "k0", Limit: limit.Micros(50_000 * r.Int64N(room)), Period: limit.Month},
+			{Scope: limit.ScopeProject, ID: "p", Limit: limit.Micros(50_000 * r.Int64N(room+20)), Period: limit.Total},
 			{Scope: limit.ScopeKey, ID: "k1", Limit: 1<<53 - 1, Period: limit.Day},
 		}
 		var setup [][]string
 		for _, id := range []string{"k0", "k1"} {
 			for _, kind := range []string{"rq", "rt"} {
 				k := l.rateKey("a", kind, limit.ScopeKey, id)
-				switch r.IntN(3) {
+				switch r.IntN(4) {
+				case 3:
+					// Room for none, one or two more requests, to the
+					// microsecond or one microsecond either side of it.
+					tat := now + window - int64(r.IntN(3))*int64(rateMicros(1, rpm)) + int64(r.IntN(3)) - 1
+					setup = append(setup, []string{"SET", k, strconv.FormatInt(tat, 10), "PX", strconv.FormatInt(max(tat-now, 0)/1000+1000, 10)})
 				case 1:
 					setup = append(setup, []string{"SET", k, strconv.FormatInt(now-r.Int64N(window), 10), "PX", "5000"})
 				case 2:
@@ -61,7 +76,10 @@ func TestAdmitBatchMatchesOneByOne(t *testing.T) {
 		for i := range budgets {
 			if r.IntN(3) > 0 {
 				start, end := budgets[i].Period.Span(clk.Now())
-				set := []string{"SET", l.budgetKey("a", &budgets[i], start), strconv.FormatInt(50_000*r.Int64N(30), 10)}
+				// A multiple of the costs, or a micro-dollar either side
+				// of one: fits to the micro-dollar, and just short.
+				used := 50_000*r.Int64N(30) + int64(r.IntN(3)) - 1
+				set := []string{"SET", l.budgetKey("a", &budgets[i], start), strconv.FormatInt(max(used, 0), 10)}
 				if !end.IsZero() && r.IntN(2) == 0 {
 					// An expiry other than the one an admission would
 					// set: the batch must leave it alone, as one would.
@@ -98,13 +116,16 @@ func TestAdmitBatchMatchesOneByOne(t *testing.T) {
 		}
 
 		var one [][]int64
-		var states [2]map[string]keyState
-		for run := range 2 {
+		var states [3]map[string]keyState
+		for run := range 3 {
 			deleteMatching(c, prefix+"*")
 			for _, cmd := range setup {
 				do(cmd...)
 			}
-			if run == 0 {
+			var outs [][]int64
+			var err error
+			switch run {
+			case 0:
 				for _, call := range calls {
 					out, err := l.run(ctx, &l.admit, call.keys, call.args).AsIntSlice()
 					if err != nil {
@@ -112,29 +133,39 @@ func TestAdmitBatchMatchesOneByOne(t *testing.T) {
 					}
 					one = append(one, out)
 				}
-			} else {
-				keys, args := l.batchArgs(calls)
-				out, err := l.run(ctx, &l.admitBatch, keys, args).AsIntSlice()
-				if err != nil {
-					t.Fatalf("seed %d: batch: %v", seed, err)
+			case 1:
+				// admitBatchScript alone, each admission decided on its own.
+				keys, args := batchArgs(calls, now)
+				var out []int64
+				if out, err = l.run(ctx, &l.admitBatch, keys, args).AsIntSlice(); err == nil {
+					if len(out) == 1 && out[0] == -1 {
+						err = errCountersLost
+					} else {
+						outs, err = splitReplies(out, calls)
+					}
 				}
+			case 2:
+				// As a batch goes: admitAllScript when all fit, else
+				// admitBatchScript.
+				outs, err = l.batchReplies(ctx, calls)
+			}
+			if run > 0 {
 				if markerLost && withBudgets {
-					if !slices.Equal(out, []int64{-1}) {
-						t.Errorf("seed %d: seeded marker missing: batch answered %v, want [-1]", seed, out)
+					if !errors.Is(err, errCountersLost) {
+						t.Errorf("seed %d, run %d: seeded marker missing: %v, want errCountersLost", seed, run, err)
 					}
 					lost++
 				} else {
-					outs, err := splitReplies(out, calls)
 					if err != nil {
-						t.Fatalf("seed %d: %v", seed, err)
+						t.Fatalf("seed %d, run %d: %v", seed, run, err)
 					}
 					for i := range calls {
 						if !slices.Equal(outs[i], one[i]) {
-							t.Errorf("seed %d, admission %d of %d: batch answered %v, one by one %v", seed, i, len(calls), outs[i], one[i])
+							t.Errorf("seed %d, run %d, admission %d of %d: batch answered %v, one by one %v", seed, run, i, len(calls), outs[i], one[i])
 						}
-						if outs[i][0] == 1 {
+						if run == 2 && outs[i][0] == 1 {
 							admitted++
-						} else {
+						} else if run == 2 {
 							refused++
 						}
 					}
@@ -150,13 +181,15 @@ func TestAdmitBatchMatchesOneByOne(t *testing.T) {
 			}
 			states[0] = snapshot(t, c, prefix)
 		}
-		if len(states[0]) != len(states[1]) {
-			t.Errorf("seed %d: %d keys one by one, %d after the batch", seed, len(states[0]), len(states[1]))
-		}
-		for k, want := range states[0] {
-			got, ok := states[1][k]
-			if !ok || got.value != want.value || (got.pttl < 0) != (want.pttl < 0) || got.pttl > want.pttl+100 || got.pttl < want.pttl-100 {
-				t.Errorf("seed %d: %s: %+v after the batch, %+v one by one", seed, k, got, want)
+		for run := 1; run < 3; run++ {
+			if len(states[0]) != len(states[run]) {
+				t.Errorf("seed %d, run %d: %d keys one by one, %d after the batch", seed, run, len(states[0]), len(states[run]))
+			}
+			for k, want := range states[0] {
+				got, ok := states[run][k]
+				if !ok || got.value != want.value || (got.pttl < 0) != (want.pttl < 0) || got.pttl > want.pttl+100 || got.pttl < want.pttl-100 {
+					t.Errorf("seed %d, run %d: %s: %+v after the batch, %+v one by one", seed, run, k, got, want)
+				}
 			}
 		}
 	}

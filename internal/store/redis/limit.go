@@ -157,7 +157,7 @@ type Limiter struct {
 	spend   *limit.SpendLog
 	store   limit.SpendStore
 
-	admit, admitBatch, settle, seed, sweep, lease script
+	admit, admitBatch, admitAll, settle, seed, sweep, lease script
 	// queues holds each tag's admissions waiting to go to Redis together
 	// (tag → *tagQueue; admitbatch.go).
 	queues sync.Map
@@ -209,7 +209,7 @@ func newScript(src string) script {
 func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	l := &Limiter{c: c, prefix: o.Prefix, now: o.Now, timeout: o.Timeout, log: o.Log, onLost: o.OnSettleLost,
 		tries: o.SettleAttempts, store: o.Spend, reservationTTL: o.ReservationTTL,
-		admit: newScript(admitScript), admitBatch: newScript(admitBatchScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript),
+		admit: newScript(admitScript), admitBatch: newScript(admitBatchScript), admitAll: newScript(admitAllScript), settle: newScript(settleScript), seed: newScript(seedScript), sweep: newScript(sweepScript),
 		lease: newScript(leaseScript), live: newLiveness()}
 	if l.reservationTTL <= 0 {
 		l.reservationTTL = DefaultReservationTTL
@@ -236,7 +236,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	l.idBase = hex.EncodeToString(b[:]) + "-"
-	for _, s := range []script{l.admit, l.admitBatch, l.settle, l.seed, l.sweep, l.lease} {
+	for _, s := range []script{l.admit, l.admitBatch, l.admitAll, l.settle, l.seed, l.sweep, l.lease} {
 		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build()).ToString()
 		if err != nil {
 			l.log.Warn("redis: script load failed; will load on first use", "err", err)

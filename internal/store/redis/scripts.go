@@ -469,3 +469,81 @@ if z > 0 then
 end
 return out
 `
+
+// admitAllScript admits a whole batch of one tag's admissions when every
+// one of them fits (admitbatch.go), the usual case below the limits, with
+// no work in Lua per admission: gatehouse sums the batch per counter and
+// sends, for each, the bound its value must be within for every
+// admission to pass (a rate bucket: now + window − the batch's
+// increments, which its arrival time must not pass; a budget counter:
+// the least of each admission's threshold less what the admissions
+// before it add, which its spend must not pass), and what the batch adds
+// to it. When a counter is out of bounds nothing is written and the reply
+// says so; gatehouse then sends the batch to admitBatchScript, which
+// decides each admission on its own.
+//
+// Passing every bound is exactly every admission passing one after the
+// other: the increments and costs are never negative, so of a counter's
+// admissions the last is the one nearest its limit.
+//
+//	KEYS  as admitBatchScript's
+//	ARGV  1 now (µs)  2 nc  3 ledger: 0 none, 1 ledger, 2 ledger and
+//	      marker
+//	      then per counter: 'r' (a rate bucket) or 'b' (a budget
+//	      counter), its bound, what the batch adds (µs or
+//	      micro-dollars), its expire-at (ms, 0 = never; budgets only)
+//	      then m, the admissions that go into the ledger, then m pairs
+//	      of deadline and id (ZADD's), then m pairs of id and what the
+//	      ledger's hash holds for it (HSET's)
+//
+// Reply: {2, then per counter its value before the batch: a bucket's
+// arrival time less now (at least 0), a budget's spend}, from which
+// gatehouse works out each admission's figures as admitScript gives
+// them; {0} when a counter is out of bounds; {-1} when the seeded marker
+// is missing.
+const admitAllScript = `
+local A, K = ARGV, KEYS
+local now = A[1] + 0
+local nc = A[2] + 0
+local mode = A[3]
+local n = nc
+if mode == '2' then n = nc + 1 end
+local vals = redis.call('MGET', unpack(K, 1, n))
+if mode == '2' and not vals[n] then return {-1} end
+local out = {2}
+for k = 1, nc do
+  local a = 4 * k
+  local v = vals[k]
+  if A[a] == 'r' then
+    local tat = now
+    if v then
+      v = v + 0
+      if v > now then tat = v end
+    end
+    if tat > A[a + 1] + 0 then return {0} end
+    out[k + 1] = tat - now
+  else
+    local used = 0
+    if v then used = v + 0 end
+    if used > A[a + 1] + 0 then return {0} end
+    out[k + 1] = used
+  end
+end
+for k = 1, nc do
+  local a = 4 * k
+  if A[a] == 'r' then
+    local tat = now + out[k + 1] + A[a + 2]
+    redis.call('SET', K[k], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
+  else
+    redis.call('INCRBY', K[k], A[a + 2])
+    if not vals[k] and A[a + 3] ~= '0' then redis.call('PEXPIREAT', K[k], A[a + 3]) end
+  end
+end
+local z = 4 * nc + 4
+local m = A[z] + 0
+if m > 0 then
+  redis.call('ZADD', K[n + 1], unpack(A, z + 1, z + 2 * m))
+  redis.call('HSET', K[n + 2], unpack(A, z + 2 * m + 1, z + 4 * m))
+end
+return out
+`
