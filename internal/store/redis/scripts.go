@@ -353,6 +353,18 @@ end
 return {released, #ids}
 `
 
+// readCounters is how the batch scripts begin: one MGET of the nc
+// counters (KEYS, as K) and, in ledger mode '2', the tag's seeded marker
+// after them, whose absence ends the script with {-1} (admitScript's
+// answer when Redis lost the tag's counters). n is then the index of the
+// last key read: the ledger's keys follow it.
+const readCounters = `
+local n = nc
+if mode == '2' then n = nc + 1 end
+local vals = redis.call('MGET', unpack(K, 1, n))
+if mode == '2' and not vals[n] then return {-1} end
+`
+
 // admitBatchScript is admitScript for several admissions of one tag at
 // once (admitbatch.go): each is checked and reserved in all of its
 // counters or none, in the order given, exactly as that many calls of
@@ -389,11 +401,7 @@ local now = A[1] + 0
 local window = A[2] + 0
 local nc = A[3] + 0
 local mode = A[4]
-local n = nc
-if mode == '2' then n = nc + 1 end
-local vals = redis.call('MGET', unpack(K, 1, n))
-if mode == '2' and not vals[n] then return {-1} end
-local cur = {}
+` + readCounters + `local cur = {}
 for k = 1, nc do
   local v = vals[k]
   if v then cur[k] = v + 0 end
@@ -506,11 +514,7 @@ local A, K = ARGV, KEYS
 local now = A[1] + 0
 local nc = A[2] + 0
 local mode = A[3]
-local n = nc
-if mode == '2' then n = nc + 1 end
-local vals = redis.call('MGET', unpack(K, 1, n))
-if mode == '2' and not vals[n] then return {-1} end
-local out = {2}
+` + readCounters + `local out = {2}
 for k = 1, nc do
   local a = 4 * k
   local v = vals[k]
