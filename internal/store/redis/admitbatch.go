@@ -49,6 +49,7 @@ const maxAdmitBatch = 64
 type admitCall struct {
 	keys, args []string
 	refs       []ref // what each counter is, to read the reply
+	q          *tagQueue
 	nr, nb     int
 	a          limit.Admission
 	id         string
@@ -69,12 +70,34 @@ const (
 )
 
 // tagQueue holds the admissions of one tag waiting for its call in
-// flight to end.
+// flight to end, and the names of the tag's keys, made once: every
+// admission and settle of the tag names the same few keys, and making
+// each name anew (a concatenation, an allocation) was a cost of every
+// request in cluster mode.
 type tagQueue struct {
 	mu      sync.Mutex
 	busy    bool // a call of the tag is in flight
 	pending []*admitCall
+
+	// tag is the tag as keys carry it (tagOf); ledger, ledgerHash and
+	// seeded are its ledger's keys and seeded marker.
+	tag, ledger, ledgerHash, seeded string
+	namesMu                         sync.RWMutex
+	names                           map[keyName]string
 }
+
+// keyName is what names a rate bucket or budget counter of a tag.
+type keyName struct {
+	kind      string // "rq", "rt" or "b"
+	scope     limit.Scope
+	period    limit.Period // budgets: the period and its start
+	start, id string
+}
+
+// maxKeyNames bounds the names a tag keeps: past it they are dropped
+// and made again as needed (a budget's name changes with its period, so
+// a tag's names would otherwise only grow).
+const maxKeyNames = 4096
 
 // queueOf is the admission queue of a tag (the admission's own Tag, not
 // its sanitised form: two tags that sanitise alike are seeded apart).
@@ -82,15 +105,38 @@ func (l *Limiter) queueOf(tag string) *tagQueue {
 	if q, ok := l.queues.Load(tag); ok {
 		return q.(*tagQueue)
 	}
-	q, _ := l.queues.LoadOrStore(tag, &tagQueue{})
+	t := tagOf(&limit.Admission{Tag: tag})
+	q, _ := l.queues.LoadOrStore(tag, &tagQueue{tag: t, ledger: l.ledgerKey(t), ledgerHash: l.ledgerHash(t), seeded: l.seededKey(t)})
 	return q.(*tagQueue)
+}
+
+// name returns the key named by n in q's tag, made once.
+func (l *Limiter) name(q *tagQueue, n keyName) string {
+	q.namesMu.RLock()
+	k, ok := q.names[n]
+	q.namesMu.RUnlock()
+	if ok {
+		return k
+	}
+	if n.kind == "b" {
+		k = l.budgetKey(q.tag, &limit.Budget{Scope: n.scope, Period: n.period, ID: n.id}, n.start)
+	} else {
+		k = l.rateKey(q.tag, n.kind, n.scope, n.id)
+	}
+	q.namesMu.Lock()
+	if q.names == nil || len(q.names) >= maxKeyNames {
+		q.names = make(map[keyName]string)
+	}
+	q.names[n] = k
+	q.namesMu.Unlock()
+	return k
 }
 
 // exchange sends c to Redis, alone or in a batch, and returns its reply
 // to admitScript. Whatever the outcome, a reservation it may have left
 // in Redis that nobody will settle is released.
 func (l *Limiter) exchange(ctx context.Context, c *admitCall) ([]int64, error) {
-	q := l.queueOf(c.a.Tag)
+	q := c.q
 	q.mu.Lock()
 	if q.busy {
 		c.done = make(chan struct{})

@@ -418,3 +418,27 @@ func TestBatchFailsWhole(t *testing.T) {
 		}
 	}
 }
+
+// A tag's key names, made once and kept, are the names the key functions
+// make, before and after the kept names reach their bound and start over.
+func TestKeyNamesKept(t *testing.T) {
+	l := &Limiter{prefix: "gh:"}
+	q := l.queueOf("p{1}")
+	if q.tag != "p_1_" || q.ledger != l.ledgerKey("p_1_") || q.ledgerHash != l.ledgerHash("p_1_") || q.seeded != l.seededKey("p_1_") {
+		t.Fatalf("tag %q, ledger %q %q, marker %q", q.tag, q.ledger, q.ledgerHash, q.seeded)
+	}
+	b := limit.Budget{Scope: limit.ScopeKey, ID: "k:x", Period: limit.Month}
+	for i := range 2*maxKeyNames + 10 {
+		id := fmt.Sprint("k", i%(maxKeyNames+3))
+		if got, want := l.name(q, keyName{kind: "rq", scope: limit.ScopeKey, id: id}), l.rateKey("p_1_", "rq", limit.ScopeKey, id); got != want {
+			t.Fatalf("rate name %q, want %q", got, want)
+		}
+		start := fmt.Sprint("2026-", i%12)
+		if got, want := l.name(q, keyName{kind: "b", scope: b.Scope, period: b.Period, start: start, id: b.ID}), l.budgetKey("p_1_", &b, start); got != want {
+			t.Fatalf("budget name %q, want %q", got, want)
+		}
+		if len(q.names) > maxKeyNames {
+			t.Fatalf("%d names kept, bound %d", len(q.names), maxKeyNames)
+		}
+	}
+}

@@ -369,7 +369,7 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 	if c.nb > 0 {
 		// Budgets: the reservation goes into the tag's ledger, which the
 		// sweep must know of first.
-		if err := l.register(ctx, tagOf(&a), now); err != nil {
+		if err := l.register(ctx, c.q.tag, now); err != nil {
 			return limit.Decision{}, err
 		}
 	}
@@ -383,7 +383,7 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 // prepare writes the admission of a at now as admitScript takes it: its
 // counters' keys, each once, and the arguments.
 func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
-	tag := tagOf(&a)
+	q := l.queueOf(a.Tag)
 	n := 2*len(a.Rates) + len(a.Budgets)
 	keys := make([]string, 0, n+3)
 	refs := make([]ref, 0, n)
@@ -420,10 +420,10 @@ func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 		nums.setFloat(args, len(args)-1, math.Ceil(inc/1000)+1000)
 	}
 	for i, r := range a.Rates {
-		if r.RPM > 0 && add(l.rateKey(tag, "rq", r.Scope, r.ID), ref{kind: limit.KindRequests, src: i, limit: r.RPM, cost: 1}) {
+		if r.RPM > 0 && add(l.name(q, keyName{kind: "rq", scope: r.Scope, id: r.ID}), ref{kind: limit.KindRequests, src: i, limit: r.RPM, cost: 1}) {
 			rate(1, r.RPM)
 		}
-		if r.TPM > 0 && add(l.rateKey(tag, "rt", r.Scope, r.ID), ref{kind: limit.KindTokens, src: i, limit: r.TPM, cost: a.Tokens}) {
+		if r.TPM > 0 && add(l.name(q, keyName{kind: "rt", scope: r.Scope, id: r.ID}), ref{kind: limit.KindTokens, src: i, limit: r.TPM, cost: a.Tokens}) {
 			rate(a.Tokens, r.TPM)
 		}
 	}
@@ -436,7 +436,7 @@ func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 		if !end.IsZero() {
 			exp = end.Add(budgetGrace).UnixMilli()
 		}
-		if add(l.budgetKey(tag, b, start), ref{kind: limit.KindBudget, src: i, limit: int64(b.Limit), cost: int64(a.Cost), end: end}) {
+		if add(l.name(q, keyName{kind: "b", scope: b.Scope, period: b.Period, start: start, id: b.ID}), ref{kind: limit.KindBudget, src: i, limit: int64(b.Limit), cost: int64(a.Cost), end: end}) {
 			args = append(args, "", "")
 			nums.set(args, len(args)-2, int64(b.Limit)-int64(a.Cost))
 			nums.set(args, len(args)-1, exp)
@@ -450,12 +450,12 @@ func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 		nums.set(args, 5, now.Add(l.reservationTTL).UnixMilli())
 		if l.store != nil {
 			args[3] = "2"
-			keys = append(keys, l.seededKey(tag))
+			keys = append(keys, q.seeded)
 		}
-		keys = append(keys, l.ledgerKey(tag), l.ledgerHash(tag))
+		keys = append(keys, q.ledger, q.ledgerHash)
 	}
 	nums.fill(args)
-	return &admitCall{keys: keys, args: args, refs: refs, nr: nr, nb: nb, a: a, id: id, at: now}
+	return &admitCall{keys: keys, args: args, refs: refs, q: q, nr: nr, nb: nb, a: a, id: id, at: now}
 }
 
 // decide reads admitScript's reply to c.

@@ -115,13 +115,14 @@ func (l *Limiter) enqueue(job settleJob, wait bool) error {
 // nothing to correct. It also adds the actual cost to the durable record.
 func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settleJob, bool) {
 	a := &r.Admission
-	job := settleJob{tag: tagOf(a), id: r.ID}
+	q := l.queueOf(a.Tag)
+	job := settleJob{tag: q.tag, id: r.ID}
 	if dt := actual.Tokens - a.Tokens; dt != 0 {
 		for _, rt := range a.Rates {
 			if rt.TPM <= 0 {
 				continue
 			}
-			k := l.rateKey(job.tag, "rt", rt.Scope, rt.ID)
+			k := l.name(q, keyName{kind: "rt", scope: rt.Scope, id: rt.ID})
 			if !hasToken(job.tokens, k) {
 				job.tokens = append(job.tokens, tokenDelta{key: k, limit: rt.TPM, delta: dt})
 			}
@@ -133,7 +134,7 @@ func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settle
 		if l.spend != nil {
 			l.spend.Add(limit.BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
 		}
-		if k := l.budgetKey(job.tag, b, start); !slices.Contains(job.budgets, k) {
+		if k := l.name(q, keyName{kind: "b", scope: b.Scope, period: b.Period, start: start, id: b.ID}); !slices.Contains(job.budgets, k) {
 			job.budgets = append(job.budgets, k)
 		}
 	}
