@@ -79,11 +79,12 @@ type tagQueue struct {
 	busy    bool // a call of the tag is in flight
 	pending []*admitCall
 
-	// tag is the tag as keys carry it (tagOf); ledger, ledgerHash and
-	// seeded are its ledger's keys and seeded marker.
-	tag, ledger, ledgerHash, seeded string
-	namesMu                         sync.RWMutex
-	names                           map[keyName]string
+	// raw is the admissions' own Tag, tag the tag as keys carry it
+	// (tagOf); ledger, ledgerHash and seeded are its ledger's keys and
+	// seeded marker.
+	raw, tag, ledger, ledgerHash, seeded string
+	namesMu                              sync.RWMutex
+	names                                map[keyName]string
 }
 
 // keyName is what names a rate bucket or budget counter of a tag.
@@ -106,7 +107,7 @@ func (l *Limiter) queueOf(tag string) *tagQueue {
 		return q.(*tagQueue)
 	}
 	t := tagOf(&limit.Admission{Tag: tag})
-	q, _ := l.queues.LoadOrStore(tag, &tagQueue{tag: t, ledger: l.ledgerKey(t), ledgerHash: l.ledgerHash(t), seeded: l.seededKey(t)})
+	q, _ := l.queues.LoadOrStore(tag, &tagQueue{raw: tag, tag: t, ledger: l.ledgerKey(t), ledgerHash: l.ledgerHash(t), seeded: l.seededKey(t)})
 	return q.(*tagQueue)
 }
 
@@ -150,7 +151,11 @@ func (l *Limiter) exchange(ctx context.Context, c *admitCall) ([]int64, error) {
 	if l.beforeCall != nil {
 		l.beforeCall(1)
 	}
-	out, err := l.admitSeeded(ctx, c.a.Tag, &l.admit, c.keys, c.args)
+	var out []int64
+	err := l.seeded(ctx, q, func() (err error) {
+		out, err = l.admitOnce(ctx, &l.admit, c.keys, c.args)
+		return err
+	})
 	l.admitCalls.Add(1)
 	if err != nil && c.nb > 0 {
 		// The script may have run and reserved with its reply lost (a
@@ -164,7 +169,7 @@ func (l *Limiter) exchange(ctx context.Context, c *admitCall) ([]int64, error) {
 		q.mu.Unlock()
 	} else {
 		q.mu.Unlock()
-		go l.drain(q, c.a.Tag)
+		go l.drain(q)
 	}
 	return out, err
 }
@@ -188,7 +193,7 @@ func (l *Limiter) await(ctx context.Context, c *admitCall) ([]int64, error) {
 
 // drain sends the queued admissions of q, a batch a call, until none
 // wait, then marks the tag idle.
-func (l *Limiter) drain(q *tagQueue, tag string) {
+func (l *Limiter) drain(q *tagQueue) {
 	var batch []*admitCall
 	for {
 		q.mu.Lock()
@@ -211,7 +216,7 @@ func (l *Limiter) drain(q *tagQueue, tag string) {
 		}
 		q.mu.Unlock()
 		if len(batch) > 0 {
-			l.sendBatch(tag, batch)
+			l.sendBatch(q, batch)
 		}
 	}
 }
@@ -219,26 +224,22 @@ func (l *Limiter) drain(q *tagQueue, tag string) {
 // sendBatch runs one call for batch and answers each of its admissions.
 // The call has no request's cancellation (it serves many), only the
 // liveness bound every admission has.
-func (l *Limiter) sendBatch(tag string, batch []*admitCall) {
+func (l *Limiter) sendBatch(q *tagQueue, batch []*admitCall) {
 	ctx := context.Background()
 	if l.beforeCall != nil {
 		l.beforeCall(len(batch))
 	}
 	var outs [][]int64
-	var err error
-	if len(batch) == 1 {
-		var out []int64
-		out, err = l.admitSeeded(ctx, tag, &l.admit, batch[0].keys, batch[0].args)
-		outs = [][]int64{out}
-	} else {
-		outs, err = l.batchReplies(ctx, batch)
-		if errors.Is(err, errCountersLost) {
-			// As admitSeeded: rebuild the lost counters, then again.
-			if err = l.seedTag(ctx, tagOf(&limit.Admission{Tag: tag}), tag); err == nil {
-				outs, err = l.batchReplies(ctx, batch)
-			}
+	err := l.seeded(ctx, q, func() (err error) {
+		if len(batch) == 1 {
+			var out []int64
+			out, err = l.admitOnce(ctx, &l.admit, batch[0].keys, batch[0].args)
+			outs = [][]int64{out}
+			return err
 		}
-	}
+		outs, err = l.batchReplies(ctx, batch)
+		return err
+	})
 	l.admitCalls.Add(1)
 	l.admitBatched.Add(uint64(len(batch)))
 	for i, c := range batch {
@@ -258,26 +259,46 @@ func (l *Limiter) sendBatch(tag string, batch []*admitCall) {
 	}
 }
 
-// admitSeeded runs s, and when Redis answers that the tag's counters
-// are lost, rebuilds them from the durable record and runs it again.
-func (l *Limiter) admitSeeded(ctx context.Context, raw string, s *script, keys, args []string) ([]int64, error) {
-	out, err := l.admitOnce(ctx, s, keys, args)
-	if err == nil && len(out) == 1 && out[0] == -1 {
+// seeded runs call, and when it finds the tag's counters lost
+// (errCountersLost), rebuilds them from the durable record and runs it
+// again.
+func (l *Limiter) seeded(ctx context.Context, q *tagQueue, call func() error) error {
+	err := call()
+	if errors.Is(err, errCountersLost) {
 		// Redis lost the tag's counters (a restart without persistence,
 		// a failover to an empty replica, a flush): rebuild them from
 		// the durable record before admitting anything against them.
-		if err = l.seedTag(ctx, tagOf(&limit.Admission{Tag: raw}), raw); err == nil {
-			out, err = l.admitOnce(ctx, s, keys, args)
+		if err = l.seedTag(ctx, q.tag, q.raw); err == nil {
+			err = call()
 		}
 	}
-	return out, err
+	return err
+}
+
+// held is what the ledger's hash holds for c's reservation, as
+// admitScript writes it: the cost, then the budget counters' keys.
+func (c *admitCall) held() string {
+	return c.args[6] + "\x1f" + strings.Join(c.keys[c.nr:c.nr+c.nb], "\x1f")
+}
+
+// ledgerOf is a batch's ledger mode (admitScript's ARGV 4) and the keys
+// that follow its counters: those of its admission with the highest
+// mode (with budgets, the ledger; with a durable record, the seeded
+// marker before it).
+func ledgerOf(batch []*admitCall) (mode string, tail []string) {
+	mode = "0"
+	for _, c := range batch {
+		if m := c.args[3]; m > mode {
+			mode, tail = m, c.keys[c.nr+c.nb:]
+		}
+	}
+	return mode, tail
 }
 
 // batchArgs writes the admissions of batch as admitBatchScript takes
 // them, from the keys and arguments each has for admitScript.
 func batchArgs(batch []*admitCall, now int64) (keys, args []string) {
 	index := make(map[string]string, 8) // counter key → its 1-based index, as an argument
-	mode, tail := "0", []string(nil)
 	args = make([]string, 4, 4+len(batch)*12)
 	for _, c := range batch {
 		counters := c.nr + c.nb
@@ -287,15 +308,9 @@ func batchArgs(batch []*admitCall, now int64) (keys, args []string) {
 				index[k] = strconv.Itoa(len(keys))
 			}
 		}
-		if m := c.args[3]; m > mode {
-			// With budgets: the ledger, and with a durable record the
-			// seeded marker first, are the keys after the counters.
-			mode, tail = m, c.keys[counters:]
-		}
 		held := ""
 		if c.args[3] != "0" {
-			// What the ledger's hash holds for it, as admitScript writes it.
-			held = c.args[6] + "\x1f" + strings.Join(c.keys[c.nr:counters], "\x1f")
+			held = c.held()
 		}
 		args = append(args, strconv.Itoa(c.nr), strconv.Itoa(c.nb), held, c.args[5], c.args[6], c.args[4])
 		for i := range c.nr {
@@ -306,6 +321,7 @@ func batchArgs(batch []*admitCall, now int64) (keys, args []string) {
 			args = append(args, index[c.keys[c.nr+j]], c.args[a], c.args[a+1])
 		}
 	}
+	mode, tail := ledgerOf(batch)
 	args[0] = strconv.FormatInt(now, 10)
 	args[1] = strconv.FormatInt(window, 10)
 	args[2] = strconv.Itoa(len(keys))
@@ -326,24 +342,18 @@ func (l *Limiter) batchReplies(ctx context.Context, batch []*admitCall) ([][]int
 	now := l.now().UnixMicro()
 	if f, ok := fitAllArgs(batch, now); ok {
 		out, err := l.admitOnce(ctx, &l.admitAll, f.keys, f.args)
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, err
-		case len(out) == 1 && out[0] == -1:
-			return nil, errCountersLost
-		case len(out) == 1 && out[0] == 0:
-			// Some admission does not fit: each is decided on its own.
-		default:
+		}
+		if len(out) != 1 || out[0] != 0 {
 			return f.replies(out, batch)
 		}
+		// Some admission does not fit: each is decided on its own.
 	}
 	keys, args := batchArgs(batch, now)
 	out, err := l.admitOnce(ctx, &l.admitBatch, keys, args)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case len(out) == 1 && out[0] == -1:
-		return nil, errCountersLost
 	}
 	return splitReplies(out, batch)
 }
@@ -354,15 +364,22 @@ type fitAll struct {
 	keys, args []string
 	counters   int // the keys that are counters, before the marker and the ledger
 	// Per admission, per counter of it (rates, then budgets, as its
-	// keys): the counter's index among the batch's, and what the
-	// admission adds to it.
+	// keys): the counter's index among the batch's.
 	index [][]int
-	adds  [][]int64
 }
 
-// fitAllArgs writes batch for admitAllScript at now (µs); false when an
-// admission's figures are not plain integers (a request too large for
-// its limit: admitBatchScript refuses it).
+// adds is what admission c adds to its j-th counter: a rate bucket's
+// increment, a budget's cost.
+func (c *admitCall) adds(j int) int64 {
+	if r := &c.refs[j]; r.kind != limit.KindBudget {
+		return r.inc
+	}
+	return int64(c.a.Cost)
+}
+
+// fitAllArgs writes batch for admitAllScript at now (µs); false when a
+// request is too large for one of its rate limits (admitBatchScript
+// refuses it).
 func fitAllArgs(batch []*admitCall, now int64) (f fitAll, ok bool) {
 	type counter struct {
 		rate         bool
@@ -372,15 +389,10 @@ func fitAllArgs(batch []*admitCall, now int64) (f fitAll, ok bool) {
 	var counters []counter
 	at := make(map[string]int, 8)
 	var zadd, hset []string
-	mode, tail := "0", []string(nil)
-	f.index, f.adds = make([][]int, len(batch)), make([][]int64, len(batch))
+	f.index = make([][]int, len(batch))
 	for i, c := range batch {
 		n := c.nr + c.nb
-		f.index[i], f.adds[i] = make([]int, n), make([]int64, n)
-		cost, err := strconv.ParseInt(c.args[6], 10, 64)
-		if err != nil {
-			return f, false
-		}
+		f.index[i] = make([]int, n)
 		for j, key := range c.keys[:n] {
 			k, seen := at[key]
 			if !seen {
@@ -389,38 +401,27 @@ func fitAllArgs(batch []*admitCall, now int64) (f fitAll, ok bool) {
 				counters = append(counters, counter{rate: j < c.nr, bound: math.MaxInt64})
 				f.keys = append(f.keys, key)
 			}
-			cn := &counters[k]
+			cn, r := &counters[k], &c.refs[j]
 			if j < c.nr {
-				inc, err := strconv.ParseInt(c.args[7+3*j], 10, 64)
-				if err != nil || inc > window {
+				if r.inc > window {
 					return f, false
 				}
-				cn.total += inc
-				f.adds[i][j] = inc
 			} else {
-				f.adds[i][j] = cost
-				a := 7 + 3*c.nr + 2*(j-c.nr)
-				threshold, err := strconv.ParseInt(c.args[a], 10, 64)
-				if err != nil {
-					return f, false
-				}
 				// This admission fits when the spend before the batch
 				// and what the admissions before it add is within its
 				// threshold.
-				cn.bound = min(cn.bound, threshold-cn.total)
-				cn.total += cost
-				cn.exp = c.args[a+1]
+				cn.bound = min(cn.bound, r.limit-r.cost-cn.total)
+				cn.exp = c.args[7+3*c.nr+2*(j-c.nr)+1]
 			}
+			cn.total += c.adds(j)
 			f.index[i][j] = k
 		}
-		if m := c.args[3]; m != "0" {
-			if m > mode {
-				mode, tail = m, c.keys[n:]
-			}
+		if c.args[3] != "0" {
 			zadd = append(zadd, c.args[5], c.args[4])
-			hset = append(hset, c.args[4], c.args[6]+"\x1f"+strings.Join(c.keys[c.nr:n], "\x1f"))
+			hset = append(hset, c.args[4], c.held())
 		}
 	}
+	mode, tail := ledgerOf(batch)
 	f.args = make([]string, 0, 4+4*len(counters)+len(zadd)+len(hset))
 	f.args = append(f.args, strconv.FormatInt(now, 10), strconv.Itoa(len(counters)), mode)
 	for _, cn := range counters {
@@ -451,7 +452,7 @@ func (f *fitAll) replies(out []int64, batch []*admitCall) ([][]int64, error) {
 		o := make([]int64, 3+len(f.index[i]))
 		o[0] = 1
 		for j, k := range f.index[i] {
-			sums[k] += f.adds[i][j]
+			sums[k] += batch[i].adds(j)
 			o[3+j] = base[k] + sums[k]
 		}
 		outs[i] = o

@@ -44,6 +44,8 @@ func NewClient(url string) (rueidis.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
+	// Client-side caching (CLIENT TRACKING) serves DoCache, which
+	// gatehouse does not call.
 	opt.DisableCache = true
 	c, err := rueidis.NewClient(opt)
 	if err != nil && mode == rueidis.ClientModeCluster && strings.Contains(err.Error(), "cluster support disabled") {

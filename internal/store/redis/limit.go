@@ -356,7 +356,10 @@ type ref struct {
 	src   int // index into Rates or Budgets
 	limit int64
 	cost  int64
-	end   time.Time
+	// inc is how far the request moves a rate bucket (µs; rateMicros),
+	// window + 1 for any move past the window (the request is too large).
+	inc int64
+	end time.Time
 }
 
 // Admit implements limit.Admitter in one round trip.
@@ -409,6 +412,7 @@ func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 	}
 	rate := func(units, limit int64) {
 		inc := rateMicros(units, limit)
+		refs[len(refs)-1].inc = int64(min(inc, float64(window+1)))
 		args = append(args, "", "0", "0")
 		nums.setFloat(args, len(args)-3, inc)
 		if inc > float64(window) {
@@ -603,7 +607,8 @@ func (l *Limiter) releaseAdmission(id string, a limit.Admission, at time.Time) {
 }
 
 // admitOnce runs an admission script, waiting for its reply while Redis
-// answers (liveness.go).
+// answers (liveness.go). The scripts' {-1}, the tag's counters lost, is
+// errCountersLost.
 func (l *Limiter) admitOnce(ctx context.Context, s *script, keys, args []string) ([]int64, error) {
 	cctx, w := l.live.callContext(ctx, l.timeout)
 	out, err := l.run(cctx, s, keys, args).AsIntSlice()
@@ -618,6 +623,9 @@ func (l *Limiter) admitOnce(ctx context.Context, s *script, keys, args []string)
 			err = cause
 		}
 		return nil, fmt.Errorf("redis: admit: %w: %w", limit.ErrUnavailable, err)
+	}
+	if len(out) == 1 && out[0] == -1 {
+		return nil, errCountersLost
 	}
 	return out, nil
 }

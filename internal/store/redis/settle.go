@@ -314,16 +314,16 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 	var sums []int64
 	var count []int
 	pos := map[string]int{}
-	ledgerOf := map[string]int{}
+	group := map[string]int{}
 	for i := range jobs {
 		j := &jobs[i]
 		if len(j.budgets) == 0 {
 			continue
 		}
-		g, ok := ledgerOf[j.tag]
+		g, ok := group[j.tag]
 		if !ok {
 			g = len(ledgers)
-			ledgerOf[j.tag] = g
+			group[j.tag] = g
 			ledgers = append(ledgers, j.tag)
 			count = append(count, 0)
 		}
@@ -347,7 +347,7 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 	order := make([]int, next[len(ledgers)])
 	for i := range jobs {
 		if len(jobs[i].budgets) > 0 {
-			g := ledgerOf[jobs[i].tag]
+			g := group[jobs[i].tag]
 			order[next[g]] = i
 			next[g]++
 		}
