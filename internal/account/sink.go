@@ -152,7 +152,7 @@ func NewSink(store RecordStore, o SinkOptions) (*Sink, error) {
 
 // Add hands a record over. It never blocks on the store; when the queue
 // is full the record is appended to the spill file instead (no fsync on
-// this path: the writer's next batch syncs the file).
+// this path: the writer syncs the file at its next tick).
 func (s *Sink) Add(r Record) { s.Keep(&r) }
 
 // Keep is Add for a record its caller holds where it lies: *r is copied
@@ -260,6 +260,9 @@ func (s *Sink) run() {
 			}
 		}
 		spare, open = s.drain(spare, all)
+		if all {
+			s.flushSpill()
+		}
 		if s.replayDue() {
 			limit := s.o.Batch
 			if !open {
@@ -267,6 +270,14 @@ func (s *Sink) run() {
 			}
 			s.replay(limit)
 		}
+	}
+}
+
+// flushSpill fsyncs the records that requests spilled since the last
+// tick (spill.append says why they wait for it).
+func (s *Sink) flushSpill() {
+	if err := s.spill.flush(); err != nil {
+		s.o.Log.Error("usage records: cannot sync the spill file", "error", err.Error())
 	}
 }
 

@@ -635,3 +635,74 @@ func TestSinkWritesABacklogInParallel(t *testing.T) {
 		t.Fatalf("written %d spilled %d, want 40, 0", s.Written(), s.Spilled())
 	}
 }
+
+// TestSpillSyncsOnlyWhenAsked: records spilled from a full queue are not
+// fsynced one by one (the cost of an fsync every other request, when
+// they were); a batch the writer spills is, with what came before it,
+// and so is what is left at the writer's tick (flush) and at close.
+func TestSpillSyncsOnlyWhenAsked(t *testing.T) {
+	sp, err := openSpill(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs := func(want int, after string) {
+		t.Helper()
+		if sp.syncs != want {
+			t.Fatalf("after %s: %d fsyncs, want %d", after, sp.syncs, want)
+		}
+	}
+	for i := range 5 {
+		if err := sp.append([]Record{rec(i)}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncs(0, "five requests' records")
+	if err := sp.flush(); err != nil {
+		t.Fatal(err)
+	}
+	syncs(1, "the tick's flush")
+	if err := sp.flush(); err != nil {
+		t.Fatal(err)
+	}
+	syncs(1, "a second flush with nothing new")
+	if err := sp.append([]Record{rec(5), rec(6)}, true); err != nil {
+		t.Fatal(err)
+	}
+	syncs(2, "a batch the writer spilled")
+	if err := sp.append([]Record{rec(7)}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.close(); err != nil {
+		t.Fatal(err)
+	}
+	syncs(3, "close with a record unsynced")
+}
+
+// TestSinkFlushesSpilledRecordsAtItsTick: what requests spilled while
+// the queue was full is fsynced by the writer's next tick, with the
+// store answering all along, not left to the page cache until the next
+// failure or close.
+func TestSinkFlushesSpilledRecordsAtItsTick(t *testing.T) {
+	st := newMemStore()
+	// A batch larger than the queue: Add never wakes the writer, whose
+	// tick alone takes the queue and flushes the spill.
+	s, err := NewSink(st, SinkOptions{SpillDir: t.TempDir(), Queue: 1, Batch: 1000, Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		s.Add(rec(i))
+	}
+	if s.Spilled() != 9 {
+		t.Fatalf("%d records spilled, want 9 (a queue of one)", s.Spilled())
+	}
+	waitFor(t, "the spilled records fsynced", func() bool {
+		s.spill.mu.Lock()
+		defer s.spill.mu.Unlock()
+		return s.spill.syncs > 0 && !s.spill.dirty
+	})
+	waitFor(t, "every record stored", func() bool { return len(st.stored()) == 10 })
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

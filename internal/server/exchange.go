@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"gatehouse/internal/h1"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
+	"gatehouse/internal/reqid"
 	"gatehouse/internal/route"
 	"gatehouse/internal/telemetry"
 )
@@ -139,7 +139,7 @@ const (
 
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, rt: s.rt.Load(), w: w, r: r, start: s.now(), status: http.StatusOK}
-	x.id = newRequestID()
+	x.id = reqid.New(x.start)
 	if x.fw = h1.FieldWriterOf(w); x.fw != nil {
 		x.fw.AppendFields(appendField(x.fw.FieldBuffer(), hdrRequestID, x.id), false)
 	} else {
@@ -148,14 +148,6 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	x.rt.Metrics.Begin() // ended by record
 	x.span = x.rt.Tracer.Request(r)
 	return x
-}
-
-// newRequestID returns a random id; 64 bits make collisions between any
-// two requests in a day's logs practically impossible.
-func newRequestID() string {
-	var b [3 + 16]byte
-	copy(b[:], "gh-")
-	return string(strconv.AppendUint(b[:3], rand.Uint64(), 16))
 }
 
 // authenticate runs the runtime's authenticator, if any.
@@ -473,7 +465,7 @@ func (x *exchange) queueLine(q lineQueue, end time.Time, level slog.Level) {
 // logFields emits the fields of the request's log line, in order; each
 // key is its member text (see jsonLine). Its latency is x.took (finish sets it).
 func (x *exchange) logFields(f *jsonLine) {
-	f.addPlain(`,"request_id":`, x.id) // newRequestID's: "gh-" and hex digits
+	f.addPlain(`,"request_id":`, x.id) // reqid's: "gh-" and hex digits
 	x.routeFields(f)
 	if x.status == http.StatusOK && f.attrs == nil { // most lines: the status and the next key as one text
 		f.b = appendMillisFloat(append(f.b, `,"status":200,"latency_ms":`...), x.took)

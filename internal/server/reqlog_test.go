@@ -18,6 +18,7 @@ import (
 	"gatehouse/internal/limit"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/provider"
+	"gatehouse/internal/reqid"
 	"gatehouse/internal/route"
 )
 
@@ -322,7 +323,7 @@ func TestPlainFieldsNeedNoQuoting(t *testing.T) {
 		}
 	}
 	for range 1000 {
-		plain("request ID", newRequestID())
+		plain("request ID", reqid.New(time.Now()))
 	}
 	for _, m := range []limit.Micros{0, 1, -1, 999_999, 1_000_000, 123_456_789, math.MaxInt64, math.MinInt64} {
 		plain("cost", m.String())

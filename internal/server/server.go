@@ -22,6 +22,7 @@ import (
 	"gatehouse/internal/auth"
 	"gatehouse/internal/llm"
 	"gatehouse/internal/metrics"
+	"gatehouse/internal/reqid"
 	"gatehouse/internal/responses"
 	"gatehouse/internal/route"
 	"gatehouse/internal/telemetry"
@@ -329,7 +330,7 @@ func modelObject(b []byte, id string) []byte {
 // stamp sets the request id and overhead headers of an answer given
 // without an exchange (unknown routes, wrong methods) and returns the id.
 func (s *Server) stamp(w http.ResponseWriter, start time.Time) string {
-	id := newRequestID()
+	id := reqid.New(start)
 	h := w.Header()
 	h[hdrRequestID] = []string{id}
 	var buf [24]byte

@@ -10,6 +10,7 @@ import (
 
 	"gatehouse/internal/account"
 	"gatehouse/internal/auth"
+	"gatehouse/internal/reqid"
 )
 
 // BenchSink measures how many usage records a second a Sink sustains
@@ -27,7 +28,8 @@ func BenchSink(b *testing.B, s auth.Store) {
 	base := time.Now().UTC()
 	recs := make([]account.Record, b.N)
 	for i := range recs {
-		recs[i] = account.Record{RequestID: fmt.Sprintf("gh-bench-%d-%d", base.UnixNano(), i), Time: base.Add(time.Duration(i) * time.Millisecond),
+		at := base.Add(time.Duration(i) * 200 * time.Microsecond) // 5,000 requests a second
+		recs[i] = account.Record{RequestID: reqid.New(at), Time: at,
 			Endpoint: "/v1/chat/completions", KeyID: "key_bench", ProjectID: "proj_bench", Project: "bench", Model: "chat",
 			ServedModel: "gpt-4o-mini", Provider: "openai", Deployment: "openai/gpt-4o-mini", Status: 200, PromptTokens: 120,
 			CompletionTokens: 300, Cost: 1234, UsageSource: account.SourceReported, LatencyMS: 812.5, TTFTMS: 95.1,
