@@ -49,6 +49,13 @@ func filterOn(b *strings.Builder, args []any, f account.Filter, timeCol string) 
 			continue
 		}
 		b.WriteString(" AND " + c.Column + " = " + arg(c.Value))
+		if c.Column == "customer" {
+			// Never true of '' (FilterColumns leaves out empty
+			// values): the term that lets usage_records_customer,
+			// which holds only the records naming a customer, serve
+			// the query (migration 0015).
+			b.WriteString(" AND customer <> ''")
+		}
 	}
 	return args
 }
@@ -180,23 +187,32 @@ func scanRecord(row pgx.Row) (account.Record, error) {
 	return r, nil
 }
 
-// Logs implements account.Querier: newest first, keyset-paged on
-// (time, request_id).
-func (s *Store) Logs(ctx context.Context, q account.LogQuery) (account.LogPage, error) {
+// logsSQL is the query of one page of Logs and its arguments.
+func logsSQL(q account.LogQuery) (string, []any, error) {
 	var b strings.Builder
 	b.WriteString("SELECT " + recordCols + " FROM usage_records")
 	args := filterSQL(&b, nil, q.Filter)
 	if q.Cursor != "" {
 		at, id, err := account.DecodeCursor(q.Cursor)
 		if err != nil {
-			return account.LogPage{}, err
+			return "", nil, err
 		}
 		args = append(args, at, id)
 		fmt.Fprintf(&b, " AND (time, request_id) < ($%d, $%d)", len(args)-1, len(args))
 	}
 	args = append(args, q.Limit+1)
 	fmt.Fprintf(&b, " ORDER BY time DESC, request_id DESC LIMIT $%d", len(args))
-	rows, err := s.pool.Query(ctx, b.String(), args...)
+	return b.String(), args, nil
+}
+
+// Logs implements account.Querier: newest first, keyset-paged on
+// (time, request_id).
+func (s *Store) Logs(ctx context.Context, q account.LogQuery) (account.LogPage, error) {
+	query, args, err := logsSQL(q)
+	if err != nil {
+		return account.LogPage{}, err
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return account.LogPage{}, fmt.Errorf("postgres: logs: %w", unavailable(err))
 	}
