@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,11 +79,11 @@ type tagQueue struct {
 	pending []*admitCall
 
 	// raw is the admissions' own Tag, tag the tag as keys carry it
-	// (tagOf); ledger, ledgerHash and seeded are its ledger's keys and
-	// seeded marker.
-	raw, tag, ledger, ledgerHash, seeded string
-	namesMu                              sync.RWMutex
-	names                                map[keyName]string
+	// (tagOf); ledger and seeded are its ledger's key and seeded
+	// marker.
+	raw, tag, ledger, seeded string
+	namesMu                  sync.RWMutex
+	names                    map[keyName]string
 }
 
 // keyName is what names a rate bucket or budget counter of a tag.
@@ -107,7 +106,7 @@ func (l *Limiter) queueOf(tag string) *tagQueue {
 		return q.(*tagQueue)
 	}
 	t := tagOf(&limit.Admission{Tag: tag})
-	q, _ := l.queues.LoadOrStore(tag, &tagQueue{raw: tag, tag: t, ledger: l.ledgerKey(t), ledgerHash: l.ledgerHash(t), seeded: l.seededKey(t)})
+	q, _ := l.queues.LoadOrStore(tag, &tagQueue{raw: tag, tag: t, ledger: l.ledgerKey(t), seeded: l.seededKey(t)})
 	return q.(*tagQueue)
 }
 
@@ -275,12 +274,6 @@ func (l *Limiter) seeded(ctx context.Context, q *tagQueue, call func() error) er
 	return err
 }
 
-// held is what the ledger's hash holds for c's reservation, as
-// admitScript writes it: the cost, then the budget counters' keys.
-func (c *admitCall) held() string {
-	return c.args[6] + "\x1f" + strings.Join(c.keys[c.nr:c.nr+c.nb], "\x1f")
-}
-
 // ledgerOf is a batch's ledger mode (admitScript's ARGV 4) and the keys
 // that follow its counters: those of its admission with the highest
 // mode (with budgets, the ledger; with a durable record, the seeded
@@ -308,11 +301,11 @@ func batchArgs(batch []*admitCall, now int64) (keys, args []string) {
 				index[k] = strconv.Itoa(len(keys))
 			}
 		}
-		held := ""
+		member := "" // admitScript's ledger entry, when it has one
 		if c.args[3] != "0" {
-			held = c.held()
+			member = c.args[4]
 		}
-		args = append(args, strconv.Itoa(c.nr), strconv.Itoa(c.nb), held, c.args[5], c.args[6], c.args[4])
+		args = append(args, strconv.Itoa(c.nr), strconv.Itoa(c.nb), member, c.args[5], c.args[6])
 		for i := range c.nr {
 			args = append(args, index[c.keys[i]], c.args[7+3*i])
 		}
@@ -388,7 +381,7 @@ func fitAllArgs(batch []*admitCall, now int64) (f fitAll, ok bool) {
 	}
 	var counters []counter
 	at := make(map[string]int, 8)
-	var zadd, hset []string
+	var zadd []string
 	f.index = make([][]int, len(batch))
 	for i, c := range batch {
 		n := c.nr + c.nb
@@ -418,11 +411,10 @@ func fitAllArgs(batch []*admitCall, now int64) (f fitAll, ok bool) {
 		}
 		if c.args[3] != "0" {
 			zadd = append(zadd, c.args[5], c.args[4])
-			hset = append(hset, c.args[4], c.held())
 		}
 	}
 	mode, tail := ledgerOf(batch)
-	f.args = make([]string, 0, 4+4*len(counters)+len(zadd)+len(hset))
+	f.args = make([]string, 0, 4+4*len(counters)+len(zadd))
 	f.args = append(f.args, strconv.FormatInt(now, 10), strconv.Itoa(len(counters)), mode)
 	for _, cn := range counters {
 		if cn.rate {
@@ -432,7 +424,7 @@ func fitAllArgs(batch []*admitCall, now int64) (f fitAll, ok bool) {
 		}
 	}
 	f.args = append(f.args, strconv.Itoa(len(zadd)/2))
-	f.args = append(append(f.args, zadd...), hset...)
+	f.args = append(f.args, zadd...)
 	f.counters = len(counters)
 	f.keys = append(f.keys, tail...)
 	return f, true

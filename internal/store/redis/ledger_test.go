@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,5 +221,56 @@ func TestReleaseAnAdmissionOfUnknownOutcome(t *testing.T) {
 	}
 	if n, err := c.Do(ctx, c.B().Zcard().Key(l.ledgerKey("u")).Build()).AsInt64(); err != nil || n != 1 {
 		t.Fatalf("ledger holds %d reservations (%v), want the kept one", n, err)
+	}
+}
+
+// TestSweepReleasesEntriesOfTheEarlierLayout: a ledger entry written
+// before the entries said what they count — its id in the sorted set,
+// its cost and counters in the hash beside it — is released by the
+// sweep as before, once its replica is gone, and leaves neither behind;
+// an entry of the present layout in the same ledger too.
+func TestSweepReleasesEntriesOfTheEarlierLayout(t *testing.T) {
+	c := testClient(t)
+	prefix := testPrefix(t, c)
+	clk := newClock(time.Now())
+	o := Options{Prefix: prefix, Now: clk.Now, SweepEvery: -1, ReservationTTL: time.Minute, ReplicaTimeout: 30 * time.Second}
+	crashed := newLimiter(t, c, o)
+	ctx := context.Background()
+	b := limit.Budget{Scope: limit.ScopeKey, ID: "k", Limit: limit.USD(1), Period: limit.Total}
+	d, err := crashed.Admit(ctx, limit.Admission{Tag: "t", Budgets: []limit.Budget{b}, Cost: limit.USD(0.25)})
+	if err != nil || !d.Allowed {
+		t.Fatal(err)
+	}
+	// The present layout's entry: id, cost, counter.
+	entries, err := c.Do(ctx, c.B().Zrange().Key(crashed.ledgerKey("t")).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("ledger %v (%v), want the admission's one entry", entries, err)
+	}
+	parts := strings.Split(entries[0], "\x1f")
+	if len(parts) != 3 || parts[0] != d.Reservation.ID || parts[1] != "250000" {
+		t.Fatalf("ledger entry %q, want %s, 250000 and the budget's counter", entries[0], d.Reservation.ID)
+	}
+	counter := parts[2]
+	if v, err := c.Do(ctx, c.B().Get().Key(counter).Build()).AsInt64(); err != nil || v != 250_000 {
+		t.Fatalf("counter %q holds %d (%v), want the admission's 250000", counter, v, err)
+	}
+	// An earlier version's replica reserved 0.4 of the same budget.
+	do := redisDo(t, c)
+	do("INCRBY", counter, "400000")
+	deadline := strconv.FormatInt(clk.Now().Add(time.Minute).UnixMilli(), 10)
+	do("ZADD", crashed.ledgerKey("t"), deadline, "0ld-7")
+	do("HSET", crashed.ledgerHash("t"), "0ld-7", "400000\x1f"+counter)
+	clk.Advance(2 * time.Minute) // both deadlines past; neither replica heard since
+	survivor := newLimiter(t, c, o)
+	if n, err := survivor.Sweep(ctx); err != nil || n != 2 {
+		t.Fatalf("swept %d (%v), want both reservations", n, err)
+	}
+	if got, _ := survivor.Spent(ctx, "t", b, clk.Now()); got != 0 {
+		t.Fatalf("after the sweep: %v, want 0", got)
+	}
+	for _, k := range []string{crashed.ledgerKey("t"), crashed.ledgerHash("t")} {
+		if n, err := c.Do(ctx, c.B().Exists().Key(k).Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("%s still there after the sweep (%v)", k, err)
+		}
 	}
 }

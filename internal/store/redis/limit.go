@@ -21,7 +21,8 @@
 //	<prefix>{<tag>}:rt:<scope>:<id>                   token bucket
 //	<prefix>{<tag>}:b:<scope>:<period>:<start>:<id>   budget counter (micro-dollars)
 //	<prefix>{<tag>}:s:<settle call>                   settled marker of one batch of settles (10 minutes)
-//	<prefix>{<tag>}:r, <prefix>{<tag>}:rh             reservation ledger: open reservations by deadline, and what each counts
+//	<prefix>{<tag>}:r                                 reservation ledger: open reservations by deadline, each with what it counts
+//	<prefix>{<tag>}:rh                                what the ledger's entries of earlier versions count (read by the sweep)
 //	<prefix>{<tag>}:seeded                            the tag's budget counters are in Redis
 //	<prefix>{<tag>}:x:<exchange>                      a lease exchange ran (10 minutes; lease.go)
 //	<prefix>ledgers                                   the tags with a ledger, for the sweep
@@ -321,13 +322,34 @@ func (l *Limiter) budgetKey(tag string, b *limit.Budget, start string) string {
 }
 
 // The reservation ledger of a tag: a sorted set of open reservations by
-// deadline and a hash of what each counts; the seeded marker says the
+// deadline, each entry saying what it counts (ledgerMember); beside it,
+// the hash in which earlier versions kept what each counted, read by
+// the sweep for the entries they left. The seeded marker says the
 // tag's budget counters are in Redis. The registry (one key, no tag)
 // lists the tags whose ledgers the sweep visits.
 func (l *Limiter) ledgerKey(tag string) string  { return l.prefix + "{" + tag + "}:r" }
 func (l *Limiter) ledgerHash(tag string) string { return l.prefix + "{" + tag + "}:rh" }
 func (l *Limiter) seededKey(tag string) string  { return l.prefix + "{" + tag + "}:seeded" }
 func (l *Limiter) registryKey() string          { return l.prefix + "ledgers" }
+
+// ledgerMember is a reservation's entry in its tag's ledger: its id, its
+// cost (micro-dollars, as decimal digits) and the keys of its budget
+// counters, separated by the unit separator (0x1f), which neither ids
+// nor keys hold. Everything a sweep needs to release the reservation
+// is in it, and a settle, which knows the three, writes the same string
+// to take it out.
+func ledgerMember(id, cost string, budgets []string) string {
+	n := len(id) + 1 + len(cost)
+	for _, k := range budgets {
+		n += 1 + len(k)
+	}
+	b := make([]byte, 0, n)
+	b = append(append(append(b, id...), 0x1f), cost...)
+	for _, k := range budgets {
+		b = append(append(b, 0x1f), k...)
+	}
+	return string(b)
+}
 
 // replicasKey is the sorted set of replicas by their last sign of life:
 // the sweep releases only the reservations of replicas gone from it.
@@ -450,15 +472,18 @@ func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 	if nb > 0 {
 		// The reservation goes into the tag's ledger, and with a durable
 		// record the counters must be known to be in Redis.
-		args[3], args[4] = "1", id
+		args[3] = "1"
 		nums.set(args, 5, now.Add(l.reservationTTL).UnixMilli())
 		if l.store != nil {
 			args[3] = "2"
 			keys = append(keys, q.seeded)
 		}
-		keys = append(keys, q.ledger, q.ledgerHash)
+		keys = append(keys, q.ledger)
 	}
 	nums.fill(args)
+	if nb > 0 {
+		args[4] = ledgerMember(id, args[6], keys[nr:nr+nb])
+	}
 	return &admitCall{keys: keys, args: args, refs: refs, q: q, nr: nr, nb: nb, a: a, id: id, at: now}
 }
 

@@ -28,11 +28,11 @@ end
 //
 //	KEYS  rate buckets (nr of them), then budget counters, then, when
 //	      the counters have a durable record, the tag's seeded marker,
-//	      then with budgets the reservation ledger (a sorted set and a
-//	      hash)
+//	      then with budgets the reservation ledger (a sorted set)
 //	ARGV  1 now (µs)  2 nr  3 window (µs)  4 ledger: 0 none, 1 ledger,
-//	      2 ledger and marker  5 reservation id  6 its deadline (ms)
-//	      7 the request's cost (micro-dollars)
+//	      2 ledger and marker  5 the reservation's ledger entry
+//	      (ledgerMember: its id, cost and budget counters)  6 its
+//	      deadline (ms)  7 the request's cost (micro-dollars)
 //	      then per rate bucket:    increment (µs: cost × window / limit,
 //	                               floored), then its arrival time and
 //	                               TTL (ms) if it is behind now (now +
@@ -49,10 +49,14 @@ end
 // the admission creates it and never changes after (the key names the
 // period it counts; the lease, seed and carry scripts, the only others
 // that create a counter, set the same expiry). An admitted request
-// with budgets is written to the ledger (member: its id, score: its
-// deadline; the hash: its cost and counters), so a reservation its
-// replica never settles (a crash) is released by sweepScript, and a
-// settle knows whether its reservation is still counted.
+// with budgets is written to the ledger (member: its id, cost and
+// budget counters, as ledgerMember writes them; score: its deadline),
+// so a reservation its replica never settles (a crash) is released by
+// sweepScript, and a settle knows whether its reservation is still
+// counted. The member says all a sweep needs: one ZADD an admission,
+// where an id with a hash field of what it counts beside it took an
+// HSET too, the dearest command of an admission (BENCHMARKS.md, "The
+// ledger in one sorted set").
 //
 // The script is the Redis CPU of every cluster-mode request, so it keeps
 // that small: one MGET reads every counter and the marker, INCRBY's reply
@@ -77,7 +81,7 @@ local nr = ARGV[2] + 0
 local window = ARGV[3] + 0
 local mode = ARGV[4]
 local nc = #KEYS
-if mode ~= '0' then nc = nc - 2 end
+if mode ~= '0' then nc = nc - 1 end
 local nb = nc - nr
 if mode == '2' then nb = nb - 1 end
 local vals = redis.call('MGET', unpack(KEYS, 1, nc))
@@ -123,10 +127,7 @@ if refused == 0 then
       if exp ~= '0' then redis.call('PEXPIREAT', k, exp) end
     end
   end
-  if mode ~= '0' then
-    redis.call('ZADD', KEYS[nc + 1], ARGV[6], ARGV[5])
-    redis.call('HSET', KEYS[nc + 2], ARGV[5], cost .. '\31' .. table.concat(KEYS, '\31', nr + 1, nr + nb))
-  end
+  if mode ~= '0' then redis.call('ZADD', KEYS[nc + 1], ARGV[6], ARGV[5]) end
 else
   out[1], out[2], out[3] = 0, refused, retry
 end
@@ -139,14 +140,14 @@ return out
 // once per batch.
 //
 //	KEYS  1 the batch's settled marker, then the token buckets (nt), then
-//	      the budget counters (nc), then per ledger (ng): its sorted set
-//	      and its hash
+//	      the budget counters (nc), then the ledgers (ng)
 //	ARGV  1 now (µs)  2 marker TTL (s)  3 nt  4 nc  5 ng
 //	      then per token bucket: refund, charge (µs of the bucket: tokens
 //	      × window / limit, floored)
 //	      then per budget counter: micro-dollars to add when every
 //	      reservation is still in its ledger (the sum of their deltas)
-//	      then per ledger: n, the ids of its n reservations, then one
+//	      then per ledger: n, the entries of its n reservations
+//	      (ledgerMember), then one
 //	      'extra,counter,counter…;extra,counter…' with a part per
 //	      reservation: what to add to each of its counters (1-based
 //	      among the nc) when the ledger no longer holds it: actual −
@@ -165,18 +166,14 @@ return out
 // that expired or was lost is not recreated.
 //
 // As for admitScript, Redis's CPU is what this saves: one MGET reads the
-// buckets and counters; one HDEL per ledger takes the whole batch's
-// reservations out of its hash (in slices of 1000: Lua's unpack is
-// bounded); the counters' sums, right when every reservation is still
-// held, go to INCRBY as the caller wrote them, and a reservation's own
-// figures (one argument for the whole ledger, not one each) are read
-// only when its ledger no longer holds it. Whether it does: the usual
-// answer is HDEL's count, all of them (the sorted set and the hash hold
-// the same reservations: every script adds or removes an id in both),
-// and then one ZREM takes them all out of the sorted set; only when
-// some are missing does one ZREM per reservation say which. (ZMSCORE
-// would answer for all at once but formats every score as a float,
-// which costs Redis 7.0 more than the calls.)
+// buckets and counters; per ledger, one ZMSCORE says which of the
+// batch's reservations it still holds and one ZREM takes them out (in
+// slices of 1000: Lua's unpack is bounded; a deadline is a whole number
+// of milliseconds, which Redis prints as an integer); the counters'
+// sums, right when every reservation is still held, go to INCRBY as the
+// caller wrote them, and a reservation's own figures (one argument for
+// the whole ledger, not one each) are read only when its ledger no
+// longer holds it.
 //
 // Returns 1, or 0 when the batch had been settled already (a retry after
 // a lost reply).
@@ -233,16 +230,28 @@ local ledgers = 1 + nt + nc
 local extra
 for g = 1, ng do
   local n = ARGV[q] + 0
-  local zk = KEYS[ledgers + 2 * g - 1]
+  local zk = KEYS[ledgers + g]
   local missed
-  if run('HDEL', KEYS[ledgers + 2 * g], ARGV, q + 1, q + n) == n then
-    run('ZREM', zk, ARGV, q + 1, q + n)
-  else
+  local held = run('ZMSCORE', zk, ARGV, q + 1, q + n)
+  local nheld = 0
+  for r = 1, n do
+    if held[r] then
+      nheld = nheld + 1
+    else
+      missed = missed or {}
+      missed[r] = true
+    end
+  end
+  if nheld > 0 and run('ZREM', zk, ARGV, q + 1, q + n) < nheld then
+    -- A reservation listed twice is held for its first settle only.
+    local seen = {}
     for r = 1, n do
-      if redis.call('ZREM', zk, ARGV[q + r]) == 0 then
+      local m = ARGV[q + r]
+      if held[r] and seen[m] then
         missed = missed or {}
         missed[r] = true
       end
+      seen[m] = true
     end
   end
   if missed then
@@ -321,7 +330,9 @@ return n
 // settle is late or was dropped, and counting the estimate errs on the
 // safe side. A reservation's id starts with its replica's id.
 //
-//	KEYS  1 the ledger's sorted set  2 its hash
+//	KEYS  1 the ledger's sorted set  2 the hash beside it of the ledgers
+//	      that earlier versions wrote (an id as the member, what it
+//	      counts in the hash), for the entries they left
 //	ARGV  1 now (ms)  2 skip this many expired ones  3 look at most at this
 //	      many  4… the ids of the replicas alive
 //
@@ -334,7 +345,14 @@ local released = 0
 for _, id in ipairs(ids) do
   local owner = string.match(id, '^[^-]*%-')
   if not (owner and live[owner]) then
-    local rec = redis.call('HGET', KEYS[2], id)
+    local rec
+    local cut = string.find(id, '\31', 1, true)
+    if cut then
+      rec = string.sub(id, cut + 1)
+    else
+      rec = redis.call('HGET', KEYS[2], id)
+      redis.call('HDEL', KEYS[2], id)
+    end
     if rec then
       local cost
       for part in string.gmatch(rec, '[^\31]+') do
@@ -346,7 +364,6 @@ for _, id in ipairs(ids) do
       end
     end
     redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', KEYS[2], id)
     released = released + 1
   end
 end
@@ -375,13 +392,13 @@ if mode == '2' and not vals[n] then return {-1} end
 //
 //	KEYS  the counters of every admission, each once (nc), then, when
 //	      the counters have a durable record, the tag's seeded marker,
-//	      then with budgets the reservation ledger (sorted set, hash)
+//	      then with budgets the reservation ledger
 //	ARGV  1 now (µs)  2 window (µs)  3 nc  4 ledger: 0 none, 1 ledger,
 //	      2 ledger and marker
 //	      then per admission: its rate buckets (nr), budget counters
-//	      (nb), what the ledger's hash holds for it ("" when it goes
-//	      in no ledger: no budgets), its deadline (ms), cost
-//	      (micro-dollars) and reservation id; per rate bucket its
+//	      (nb), its ledger entry ("" when it goes in no ledger: no
+//	      budgets), its deadline (ms) and cost (micro-dollars); per
+//	      rate bucket its
 //	      counter (1-based among the nc) and increment; per budget
 //	      counter its counter, threshold and expire-at, as admitScript
 //	      takes them
@@ -390,7 +407,7 @@ if mode == '2' and not vals[n] then return {-1} end
 // own CPU time (BENCHMARKS.md, "Admissions batched"): ARGV and KEYS are
 // locals; each distinct number string is parsed once (num, a memo:
 // indexes and increments repeat across a batch); one table of counter
-// indexes serves every admission; the ledger's hash value comes made.
+// indexes serves every admission; the ledger's entry comes made.
 //
 // Reply: each admission's admitScript reply, one after the other; or
 // {-1} when the seeded marker is missing.
@@ -407,13 +424,13 @@ for k = 1, nc do
   if v then cur[k] = v + 0 end
 end
 local written, added, expat = {}, {}, {}
-local zadd, hset, z = {}, {}, 0
+local zadd, z = {}, 0
 local out, o = {}, 0
 local ks = {}
 local p, last = 5, #A
 while p <= last do
-  local nr, nb, held = num[A[p]], num[A[p + 1]], A[p + 2]
-  local rb = p + 6
+  local nr, nb, member = num[A[p]], num[A[p + 1]], A[p + 2]
+  local rb = p + 5
   local bb = rb + 2 * nr
   local refused, retry, refusedBudget, refusedLarge = 0, 0, false, false
   for i = 1, nr do
@@ -450,9 +467,8 @@ while p <= last do
         out[o + 3 + nr + j] = used
       end
     end
-    if held ~= '' then
-      zadd[z + 1], zadd[z + 2] = A[p + 3], A[p + 5]
-      hset[z + 1], hset[z + 2] = A[p + 5], held
+    if member ~= '' then
+      zadd[z + 1], zadd[z + 2] = A[p + 3], member
       z = z + 2
     end
   else
@@ -471,10 +487,7 @@ for k = 1, nc do
     if not vals[k] and expat[k] ~= '0' then redis.call('PEXPIREAT', K[k], expat[k]) end
   end
 end
-if z > 0 then
-  redis.call('ZADD', K[n + 1], unpack(zadd))
-  redis.call('HSET', K[n + 2], unpack(hset))
-end
+if z > 0 then redis.call('ZADD', K[n + 1], unpack(zadd)) end
 return out
 `
 
@@ -501,8 +514,7 @@ return out
 //	      counter), its bound, what the batch adds (µs or
 //	      micro-dollars), its expire-at (ms, 0 = never; budgets only)
 //	      then m, the admissions that go into the ledger, then m pairs
-//	      of deadline and id (ZADD's), then m pairs of id and what the
-//	      ledger's hash holds for it (HSET's)
+//	      of deadline and ledger entry (ZADD's)
 //
 // Reply: {2, then per counter its value before the batch: a bucket's
 // arrival time less now (at least 0), a budget's spend}, from which
@@ -547,7 +559,6 @@ local z = 4 * nc + 4
 local m = A[z] + 0
 if m > 0 then
   redis.call('ZADD', K[n + 1], unpack(A, z + 1, z + 2 * m))
-  redis.call('HSET', K[n + 2], unpack(A, z + 2 * m + 1, z + 4 * m))
 end
 return out
 `

@@ -316,6 +316,7 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 			id := fmt.Sprint("r", seed)
 			oldArgs[3], oldArgs[4], oldArgs[5] = strconv.Itoa(mode), id, strconv.FormatInt(nowMs+900_000, 10)
 			copy(newArgs[3:6], oldArgs[3:6])
+			newArgs[4] = ledgerMember(id, newArgs[6], keys[nr:])
 			newKeys = append(newKeys, keys...)
 			keys = append(keys, l.ledgerKey("a"), l.ledgerHash("a"))
 			setup = append(setup, []string{"ZADD", l.ledgerKey("a"), "5", "other"}, []string{"HSET", l.ledgerHash("a"), "other", "1"})
@@ -326,7 +327,7 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 					setup = append(setup, []string{"SET", l.seededKey("a"), "1"})
 				}
 			}
-			newKeys = append(newKeys, l.ledgerKey("a"), l.ledgerHash("a"))
+			newKeys = append(newKeys, l.ledgerKey("a"))
 		} else {
 			newKeys = keys
 		}

@@ -41,6 +41,7 @@ const (
 type settleJob struct {
 	tag     string // the hash tag of every key below
 	id      string
+	member  string // its ledger entry (ledgerMember), when it has budgets
 	tokens  []tokenDelta
 	budgets []string // its budget counters' keys
 	// Micro-dollars, the same for each of its counters: actual minus
@@ -139,6 +140,9 @@ func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settle
 		}
 	}
 	job.delta, job.full = int64(actual.Cost-a.Cost), int64(actual.Cost)
+	if len(job.budgets) > 0 {
+		job.member = ledgerMember(r.ID, strconv.FormatInt(int64(a.Cost), 10), job.budgets)
+	}
 	return job, len(job.tokens)+len(job.budgets) > 0
 }
 
@@ -352,7 +356,7 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 			next[g]++
 		}
 	}
-	c.keys = slices.Grow(c.keys, len(buckets)+len(counters)+2*len(ledgers))
+	c.keys = slices.Grow(c.keys, len(buckets)+len(counters)+len(ledgers))
 	c.args = make([]string, 0, 5+2*len(buckets)+len(counters)+2*len(ledgers)+len(order))
 	c.args = append(c.args, now, strconv.Itoa(markerTTL), strconv.Itoa(len(buckets)), strconv.Itoa(len(counters)), strconv.Itoa(len(ledgers)))
 	for _, b := range buckets {
@@ -363,7 +367,7 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 	for _, s := range sums {
 		c.args = append(c.args, strconv.FormatInt(s, 10))
 	}
-	// Per ledger: its reservations' ids, then what each adds to which
+	// Per ledger: its reservations' entries, then what each adds to which
 	// counters when the ledger no longer holds it, in one argument
 	// ("extra,pos,pos;extra,pos…"); those of all ledgers written into one
 	// buffer and cut from one string.
@@ -388,10 +392,10 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 	all, from := string(buf), 0
 	x = 0
 	for g, tag := range ledgers {
-		c.keys = append(c.keys, l.ledgerKey(tag), l.ledgerHash(tag))
+		c.keys = append(c.keys, l.ledgerKey(tag))
 		c.args = append(c.args, strconv.Itoa(count[g]))
 		for _, i := range order[x : x+count[g]] {
-			c.args = append(c.args, jobs[i].id)
+			c.args = append(c.args, jobs[i].member)
 		}
 		c.args = append(c.args, all[from:ends[g]])
 		from = ends[g]

@@ -156,11 +156,13 @@ func TestSettleScriptMatchesBefore(t *testing.T) {
 			}
 		}
 		var jobs []settleJob
+		var oldLayout, newLayout [][]string // the ledgers' entries, as each script wants them
 		for i := range 30 {
 			g := r.IntN(len(tags))
 			j := settleJob{tag: tags[g], id: fmt.Sprintf("%x-r%d", seed, i)}
+			var prev *settleJob
 			if i > 0 && r.IntN(10) == 0 { // the same reservation twice
-				prev := jobs[r.IntN(len(jobs))]
+				prev = &jobs[r.IntN(len(jobs))]
 				j.tag, g, j.id = prev.tag, slices.Index(tags, prev.tag), prev.id
 			}
 			for b := range 3 {
@@ -178,17 +180,25 @@ func TestSettleScriptMatchesBefore(t *testing.T) {
 					j.budgets = append(j.budgets, counters[g*3+b])
 				}
 			}
+			estimate := r.Int64N(10_000)
 			j.full = r.Int64N(10_000)
-			j.delta = j.full - r.Int64N(10_000)
 			if r.IntN(8) == 0 {
-				j.delta = 0 // with the estimate right, some sums cancel out
+				j.full = estimate // with the estimate right, some sums cancel out
 			}
+			if prev != nil { // one reservation: its budgets and estimate are the first's
+				j.budgets, estimate = prev.budgets, prev.full-prev.delta
+			}
+			j.delta = j.full - estimate
 			if len(j.tokens)+len(j.budgets) == 0 {
 				continue
 			}
-			if len(j.budgets) > 0 && r.IntN(10) < 7 {
-				setup = append(setup, []string{"ZADD", l.ledgerKey(j.tag), "123", j.id},
-					[]string{"HSET", l.ledgerHash(j.tag), j.id, "x"})
+			if len(j.budgets) > 0 {
+				j.member = ledgerMember(j.id, strconv.FormatInt(estimate, 10), j.budgets)
+				if r.IntN(10) < 7 {
+					oldLayout = append(oldLayout, []string{"ZADD", l.ledgerKey(j.tag), "123", j.id},
+						[]string{"HSET", l.ledgerHash(j.tag), j.id, "x"})
+					newLayout = append(newLayout, []string{"ZADD", l.ledgerKey(j.tag), "123", j.member})
+				}
 			}
 			jobs = append(jobs, j)
 		}
@@ -197,6 +207,9 @@ func TestSettleScriptMatchesBefore(t *testing.T) {
 		for run := range 2 {
 			deleteMatching(c, prefix+"*")
 			for _, cmd := range setup {
+				do(cmd...)
+			}
+			for _, cmd := range [][][]string{oldLayout, newLayout}[run] {
 				do(cmd...)
 			}
 			var keys, args []string
@@ -235,7 +248,11 @@ type keyState struct {
 // snapshot reads every key under prefix: its value (a sorted set's
 // members and scores, a hash's fields and values, in order) and TTL. The
 // settled marker's name differs from call to call, so it is read under
-// one name.
+// one name. A ledger is read as its reservations, each as id, what it
+// counts and deadline, whether its entries say what they count
+// (ledgerMember) or, as the scripts before the change wrote them, the
+// hash beside it does: the reference scripts and the new ones leave
+// the same reservations in their two layouts.
 func snapshot(t *testing.T, c rueidis.Client, prefix string) map[string]keyState {
 	t.Helper()
 	ctx := context.Background()
@@ -277,7 +294,35 @@ func snapshot(t *testing.T, c rueidis.Client, prefix string) map[string]keyState
 		if strings.Contains(k, "}:s:") {
 			k = "settled marker"
 		}
+		if strings.HasSuffix(k, "}:rh") {
+			continue // read with its ledger
+		}
+		if typ == "zset" && strings.HasSuffix(k, "}:r") {
+			v = ledgerEntries(t, c, k, v)
+			pttl = min(pttl, 0) // the hash's TTL or none: both are never set
+		}
 		out[k] = keyState{value: typ + ":" + strings.Join(v, " "), pttl: pttl}
 	}
+	return out
+}
+
+// ledgerEntries turns a ledger's members and scores (ZRANGE WITHSCORES)
+// into its reservations, "id what-it-counts @deadline", sorted, reading
+// what an entry of the old layout counts from the hash beside it.
+func ledgerEntries(t *testing.T, c rueidis.Client, key string, withScores []string) []string {
+	t.Helper()
+	var out []string
+	for i := 0; i+1 < len(withScores); i += 2 {
+		id, held, ok := strings.Cut(withScores[i], "\x1f")
+		if !ok {
+			var err error
+			held, err = c.Do(context.Background(), c.B().Hget().Key(key+"h").Field(id).Build()).ToString()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, id+" "+strings.ReplaceAll(held, "\x1f", ",")+" @"+withScores[i+1])
+	}
+	slices.Sort(out)
 	return out
 }

@@ -124,6 +124,18 @@ func BenchUsageQueries(b *testing.B, q account.Querier, n int) {
 			p, err := q.Logs(ctx, account.LogQuery{Filter: account.Filter{Key: "key_7"}, Limit: 100})
 			return len(p.Records), err
 		}},
+		{"logs-one-project-page", func() (int, error) {
+			p, err := q.Logs(ctx, account.LogQuery{Filter: account.Filter{Project: "p7"}, Limit: 100})
+			return len(p.Records), err
+		}},
+		{"logs-one-model-page", func() (int, error) {
+			p, err := q.Logs(ctx, account.LogQuery{Filter: account.Filter{Model: "o3-mini"}, Limit: 100})
+			return len(p.Records), err
+		}},
+		{"logs-one-provider-page", func() (int, error) {
+			p, err := q.Logs(ctx, account.LogQuery{Filter: account.Filter{Provider: "groq"}, Limit: 100})
+			return len(p.Records), err
+		}},
 		{"logs-one-customer-page", func() (int, error) {
 			p, err := q.Logs(ctx, account.LogQuery{Filter: account.Filter{Customer: "c17"}, Limit: 100})
 			return len(p.Records), err
