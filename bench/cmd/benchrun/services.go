@@ -225,8 +225,32 @@ func (pg *postgres) start(ctx context.Context, g *proc.Group, name string, o pro
 	if err := p.WaitLog(ctx, "database system is ready to accept connections", readyTimeout); err != nil {
 		return "", nil, err
 	}
+	// The -base binary's database: an older gatehouse refuses a schema
+	// that a newer one has migrated past.
+	host, _, _ := net.SplitHostPort(ports[0])
+	if out, err := exec.CommandContext(ctx, pg.tool("createdb"), "-h", host, "-p", port, "-U", "bench", baseDatabase).CombinedOutput(); err != nil {
+		return "", nil, fmt.Errorf("createdb %s: %w: %s", baseDatabase, err, strings.TrimSpace(string(out)))
+	}
 	return "postgres://bench@" + ports[0] + "/postgres?sslmode=disable", p, nil
 }
+
+// tool is the path of one of PostgreSQL's client programs: beside the
+// server's initdb, where a link on PATH to initdb leads, or else on PATH.
+func (pg *postgres) tool(name string) string {
+	if initdb, err := filepath.EvalSymlinks(filepath.Join(pg.bin, "initdb")); err == nil {
+		if p := filepath.Join(filepath.Dir(initdb), name); isExec(p) {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return filepath.Join(pg.bin, name) // fails with the path it tried
+}
+
+// baseDatabase is the database of the targets the -base binary serves
+// (base-full needs none): each binary migrates a schema of its own.
+const baseDatabase = "base"
 
 // spilledMetric counts the usage records gatehouse's sink spilled to
 // disk.

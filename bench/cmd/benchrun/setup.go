@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"gatehouse/bench/internal/proc"
@@ -180,6 +181,9 @@ func (h *harness) startGatehouse(ctx context.Context, pl placement, name, file, 
 	}
 	if cluster(name) {
 		gc.redis, gc.postgres = "redis://"+h.redisAddr+"/0", h.pgURL
+		if name == baseRedis { // its own schema, and its own keys
+			gc.redis, gc.postgres = "redis://"+h.redisAddr+"/1", strings.Replace(h.pgURL, "/postgres?", "/"+baseDatabase+"?", 1)
+		}
 		gc.spill = filepath.Join(dir, file+"-spill")
 		gc.lease = name == leaseMode
 	}
