@@ -228,7 +228,9 @@ func (pg *postgres) start(ctx context.Context, g *proc.Group, name string, o pro
 	// The -base binary's database: an older gatehouse refuses a schema
 	// that a newer one has migrated past.
 	host, _, _ := net.SplitHostPort(ports[0])
-	if out, err := exec.CommandContext(ctx, pg.tool("createdb"), "-h", host, "-p", port, "-U", "bench", baseDatabase).CombinedOutput(); err != nil {
+	// The data directory outlives one layout's server: the second finds
+	// the database there.
+	if out, err := exec.CommandContext(ctx, pg.tool("createdb"), "-h", host, "-p", port, "-U", "bench", baseDatabase).CombinedOutput(); err != nil && !strings.Contains(string(out), "already exists") {
 		return "", nil, fmt.Errorf("createdb %s: %w: %s", baseDatabase, err, strings.TrimSpace(string(out)))
 	}
 	return "postgres://bench@" + ports[0] + "/postgres?sslmode=disable", p, nil

@@ -247,8 +247,8 @@ func TestSweepReleasesEntriesOfTheEarlierLayout(t *testing.T) {
 		t.Fatalf("ledger %v (%v), want the admission's one entry", entries, err)
 	}
 	parts := strings.Split(entries[0], "\x1f")
-	if len(parts) != 3 || parts[0] != d.Reservation.ID || parts[1] != "250000" {
-		t.Fatalf("ledger entry %q, want %s, 250000 and the budget's counter", entries[0], d.Reservation.ID)
+	if len(parts) != 3 || entries[0] != d.Reservation.ID || parts[1] != "250000" {
+		t.Fatalf("ledger entry %q, want the reservation's %q: its id, 250000 and the budget's counter", entries[0], d.Reservation.ID)
 	}
 	counter := parts[2]
 	if v, err := c.Do(ctx, c.B().Get().Key(counter).Build()).AsInt64(); err != nil || v != 250_000 {

@@ -482,7 +482,10 @@ func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 	}
 	nums.fill(args)
 	if nb > 0 {
-		args[4] = ledgerMember(id, args[6], keys[nr:nr+nb])
+		// The reservation is known by its ledger entry: its settle
+		// takes out the very string the admission put in.
+		id = ledgerMember(id, args[6], keys[nr:nr+nb])
+		args[4] = id
 	}
 	return &admitCall{keys: keys, args: args, refs: refs, q: q, nr: nr, nb: nb, a: a, id: id, at: now}
 }

@@ -39,9 +39,10 @@ const (
 
 // settleJob is one reservation's settle, as the batch script takes it.
 type settleJob struct {
-	tag     string // the hash tag of every key below
+	tag string // the hash tag of every key below
+	// id is the reservation's: with budgets, its ledger entry
+	// (ledgerMember), which the settle takes out of the ledger.
 	id      string
-	member  string // its ledger entry (ledgerMember), when it has budgets
 	tokens  []tokenDelta
 	budgets []string // its budget counters' keys
 	// Micro-dollars, the same for each of its counters: actual minus
@@ -140,9 +141,6 @@ func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settle
 		}
 	}
 	job.delta, job.full = int64(actual.Cost-a.Cost), int64(actual.Cost)
-	if len(job.budgets) > 0 {
-		job.member = ledgerMember(r.ID, strconv.FormatInt(int64(a.Cost), 10), job.budgets)
-	}
 	return job, len(job.tokens)+len(job.budgets) > 0
 }
 
@@ -395,7 +393,7 @@ func (l *Limiter) settleCallOf(jobs []settleJob, now string) settleCall {
 		c.keys = append(c.keys, l.ledgerKey(tag))
 		c.args = append(c.args, strconv.Itoa(count[g]))
 		for _, i := range order[x : x+count[g]] {
-			c.args = append(c.args, jobs[i].member)
+			c.args = append(c.args, jobs[i].id)
 		}
 		c.args = append(c.args, all[from:ends[g]])
 		from = ends[g]

@@ -157,12 +157,13 @@ func TestSettleScriptMatchesBefore(t *testing.T) {
 		}
 		var jobs []settleJob
 		var oldLayout, newLayout [][]string // the ledgers' entries, as each script wants them
+		var oldJobs []settleJob             // jobs as the script before took them: plain ids
 		for i := range 30 {
 			g := r.IntN(len(tags))
 			j := settleJob{tag: tags[g], id: fmt.Sprintf("%x-r%d", seed, i)}
 			var prev *settleJob
 			if i > 0 && r.IntN(10) == 0 { // the same reservation twice
-				prev = &jobs[r.IntN(len(jobs))]
+				prev = &oldJobs[r.IntN(len(oldJobs))] // its plain id
 				j.tag, g, j.id = prev.tag, slices.Index(tags, prev.tag), prev.id
 			}
 			for b := range 3 {
@@ -192,15 +193,17 @@ func TestSettleScriptMatchesBefore(t *testing.T) {
 			if len(j.tokens)+len(j.budgets) == 0 {
 				continue
 			}
+			old := j
 			if len(j.budgets) > 0 {
-				j.member = ledgerMember(j.id, strconv.FormatInt(estimate, 10), j.budgets)
+				// Known by its ledger entry now, by its id before.
+				j.id = ledgerMember(old.id, strconv.FormatInt(estimate, 10), j.budgets)
 				if r.IntN(10) < 7 {
-					oldLayout = append(oldLayout, []string{"ZADD", l.ledgerKey(j.tag), "123", j.id},
-						[]string{"HSET", l.ledgerHash(j.tag), j.id, "x"})
-					newLayout = append(newLayout, []string{"ZADD", l.ledgerKey(j.tag), "123", j.member})
+					oldLayout = append(oldLayout, []string{"ZADD", l.ledgerKey(j.tag), "123", old.id},
+						[]string{"HSET", l.ledgerHash(j.tag), old.id, "x"})
+					newLayout = append(newLayout, []string{"ZADD", l.ledgerKey(j.tag), "123", j.id})
 				}
 			}
-			jobs = append(jobs, j)
+			jobs, oldJobs = append(jobs, j), append(oldJobs, old)
 		}
 		nowArg := strconv.FormatInt(now, 10)
 		var states [2]map[string]keyState
@@ -215,7 +218,7 @@ func TestSettleScriptMatchesBefore(t *testing.T) {
 			var keys, args []string
 			s := &before
 			if run == 0 {
-				keys, args = settleCallBefore(l, jobs, l.markerKey("a", "before"), nowArg)
+				keys, args = settleCallBefore(l, oldJobs, l.markerKey("a", "before"), nowArg)
 			} else {
 				call := l.settleCallOf(jobs, nowArg)
 				keys, args, s = call.keys, call.args, &l.settle
