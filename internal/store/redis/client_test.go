@@ -188,3 +188,34 @@ func serverPort(t *testing.T, c rueidis.Client) string {
 	}
 	return m["port"]
 }
+
+// TestRedisVersionCheck: a Redis too old for the scripts is refused at
+// start with what to do, from its INFO server section; one new enough,
+// or one that does not say, is not.
+func TestRedisVersionCheck(t *testing.T) {
+	for info, refused := range map[string]bool{
+		"# Server\r\nredis_version:6.0.16\r\nredis_mode:standalone\r\n": true,
+		"# Server\r\nredis_version:5.0.7\r\n":                           true,
+		"# Server\r\nredis_version:6.2.0\r\n":                           false,
+		"# Server\r\nredis_version:7.0.15\r\n":                          false,
+		"# Server\r\nredis_version:10.1.2\r\n":                          false,
+		"# Server\r\nredis_mode:standalone\r\n":                         false,
+	} {
+		err := checkVersion(info)
+		if (err != nil) != refused {
+			t.Errorf("%q: %v, want refused %v", info, err, refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), "Redis 6.2 or later") {
+			t.Errorf("%q: %v does not say what is needed", info, err)
+		}
+	}
+	// The test server passes: every test's limiter starts.
+	c := testClient(t)
+	info, err := c.Do(context.Background(), c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkVersion(info); err != nil {
+		t.Fatal(err)
+	}
+}

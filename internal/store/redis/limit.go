@@ -237,6 +237,11 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Limiter, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	l.idBase = hex.EncodeToString(b[:]) + "-"
+	if info, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString(); err == nil {
+		if err := checkVersion(info); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range []script{l.admit, l.admitBatch, l.admitAll, l.settle, l.seed, l.sweep, l.lease} {
 		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build()).ToString()
 		if err != nil {
@@ -370,6 +375,32 @@ func (l *Limiter) heartbeat(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// minRedis is the oldest Redis the scripts run on: the settle script
+// asks ZMSCORE (Redis 6.2) which of its reservations the ledger holds.
+const minRedis = "6.2"
+
+// checkVersion refuses, with what to do about it, a Redis older than
+// minRedis, from its INFO server section. A server that does not say
+// its version (a proxy) is let through, as is one that does not answer
+// at start: admissions then find out.
+func checkVersion(info string) error {
+	for line := range strings.Lines(info) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !ok {
+			continue
+		}
+		major, rest, _ := strings.Cut(v, ".")
+		minor, _, _ := strings.Cut(rest, ".")
+		ma, err1 := strconv.Atoi(major)
+		mi, err2 := strconv.Atoi(minor)
+		if err1 == nil && err2 == nil && (ma < 6 || ma == 6 && mi < 2) {
+			return fmt.Errorf("redis: the server is Redis %s; cluster mode needs Redis %s or later (its scripts use ZMSCORE): upgrade Redis", v, minRedis)
+		}
+		return nil
+	}
+	return nil
 }
 
 // ref maps a script key back to the limit it counts.
