@@ -258,7 +258,7 @@ func TestSweepReleasesEntriesOfTheEarlierLayout(t *testing.T) {
 	do := redisDo(t, c)
 	do("INCRBY", counter, "400000")
 	deadline := strconv.FormatInt(clk.Now().Add(time.Minute).UnixMilli(), 10)
-	do("ZADD", crashed.ledgerKey("t"), deadline, "0ld-7")
+	do("ZADD", crashed.oldLedgerKey("t"), deadline, "0ld-7")
 	do("HSET", crashed.ledgerHash("t"), "0ld-7", "400000\x1f"+counter)
 	clk.Advance(2 * time.Minute) // both deadlines past; neither replica heard since
 	survivor := newLimiter(t, c, o)
@@ -268,7 +268,7 @@ func TestSweepReleasesEntriesOfTheEarlierLayout(t *testing.T) {
 	if got, _ := survivor.Spent(ctx, "t", b, clk.Now()); got != 0 {
 		t.Fatalf("after the sweep: %v, want 0", got)
 	}
-	for _, k := range []string{crashed.ledgerKey("t"), crashed.ledgerHash("t")} {
+	for _, k := range []string{crashed.ledgerKey("t"), crashed.oldLedgerKey("t"), crashed.ledgerHash("t")} {
 		if n, err := c.Do(ctx, c.B().Exists().Key(k).Build()).AsInt64(); err != nil || n != 0 {
 			t.Errorf("%s still there after the sweep (%v)", k, err)
 		}

@@ -21,8 +21,8 @@
 //	<prefix>{<tag>}:rt:<scope>:<id>                   token bucket
 //	<prefix>{<tag>}:b:<scope>:<period>:<start>:<id>   budget counter (micro-dollars)
 //	<prefix>{<tag>}:s:<settle call>                   settled marker of one batch of settles (10 minutes)
-//	<prefix>{<tag>}:r                                 reservation ledger: open reservations by deadline, each with what it counts
-//	<prefix>{<tag>}:rh                                what the ledger's entries of earlier versions count (read by the sweep)
+//	<prefix>{<tag>}:rl                                reservation ledger: open reservations by deadline, each with what it counts
+//	<prefix>{<tag>}:r, <prefix>{<tag>}:rh             earlier versions' ledger: ids by deadline, and what each counts (swept)
 //	<prefix>{<tag>}:seeded                            the tag's budget counters are in Redis
 //	<prefix>{<tag>}:x:<exchange>                      a lease exchange ran (10 minutes; lease.go)
 //	<prefix>ledgers                                   the tags with a ledger, for the sweep
@@ -327,15 +327,19 @@ func (l *Limiter) budgetKey(tag string, b *limit.Budget, start string) string {
 }
 
 // The reservation ledger of a tag: a sorted set of open reservations by
-// deadline, each entry saying what it counts (ledgerMember); beside it,
-// the hash in which earlier versions kept what each counted, read by
-// the sweep for the entries they left. The seeded marker says the
-// tag's budget counters are in Redis. The registry (one key, no tag)
-// lists the tags whose ledgers the sweep visits.
-func (l *Limiter) ledgerKey(tag string) string  { return l.prefix + "{" + tag + "}:r" }
-func (l *Limiter) ledgerHash(tag string) string { return l.prefix + "{" + tag + "}:rh" }
-func (l *Limiter) seededKey(tag string) string  { return l.prefix + "{" + tag + "}:seeded" }
-func (l *Limiter) registryKey() string          { return l.prefix + "ledgers" }
+// deadline, each entry saying what it counts (ledgerMember). Earlier
+// versions kept a ledger of ids under another name, and what each
+// counted in a hash beside it: the sweep still reads those two for the
+// entries they left, and their own sweep never sees the present
+// ledger (which it would empty without releasing anything, finding
+// nothing in its hash). The seeded marker says the tag's budget
+// counters are in Redis. The registry (one key, no tag) lists the tags
+// whose ledgers the sweep visits.
+func (l *Limiter) ledgerKey(tag string) string    { return l.prefix + "{" + tag + "}:rl" }
+func (l *Limiter) oldLedgerKey(tag string) string { return l.prefix + "{" + tag + "}:r" }
+func (l *Limiter) ledgerHash(tag string) string   { return l.prefix + "{" + tag + "}:rh" }
+func (l *Limiter) seededKey(tag string) string    { return l.prefix + "{" + tag + "}:seeded" }
+func (l *Limiter) registryKey() string            { return l.prefix + "ledgers" }
 
 // ledgerMember is a reservation's entry in its tag's ledger: its id, its
 // cost (micro-dollars, as decimal digits) and the keys of its budget
@@ -936,18 +940,20 @@ func (l *Limiter) Sweep(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for _, tag := range tags {
-		skipped := 0
-		for {
-			args := append([]string{strconv.FormatInt(now.UnixMilli(), 10), strconv.Itoa(skipped), strconv.Itoa(sweepBatch)}, live...)
-			out, err := l.run(ctx, &l.sweep, []string{l.ledgerKey(tag), l.ledgerHash(tag)}, args).AsIntSlice()
-			if err != nil || len(out) != 2 {
-				return total, fmt.Errorf("redis: sweep: %w (reply %v)", err, out)
-			}
-			released, looked := int(out[0]), int(out[1])
-			total += released
-			skipped += looked - released // a live replica's, kept
-			if looked < sweepBatch {
-				break
+		for _, ledger := range [...]string{l.ledgerKey(tag), l.oldLedgerKey(tag)} {
+			skipped := 0
+			for {
+				args := append([]string{strconv.FormatInt(now.UnixMilli(), 10), strconv.Itoa(skipped), strconv.Itoa(sweepBatch)}, live...)
+				out, err := l.run(ctx, &l.sweep, []string{ledger, l.ledgerHash(tag)}, args).AsIntSlice()
+				if err != nil || len(out) != 2 {
+					return total, fmt.Errorf("redis: sweep: %w (reply %v)", err, out)
+				}
+				released, looked := int(out[0]), int(out[1])
+				total += released
+				skipped += looked - released // a live replica's, kept
+				if looked < sweepBatch {
+					break
+				}
 			}
 		}
 	}

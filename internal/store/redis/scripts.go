@@ -330,9 +330,9 @@ return n
 // settle is late or was dropped, and counting the estimate errs on the
 // safe side. A reservation's id starts with its replica's id.
 //
-//	KEYS  1 the ledger's sorted set  2 the hash beside it of the ledgers
-//	      that earlier versions wrote (an id as the member, what it
-//	      counts in the hash), for the entries they left
+//	KEYS  1 a ledger: the present one, or the one of ids that earlier
+//	      versions wrote  2 the hash in which those versions kept what
+//	      each id counts
 //	ARGV  1 now (ms)  2 skip this many expired ones  3 look at most at this
 //	      many  4… the ids of the replicas alive
 //

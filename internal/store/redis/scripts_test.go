@@ -318,8 +318,8 @@ func TestAdmitScriptMatchesBefore(t *testing.T) {
 			copy(newArgs[3:6], oldArgs[3:6])
 			newArgs[4] = ledgerMember(id, newArgs[6], keys[nr:])
 			newKeys = append(newKeys, keys...)
-			keys = append(keys, l.ledgerKey("a"), l.ledgerHash("a"))
-			setup = append(setup, []string{"ZADD", l.ledgerKey("a"), "5", "other"}, []string{"HSET", l.ledgerHash("a"), "other", "1"})
+			keys = append(keys, l.oldLedgerKey("a"), l.ledgerHash("a"))
+			setup = append(setup, []string{"ZADD", l.oldLedgerKey("a"), "5", "other"}, []string{"HSET", l.ledgerHash("a"), "other", "1"})
 			if mode == 2 {
 				keys = append(keys, l.seededKey("a"))
 				newKeys = append(newKeys, l.seededKey("a"))

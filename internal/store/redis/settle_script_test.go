@@ -101,7 +101,7 @@ func settleCallBefore(l *Limiter, jobs []settleJob, marker, now string) (keys, a
 			continue
 		}
 		nr++
-		args = append(args, key(l.ledgerKey(j.tag)), key(l.ledgerHash(j.tag)), j.id, strconv.Itoa(len(j.budgets)))
+		args = append(args, key(l.oldLedgerKey(j.tag)), key(l.ledgerHash(j.tag)), j.id, strconv.Itoa(len(j.budgets)))
 		for _, k := range j.budgets {
 			args = append(args, key(k), strconv.FormatInt(j.delta, 10), strconv.FormatInt(j.full, 10))
 		}
@@ -198,7 +198,7 @@ func TestSettleScriptMatchesBefore(t *testing.T) {
 				// Known by its ledger entry now, by its id before.
 				j.id = ledgerMember(old.id, strconv.FormatInt(estimate, 10), j.budgets)
 				if r.IntN(10) < 7 {
-					oldLayout = append(oldLayout, []string{"ZADD", l.ledgerKey(j.tag), "123", old.id},
+					oldLayout = append(oldLayout, []string{"ZADD", l.oldLedgerKey(j.tag), "123", old.id},
 						[]string{"HSET", l.ledgerHash(j.tag), old.id, "x"})
 					newLayout = append(newLayout, []string{"ZADD", l.ledgerKey(j.tag), "123", j.id})
 				}
@@ -251,8 +251,9 @@ type keyState struct {
 // snapshot reads every key under prefix: its value (a sorted set's
 // members and scores, a hash's fields and values, in order) and TTL. The
 // settled marker's name differs from call to call, so it is read under
-// one name. A ledger is read as its reservations, each as id, what it
-// counts and deadline, whether its entries say what they count
+// one name. A tag's ledgers, the present one and the earlier versions'
+// one, are read as one list of reservations, each as id, what it
+// counts and deadline, whether its entry says what it counts
 // (ledgerMember) or, as the scripts before the change wrote them, the
 // hash beside it does: the reference scripts and the new ones leave
 // the same reservations in their two layouts.
@@ -278,7 +279,11 @@ func snapshot(t *testing.T, c rueidis.Client, prefix string) map[string]keyState
 			}
 			v = []string{s}
 		case "zset":
-			v, err = c.Do(ctx, c.B().Zrange().Key(k).Min("0").Max("-1").Withscores().Build()).AsStrSlice()
+			var zs []rueidis.ZScore
+			zs, err = c.Do(ctx, c.B().Zrange().Key(k).Min("0").Max("-1").Withscores().Build()).AsZScores()
+			for _, z := range zs {
+				v = append(v, z.Member, strconv.FormatFloat(z.Score, 'f', -1, 64))
+			}
 		case "hash":
 			var m map[string]string
 			m, err = c.Do(ctx, c.B().Hgetall().Key(k).Build()).AsStrMap()
@@ -300,32 +305,44 @@ func snapshot(t *testing.T, c rueidis.Client, prefix string) map[string]keyState
 		if strings.HasSuffix(k, "}:rh") {
 			continue // read with its ledger
 		}
-		if typ == "zset" && strings.HasSuffix(k, "}:r") {
-			v = ledgerEntries(t, c, k, v)
-			pttl = min(pttl, 0) // the hash's TTL or none: both are never set
+		if base, ok := ledgerBase(k); ok && typ == "zset" {
+			k = base + "ledgers"
+			v = append(ledgerEntries(t, c, base+"rh", v), strings.Fields(strings.TrimPrefix(out[k].value, "zset:"))...)
+			slices.Sort(v)
+			pttl = -1 // never set on a ledger
 		}
 		out[k] = keyState{value: typ + ":" + strings.Join(v, " "), pttl: pttl}
 	}
 	return out
 }
 
+// ledgerBase is what precedes "r" or "rl" in the name of a tag's ledger
+// of either layout.
+func ledgerBase(k string) (string, bool) {
+	for _, suffix := range []string{"}:rl", "}:r"} {
+		if base, ok := strings.CutSuffix(k, suffix); ok {
+			return base + "}:", true
+		}
+	}
+	return "", false
+}
+
 // ledgerEntries turns a ledger's members and scores (ZRANGE WITHSCORES)
-// into its reservations, "id what-it-counts @deadline", sorted, reading
-// what an entry of the old layout counts from the hash beside it.
-func ledgerEntries(t *testing.T, c rueidis.Client, key string, withScores []string) []string {
+// into its reservations, "id|what-it-counts|@deadline", reading what an
+// entry of the old layout counts from hash.
+func ledgerEntries(t *testing.T, c rueidis.Client, hash string, withScores []string) []string {
 	t.Helper()
 	var out []string
 	for i := 0; i+1 < len(withScores); i += 2 {
 		id, held, ok := strings.Cut(withScores[i], "\x1f")
 		if !ok {
 			var err error
-			held, err = c.Do(context.Background(), c.B().Hget().Key(key+"h").Field(id).Build()).ToString()
+			held, err = c.Do(context.Background(), c.B().Hget().Key(hash).Field(id).Build()).ToString()
 			if err != nil && !rueidis.IsRedisNil(err) {
 				t.Fatal(err)
 			}
 		}
-		out = append(out, id+" "+strings.ReplaceAll(held, "\x1f", ",")+" @"+withScores[i+1])
+		out = append(out, id+"|"+strings.ReplaceAll(held, "\x1f", ",")+"|@"+withScores[i+1])
 	}
-	slices.Sort(out)
 	return out
 }
