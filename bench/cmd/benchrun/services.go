@@ -226,10 +226,9 @@ func (pg *postgres) start(ctx context.Context, g *proc.Group, name string, o pro
 		return "", nil, err
 	}
 	// The -base binary's database: an older gatehouse refuses a schema
-	// that a newer one has migrated past.
+	// that a newer one has migrated past. The data directory outlives
+	// one layout's server, so the second finds it there already.
 	host, _, _ := net.SplitHostPort(ports[0])
-	// The data directory outlives one layout's server: the second finds
-	// the database there.
 	if out, err := exec.CommandContext(ctx, pg.tool("createdb"), "-h", host, "-p", port, "-U", "bench", baseDatabase).CombinedOutput(); err != nil && !strings.Contains(string(out), "already exists") {
 		return "", nil, fmt.Errorf("createdb %s: %w: %s", baseDatabase, err, strings.TrimSpace(string(out)))
 	}

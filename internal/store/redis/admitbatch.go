@@ -51,7 +51,7 @@ type admitCall struct {
 	q          *tagQueue
 	nr, nb     int
 	a          limit.Admission
-	id         string
+	id         string // the reservation's: with budgets, its ledger entry (ledgerMember)
 	at         time.Time
 
 	out []int64
