@@ -124,6 +124,15 @@ func (e *exchange) completionTokens() int { return len(e.cuts) - 1 }
 // parseChat validates body as OpenAI does and returns the exchange and
 // the text of the last user message (where directives live).
 func (s *Server) parseChat(body []byte) (*exchange, string, *apiError) {
+	if x, lastUser, ok := s.parseCommonChat(body); ok {
+		return x, lastUser, nil
+	}
+	return s.decodeChat(body)
+}
+
+// decodeChat is parseChat with encoding/json, which knows every parameter
+// and words every error as OpenAI does.
+func (s *Server) decodeChat(body []byte) (*exchange, string, *apiError) {
 	var req chatRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -173,23 +182,25 @@ func (s *Server) parseChat(body []byte) (*exchange, string, *apiError) {
 			lastUser = text
 		}
 	}
-	x.promptTokens = max(x.promptTokens, 1)
-	x.reply = s.opts.Reply
-	if x.reply == "" {
-		x.reply = defaultReply(lastUser)
-	}
-	x.cuts = tokenCuts(x.reply)
-	x.finish = "stop"
 	limit := req.MaxCompletionTokens
 	if limit == nil {
 		limit = req.MaxTokens
 	}
+	s.reply(x, lastUser, limit)
+	return x, lastUser, nil
+}
+
+// reply fills in x's reply, the prompt's token count read, for a request
+// whose last user message is lastUser and whose token limit is limit.
+func (s *Server) reply(x *exchange, lastUser string, limit *int) {
+	x.promptTokens = max(x.promptTokens, 1)
+	x.reply, x.cuts = s.replyFor(lastUser)
+	x.finish = "stop"
 	if limit != nil && *limit > 0 && *limit < x.completionTokens() {
 		x.cuts = x.cuts[:*limit+1]
 		x.reply = x.reply[:x.cuts[*limit]]
 		x.finish = "length"
 	}
-	return x, lastUser, nil
 }
 
 // locateMessageError finds which message has a field of the wrong type.
@@ -271,6 +282,28 @@ func jsonKind(c byte) string {
 		return "null"
 	}
 	return "a number"
+}
+
+// lastReply is the reply to a last user message and its token cuts,
+// kept because a benchmark sends the same prompt again and again.
+type lastReply struct {
+	said, reply string
+	cuts        []int // shared: exchanges may reslice it, never write it
+}
+
+// replyFor returns the reply to lastUser and its token cuts, from the
+// last one made when it answers the same message.
+func (s *Server) replyFor(lastUser string) (string, []int) {
+	if m := s.lastReply.Load(); m != nil && m.said == lastUser {
+		return m.reply, m.cuts
+	}
+	m := &lastReply{said: lastUser, reply: s.opts.Reply}
+	if m.reply == "" {
+		m.reply = defaultReply(lastUser)
+	}
+	m.cuts = tokenCuts(m.reply)
+	s.lastReply.Store(m)
+	return m.reply, m.cuts
 }
 
 // defaultReply is deterministic so tests can predict it, and quotes the

@@ -137,6 +137,8 @@ type Server struct {
 	load                     LoadModel    // with defaults filled in
 	loadTokens, loadRequests atomic.Int64 // chat completions and responses in flight and their tokens (load.go)
 
+	lastReply atomic.Pointer[lastReply] // see replyFor
+
 	cancelCh chan Cancellation
 	bufs     sync.Pool // *[]byte response buffers
 

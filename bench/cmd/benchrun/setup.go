@@ -100,7 +100,10 @@ func (h *harness) targetNames() []string {
 // startServices starts the layout's upstream and, for the redis target,
 // Redis and PostgreSQL, all where the layout puts the load.
 func (h *harness) startServices(ctx context.Context, pl placement) error {
-	mock, err := h.services.StartWith(pl.layout+"-mockllm", pl.load, h.o.Mockllm, "-listen", "127.0.0.1:0")
+	// Recording requests clones each one's headers under a lock, work
+	// that would share the load's core with Redis and PostgreSQL; no
+	// scenario reads them.
+	mock, err := h.services.StartWith(pl.layout+"-mockllm", pl.load, h.o.Mockllm, "-listen", "127.0.0.1:0", "-record-limit", "-1")
 	if err != nil {
 		return err
 	}
