@@ -29,6 +29,84 @@ type Memo struct {
 	// template is the caller's Template of these admissions, kept with
 	// them (KeepTemplate); nil until one is.
 	template atomic.Pointer[Template]
+	// aside is another admitter's shortcut for these admissions
+	// (KeepAside); nil until one keeps one.
+	aside atomic.Pointer[any]
+}
+
+// Aside returns what an admitter other than Embedded kept in m for these
+// admissions (KeepAside): nil when none is, or m is nil. The keeper
+// checks that it still applies, as Embedded checks its plans (a Shape's
+// Fits, and whatever else it depends on).
+func (m *Memo) Aside() any {
+	if m == nil {
+		return nil
+	}
+	if v := m.aside.Load(); v != nil {
+		return *v
+	}
+	return nil
+}
+
+// KeepAside keeps v in m for Aside, in place of what was kept before. It
+// does nothing when m is nil. One admitter keeps one thing there: the
+// Redis limiter, the keys its admissions of this shape name.
+func (m *Memo) KeepAside(v any) {
+	if m != nil {
+		m.aside.Store(&v)
+	}
+}
+
+// Shape is the rates and budgets an admission lists, kept by an admitter
+// that made something of them once, to tell the later admissions it
+// applies to (Fits). Names are not kept: they are read from each
+// admission, for a refusal's message only.
+type Shape struct {
+	// template is the Template whose slices the admission listed (nil:
+	// not one): an admission that lists them too fits without its rates
+	// and budgets compared.
+	template *Template
+	rates    []Rate
+	budgets  []Budget
+}
+
+// ShapeOf keeps the shape of a: copies of its rates and budgets, and the
+// Template of its Memo when a lists that Template's slices.
+func ShapeOf(a *Admission) Shape {
+	s := Shape{rates: append([]Rate(nil), a.Rates...), budgets: append([]Budget(nil), a.Budgets...)}
+	if t := a.Memo.Template(); t != nil && t.listedBy(a) {
+		s.template = t
+	}
+	for i := range s.rates {
+		s.rates[i].Name = ""
+	}
+	for i := range s.budgets {
+		s.budgets[i].Name = ""
+	}
+	return s
+}
+
+// Fits reports whether a lists the rates and budgets s was made from.
+func (s *Shape) Fits(a *Admission) bool {
+	if s.template != nil && s.template.listedBy(a) {
+		return true
+	}
+	if len(a.Rates) != len(s.rates) || len(a.Budgets) != len(s.budgets) {
+		return false
+	}
+	for i := range s.rates {
+		r, q := &a.Rates[i], &s.rates[i]
+		if r.RPM != q.RPM || r.TPM != q.TPM || r.Scope != q.Scope || r.ID != q.ID {
+			return false
+		}
+	}
+	for i := range s.budgets {
+		b, q := &a.Budgets[i], &s.budgets[i]
+		if b.Limit != q.Limit || b.Period != q.Period || b.Scope != q.Scope || b.ID != q.ID {
+			return false
+		}
+	}
+	return true
 }
 
 // Template returns the Template kept in m; nil when none is (or m is
@@ -64,18 +142,13 @@ const memoPlans = 4
 // keeps for its settle. Never changed once kept, but for flags, where
 // its reservations take their settled flags.
 type plan struct {
-	e *Embedded
-	// template is the Template whose slices the admission the plan was
-	// made from listed (nil: not one): an admission that lists them too
-	// fits without its rates and budgets compared.
-	template *Template
-	day      int64 // the UTC day (Unix days) the budgets' periods were found for
-	dated    bool  // some budget has a period that starts over (day is checked)
-	rates    []Rate
-	budgets  []Budget
-	ops      []op
-	held     heldCells
-	flags    flagSource
+	e     *Embedded
+	shape Shape
+	day   int64 // the UTC day (Unix days) the budgets' periods were found for
+	dated bool  // some budget has a period that starts over (day is checked)
+	ops   []op
+	held  heldCells
+	flags flagSource
 }
 
 // flagSource hands out settled flags (Reservation.settled) from slabs
@@ -133,7 +206,7 @@ func (m *Memo) find(e *Embedded, a *Admission, now time.Time) (p *plan, slot int
 			if slot < 0 {
 				slot = i
 			}
-		case !q.fits(a):
+		case !q.shape.Fits(a):
 		case q.dated && q.day != floorDiv(now.Unix(), 86400):
 			return nil, i // a new day: its periods may have started over
 		default:
@@ -141,31 +214,6 @@ func (m *Memo) find(e *Embedded, a *Admission, now time.Time) (p *plan, slot int
 		}
 	}
 	return nil, slot
-}
-
-// fits reports whether a lists the rates and budgets p was made from.
-// Names are not compared: they are read from the admission, for a
-// refusal's message only.
-func (p *plan) fits(a *Admission) bool {
-	if p.template != nil && p.template.listedBy(a) {
-		return true
-	}
-	if len(a.Rates) != len(p.rates) || len(a.Budgets) != len(p.budgets) {
-		return false
-	}
-	for i := range p.rates {
-		r, q := &a.Rates[i], &p.rates[i]
-		if r.RPM != q.RPM || r.TPM != q.TPM || r.Scope != q.Scope || r.ID != q.ID {
-			return false
-		}
-	}
-	for i := range p.budgets {
-		b, q := &a.Budgets[i], &p.budgets[i]
-		if b.Limit != q.Limit || b.Period != q.Period || b.Scope != q.Scope || b.ID != q.ID {
-			return false
-		}
-	}
-	return true
 }
 
 // keep stores p in slot i of m (nothing when m is nil or i < 0).
@@ -179,22 +227,14 @@ func (m *Memo) keep(i int, p *plan) {
 // their cells found (lockAll's work), for the UTC day of now.
 func (e *Embedded) newPlan(a *Admission, ops []op, now time.Time) *plan {
 	p := &plan{
-		e:       e,
-		day:     floorDiv(now.Unix(), 86400),
-		rates:   append([]Rate(nil), a.Rates...),
-		budgets: append([]Budget(nil), a.Budgets...),
-		ops:     append([]op(nil), ops...),
-		held:    heldCells{e: e},
+		e:     e,
+		shape: ShapeOf(a),
+		day:   floorDiv(now.Unix(), 86400),
+		ops:   append([]op(nil), ops...),
+		held:  heldCells{e: e},
 	}
-	if t := a.Memo.Template(); t != nil && t.listedBy(a) {
-		p.template = t
-	}
-	for i := range p.rates {
-		p.rates[i].Name = "" // not compared; the admission's is used
-	}
-	for i := range p.budgets {
-		p.budgets[i].Name = ""
-		p.dated = p.dated || periodIndex(p.budgets[i].Period) >= 0
+	for i := range a.Budgets {
+		p.dated = p.dated || periodIndex(a.Budgets[i].Period) >= 0
 	}
 	p.held.hold(p.ops)
 	return p

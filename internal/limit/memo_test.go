@@ -182,7 +182,7 @@ func TestMemoShapes(t *testing.T) {
 		e.AdmitInto(ctx, &a, &d)
 	}
 	for i := range memoPlans {
-		if p := memo.plans[i].Load(); p == nil || p.rates[0].RPM != int64(10+i) {
+		if p := memo.plans[i].Load(); p == nil || p.shape.rates[0].RPM != int64(10+i) {
 			t.Fatalf("slot %d holds %+v, want the plan of rpm %d", i, p, 10+i)
 		}
 	}

@@ -81,7 +81,7 @@ func TestTemplatePlan(t *testing.T) {
 	}
 	admit(six, nil, nil)
 	p, _ := memo.find(with, &Admission{Rates: six.Rates(), Budgets: six.Budgets()}, clk.Now())
-	if p == nil || p.template != six {
+	if p == nil || p.shape.template != six {
 		t.Fatalf("no plan made from the template: %+v", p)
 	}
 	// Three admitted under rpm 3 (the first of rpm 6 among them), then
@@ -92,7 +92,7 @@ func TestTemplatePlan(t *testing.T) {
 		}
 	}
 	// Equal values in slices of the caller's: the plan fits them.
-	if p, _ := memo.find(with, &Admission{Rates: []Rate{keyRate("k", 6, 0)}, Budgets: append([]Budget(nil), budget...)}, clk.Now()); p == nil || p.template != six {
+	if p, _ := memo.find(with, &Admission{Rates: []Rate{keyRate("k", 6, 0)}, Budgets: append([]Budget(nil), budget...)}, clk.Now()); p == nil || p.shape.template != six {
 		t.Errorf("equal values in other slices: plan %+v, want the template's", p)
 	}
 	// Under rpm 6 the bucket (10s a request, 50s used by one request

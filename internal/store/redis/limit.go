@@ -441,88 +441,64 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 }
 
 // prepare writes the admission of a at now as admitScript takes it: its
-// counters' keys, each once, and the arguments.
+// counters' keys (its shape's), each once, and the arguments.
 func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
-	q := l.queueOf(a.Tag)
-	n := 2*len(a.Rates) + len(a.Budgets)
-	keys := make([]string, 0, n+3)
-	refs := make([]ref, 0, n)
-	args := make([]string, 7, 7+3*n)
+	s := l.shapeOf(&a, now)
+	refs := make([]ref, len(s.refs))
+	copy(refs, s.refs)
+	args := make([]string, 7, 7+3*len(refs))
 	// The numbers are written into one buffer and cut from one string
 	// at the end: one allocation for all of them.
 	var nums numArgs
 	nowMicros := now.UnixMicro()
 	nums.set(args, 0, nowMicros)
+	nums.set(args, 1, int64(s.nr))
 	nums.set(args, 2, window)
 	args[3] = "0"
 	nums.set(args, 6, int64(a.Cost))
-	id := l.newID()
-	add := func(k string, r ref) bool {
-		for _, have := range keys {
-			if have == k {
-				return false // a counter listed twice is reserved once
-			}
+	for i := range s.nr {
+		r := &refs[i]
+		r.cost = 1
+		if r.kind == limit.KindTokens {
+			r.cost = a.Tokens
 		}
-		keys = append(keys, k)
-		refs = append(refs, r)
-		return true
-	}
-	rate := func(units, limit int64) {
-		inc := rateMicros(units, limit)
-		refs[len(refs)-1].inc = int64(min(inc, float64(window+1)))
+		inc := rateMicros(r.cost, r.limit)
+		r.inc = int64(min(inc, float64(window+1)))
 		args = append(args, "", "0", "0")
 		nums.setFloat(args, len(args)-3, inc)
 		if inc > float64(window) {
-			return // refused whatever the bucket holds: never written
+			continue // refused whatever the bucket holds: never written
 		}
 		// The bucket's arrival time and TTL when it is behind now, as
 		// the script would work them out in doubles.
 		nums.setFloat(args, len(args)-2, float64(nowMicros)+inc)
 		nums.setFloat(args, len(args)-1, math.Ceil(inc/1000)+1000)
 	}
-	for i, r := range a.Rates {
-		if r.RPM > 0 && add(l.name(q, keyName{kind: "rq", scope: r.Scope, id: r.ID}), ref{kind: limit.KindRequests, src: i, limit: r.RPM, cost: 1}) {
-			rate(1, r.RPM)
-		}
-		if r.TPM > 0 && add(l.name(q, keyName{kind: "rt", scope: r.Scope, id: r.ID}), ref{kind: limit.KindTokens, src: i, limit: r.TPM, cost: a.Tokens}) {
-			rate(a.Tokens, r.TPM)
-		}
+	for j := range s.nb {
+		r := &refs[s.nr+j]
+		r.cost = int64(a.Cost)
+		args = append(args, "", "")
+		nums.set(args, len(args)-2, r.limit-int64(a.Cost))
+		nums.set(args, len(args)-1, s.exps[j])
 	}
-	nr := len(keys)
-	args[1] = strconv.Itoa(nr)
-	for i := range a.Budgets {
-		b := &a.Budgets[i]
-		start, end := b.Period.Span(now)
-		exp := int64(0)
-		if !end.IsZero() {
-			exp = end.Add(budgetGrace).UnixMilli()
-		}
-		if add(l.name(q, keyName{kind: "b", scope: b.Scope, period: b.Period, start: start, id: b.ID}), ref{kind: limit.KindBudget, src: i, limit: int64(b.Limit), cost: int64(a.Cost), end: end}) {
-			args = append(args, "", "")
-			nums.set(args, len(args)-2, int64(b.Limit)-int64(a.Cost))
-			nums.set(args, len(args)-1, exp)
-		}
-	}
-	nb := len(keys) - nr
-	if nb > 0 {
-		// The reservation goes into the tag's ledger, and with a durable
-		// record the counters must be known to be in Redis.
+	id := l.newID()
+	if s.nb > 0 {
+		// The reservation goes into the tag's ledger (with a durable
+		// record, after the seeded marker is checked).
 		args[3] = "1"
 		nums.set(args, 5, now.Add(l.reservationTTL).UnixMilli())
 		if l.store != nil {
 			args[3] = "2"
-			keys = append(keys, q.seeded)
 		}
-		keys = append(keys, q.ledger)
 	}
 	nums.fill(args)
-	if nb > 0 {
+	if s.nb > 0 {
 		// The reservation is known by its ledger entry: its settle
 		// takes out the very string the admission put in.
-		id = ledgerMember(id, args[6], keys[nr:nr+nb])
+		id = ledgerMember(id, args[6], s.budgets)
 		args[4] = id
 	}
-	return &admitCall{keys: keys, args: args, refs: refs, q: q, nr: nr, nb: nb, a: a, id: id, at: now}
+	return &admitCall{keys: s.keys, args: args, refs: refs, q: s.q, nr: s.nr, nb: s.nb, a: a, id: id, at: now}
 }
 
 // decide reads admitScript's reply to c.

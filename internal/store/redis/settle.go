@@ -122,42 +122,25 @@ func (l *Limiter) enqueue(job settleJob, wait bool) error {
 
 // settleJobOf is what settling r takes in Redis; false when there is
 // nothing to correct. It also adds the actual cost to the durable record.
+// The counters are its admission's shape's, as they were at r.At.
 func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settleJob, bool) {
 	a := &r.Admission
-	q := l.queueOf(a.Tag)
-	job := settleJob{tag: q.tag, id: r.ID}
-	if dt := actual.Tokens - a.Tokens; dt != 0 {
-		for _, rt := range a.Rates {
-			if rt.TPM <= 0 {
-				continue
-			}
-			k := l.name(q, keyName{kind: "rt", scope: rt.Scope, id: rt.ID})
-			if !hasToken(job.tokens, k) {
-				job.tokens = append(job.tokens, tokenDelta{key: k, limit: rt.TPM, delta: dt})
-			}
+	s := l.shapeOf(a, r.At)
+	job := settleJob{tag: s.q.tag, id: r.ID, budgets: s.budgets}
+	if dt := actual.Tokens - a.Tokens; dt != 0 && len(s.tokens) > 0 {
+		job.tokens = make([]tokenDelta, len(s.tokens))
+		for i, t := range s.tokens {
+			job.tokens[i] = tokenDelta{key: t.key, limit: t.limit, delta: dt}
 		}
 	}
-	for i := range a.Budgets {
-		b := &a.Budgets[i]
-		start, _ := b.Period.Span(r.At)
-		if l.spend != nil {
-			l.spend.Add(limit.BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: start}, int64(actual.Cost))
-		}
-		if k := l.name(q, keyName{kind: "b", scope: b.Scope, period: b.Period, start: start, id: b.ID}); !slices.Contains(job.budgets, k) {
-			job.budgets = append(job.budgets, k)
+	if l.spend != nil {
+		for i := range a.Budgets {
+			b := &a.Budgets[i]
+			l.spend.Add(limit.BudgetKey{Tag: a.Tag, Scope: b.Scope, ID: b.ID, Period: b.Period, Start: s.starts[i]}, int64(actual.Cost))
 		}
 	}
 	job.delta, job.full = int64(actual.Cost-a.Cost), int64(actual.Cost)
 	return job, len(job.tokens)+len(job.budgets) > 0
-}
-
-func hasToken(s []tokenDelta, k string) bool {
-	for _, d := range s {
-		if d.key == k {
-			return true
-		}
-	}
-	return false
 }
 
 func (l *Limiter) lost(n int, err error) error {
