@@ -86,15 +86,8 @@ type recordJSON struct {
 type recordAlias Record
 
 // MarshalJSON writes cost_usd as the cost header writes it ("0.001250")
-// and time in RFC 3339.
-func (r Record) MarshalJSON() ([]byte, error) {
-	a := recordAlias(r)
-	a.Time = a.Time.UTC()
-	if a.Labels == nil {
-		a.Labels = map[string]string{}
-	}
-	return json.Marshal(recordJSON{recordAlias: &a, CostUSD: r.Cost.String(), SavedUSD: r.Saved.String()})
-}
+// and time in RFC 3339 (AppendJSON).
+func (r Record) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 
 // UnmarshalJSON reads what MarshalJSON writes (the spill file, the CLI).
 func (r *Record) UnmarshalJSON(b []byte) error {

@@ -2,7 +2,6 @@ package account
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,7 +32,7 @@ type spill struct {
 	syncs   int      // fsyncs of own, for tests
 	others  []string // earlier processes' files still to replay
 	offsets map[string]int64
-	buf     bytes.Buffer
+	lines   []byte // append's buffer, reused
 }
 
 // maxLine bounds one spilled record (a record with bodies can be large).
@@ -74,14 +73,18 @@ func (s *spill) append(rs []Record, sync bool) error {
 			return err
 		}
 	}
-	s.buf.Reset()
-	enc := json.NewEncoder(&s.buf) // one line per record
+	b := s.lines[:0] // one line per record
 	for i := range rs {
-		if err := enc.Encode(rs[i]); err != nil {
+		var err error
+		if b, err = rs[i].AppendJSON(b); err != nil {
 			return err
 		}
+		b = append(b, '\n')
 	}
-	n, err := s.own.Write(s.buf.Bytes())
+	if cap(b) <= 1<<20 {
+		s.lines = b // kept for the next append, unless a batch made it large
+	}
+	n, err := s.own.Write(b)
 	s.ownSize += int64(n)
 	if err != nil {
 		return err
