@@ -89,8 +89,18 @@ type recordAlias Record
 // and time in RFC 3339 (AppendJSON).
 func (r Record) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 
-// UnmarshalJSON reads what MarshalJSON writes (the spill file, the CLI).
+// UnmarshalJSON reads what MarshalJSON writes (the spill file, the CLI):
+// with readJSON when it can, else with encoding/json.
 func (r *Record) UnmarshalJSON(b []byte) error {
+	if r.readJSON(b) {
+		return nil
+	}
+	return r.unmarshalByReflection(b)
+}
+
+// unmarshalByReflection is UnmarshalJSON with encoding/json, which reads
+// every form of the record it ever wrote or will be given.
+func (r *Record) unmarshalByReflection(b []byte) error {
 	var v recordJSON
 	v.recordAlias = (*recordAlias)(r)
 	if err := json.Unmarshal(b, &v); err != nil {

@@ -154,3 +154,78 @@ func BenchmarkRecordJSON(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkRecordUnmarshal(b *testing.B) {
+	rec := Record{RequestID: "gh-01a226e2c0f655e67ac9d4456e19", Time: time.Now(), Endpoint: "/v1/chat/completions",
+		KeyID: "key_bench", Project: "bench", Model: "gpt-4o-mini", ServedModel: "gpt-4o-mini", Provider: "mock",
+		Deployment: "mock/gpt-4o-mini", Status: 200, PromptTokens: 120, CompletionTokens: 300, Cost: 1234,
+		UsageSource: "reported", LatencyMS: 812.5, OverheadMS: 0.21, Cache: "bypass", Attempts: 1}
+	line, _ := rec.AppendJSON(nil)
+	for b.Loop() {
+		var r Record
+		if err := r.UnmarshalJSON(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestReadJSONMatchesReflection: every record AppendJSON writes reads back
+// the same through UnmarshalJSON (its own reader, or encoding/json when
+// that declines) as through encoding/json alone; a plain record, as
+// requests make them, takes the reader.
+func TestReadJSONMatchesReflection(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for i := range 5000 {
+		rec := randomRecord(r)
+		line, _ := rec.AppendJSON(nil)
+		var got, want Record
+		if err := got.UnmarshalJSON(line); err != nil {
+			t.Fatalf("record %d: %v: %s", i, err, line)
+		}
+		if err := want.unmarshalByReflection(line); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("record %d:\n got %+v\nwant %+v", i, got, want)
+		}
+	}
+	plain := Record{RequestID: "gh-01a226e2c0f655e67ac9d4456e19", Time: time.Now(), Endpoint: "/v1/chat/completions",
+		KeyID: "key_bench", Project: "bench", Model: "gpt-4o-mini", Provider: "mock", Status: 200, PromptTokens: 120,
+		Cost: 1234, LatencyMS: 812.5, Labels: map[string]string{"team": "search"}}
+	line, _ := plain.AppendJSON(nil)
+	var got Record
+	if !got.readJSON(line) {
+		t.Fatalf("a plain record was left to encoding/json: %s", line)
+	}
+}
+
+// FuzzReadJSONAgreesWithReflection: whatever readJSON reads, encoding/json
+// reads too, into the same record.
+func FuzzReadJSONAgreesWithReflection(f *testing.F) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for range 20 {
+		rec := randomRecord(r)
+		line, _ := rec.AppendJSON(nil)
+		f.Add(line)
+	}
+	for _, s := range []string{
+		`{"request_id":"a","Request_ID":"b"}`, `{"request_id":"a","request_id":"b","status":1e2}`,
+		`{"labels":{"a":"1","a":"2"},"cost_usd":"0.5"}`, `{"labels":null}`, `{"time":"2026-01-02T03:04:05.123+01:00"}`,
+		`{"stream":true,"latency_ms":-0,"status":-0}`, `{"cost_usd":"1.2345678"}`, `{"labels":{"k\u00e9":"v"}}`, `{}`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got Record
+		if !got.readJSON(b) {
+			return
+		}
+		var want Record
+		if err := want.unmarshalByReflection(b); err != nil {
+			t.Fatalf("encoding/json refuses what readJSON read: %v: %q", err, b)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("for %q\nreadJSON %+v\nencoding/json %+v", b, got, want)
+		}
+	})
+}

@@ -2,7 +2,6 @@ package account
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -276,7 +275,9 @@ func replayRange(f *os.File, off, end int64, batch, limit int, write func([]Reco
 		if len(line) > 0 {
 			pendingBytes += int64(len(line))
 			var rec Record
-			if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.RequestID == "" {
+			// UnmarshalJSON validates the line as it reads it: json.Unmarshal
+			// would scan it once more before calling it.
+			if jerr := rec.UnmarshalJSON(line); jerr != nil || rec.RequestID == "" {
 				badPending++
 			} else {
 				rs = append(rs, rec)
