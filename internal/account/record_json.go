@@ -192,8 +192,8 @@ func appendJSONFloat(b []byte, f float64) []byte {
 
 // readJSON reads a record as AppendJSON writes it, without encoding/json,
 // which took 16 µs a record: the spill's replay decodes every record
-// that was spilled. It reports false, having perhaps set some fields,
-// for anything it does not read exactly as encoding/json would — a key
+// that was spilled. It reports false, having perhaps set some of the
+// fields it read before, for anything it does not read exactly as encoding/json would — a key
 // it does not know (the decoder matches names regardless of case), a
 // string with an escape or invalid UTF-8, a null, a number of another
 // form — and UnmarshalJSON then reads the record with encoding/json,
@@ -201,16 +201,26 @@ func appendJSONFloat(b []byte, f float64) []byte {
 func (r *Record) readJSON(b []byte) bool {
 	ok := true
 	cost, saved := "", ""
+	// Each field is set only when it is read: a field readJSON declines
+	// is left as it was, for encoding/json to decide (a null leaves it
+	// unchanged there).
 	str := func(v []byte, dst *string) {
-		*dst, ok = plainJSONString(v)
+		var s string
+		if s, ok = plainJSONString(v); ok {
+			*dst = s
+		}
 	}
 	integer := func(v []byte, dst *int) {
 		n, err := strconv.ParseInt(string(v), 10, 64)
-		*dst, ok = int(n), err == nil && llm.KindOf(v) == llm.KindNumber
+		if ok = err == nil && llm.KindOf(v) == llm.KindNumber; ok {
+			*dst = int(n)
+		}
 	}
 	float := func(v []byte, dst *float64) {
 		f, err := strconv.ParseFloat(string(v), 64)
-		*dst, ok = f, err == nil && llm.KindOf(v) == llm.KindNumber
+		if ok = err == nil && llm.KindOf(v) == llm.KindNumber; ok {
+			*dst = f
+		}
 	}
 	err := llm.EachField(b, func(key string, v []byte, _ int) bool {
 		switch key {
@@ -261,7 +271,9 @@ func (r *Record) readJSON(b []byte) bool {
 		case "attempts":
 			integer(v, &r.Attempts)
 		case "stream":
-			r.Stream, ok = v[0] == 't', llm.KindOf(v) == llm.KindBool
+			if ok = llm.KindOf(v) == llm.KindBool; ok {
+				r.Stream = v[0] == 't'
+			}
 		case "labels":
 			ok = r.readLabels(v)
 		case "request_body":

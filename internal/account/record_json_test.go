@@ -229,3 +229,29 @@ func FuzzReadJSONAgreesWithReflection(f *testing.F) {
 		}
 	})
 }
+
+// TestUnmarshalJSONIntoAUsedRecord: into a record that holds values
+// already, UnmarshalJSON leaves what encoding/json leaves — a null field
+// as it was — though readJSON declines such a line part way through.
+func TestUnmarshalJSONIntoAUsedRecord(t *testing.T) {
+	for _, line := range []string{
+		`{"request_id":"gh-2","model":null,"status":201}`,
+		`{"status":201,"model":null,"latency_ms":null,"stream":null,"request_id":"gh-2"}`,
+		`{"request_id":"gh-2","labels":{"a":"1"},"customer":null}`,
+	} {
+		used := func() Record {
+			return Record{RequestID: "gh-1", Model: "kept", Customer: "kept", Status: 200, LatencyMS: 5, Stream: true,
+				Labels: map[string]string{"b": "2"}}
+		}
+		got, want := used(), used()
+		if err := got.UnmarshalJSON([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		if err := want.unmarshalByReflection([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s\n got %+v\nwant %+v", line, got, want)
+		}
+	}
+}

@@ -76,6 +76,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -444,8 +445,7 @@ func (l *Limiter) Admit(ctx context.Context, a limit.Admission) (limit.Decision,
 // counters' keys (its shape's), each once, and the arguments.
 func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 	s := l.shapeOf(&a, now)
-	refs := make([]ref, len(s.refs))
-	copy(refs, s.refs)
+	refs := slices.Clone(s.refs) // cost and inc are this admission's
 	args := make([]string, 7, 7+3*len(refs))
 	// The numbers are written into one buffer and cut from one string
 	// at the end: one allocation for all of them.
@@ -495,7 +495,7 @@ func (l *Limiter) prepare(a limit.Admission, now time.Time) *admitCall {
 	if s.nb > 0 {
 		// The reservation is known by its ledger entry: its settle
 		// takes out the very string the admission put in.
-		id = ledgerMember(id, args[6], s.budgets)
+		id = ledgerMember(id, args[6], s.budgetKeys())
 		args[4] = id
 	}
 	return &admitCall{keys: s.keys, args: args, refs: refs, q: s.q, nr: s.nr, nb: s.nb, a: a, id: id, at: now}

@@ -126,7 +126,7 @@ func (l *Limiter) enqueue(job settleJob, wait bool) error {
 func (l *Limiter) settleJobOf(r *limit.Reservation, actual limit.Actual) (settleJob, bool) {
 	a := &r.Admission
 	s := l.shapeOf(a, r.At)
-	job := settleJob{tag: s.q.tag, id: r.ID, budgets: s.budgets}
+	job := settleJob{tag: s.q.tag, id: r.ID, budgets: s.budgetKeys()}
 	if dt := actual.Tokens - a.Tokens; dt != 0 && len(s.tokens) > 0 {
 		job.tokens = make([]tokenDelta, len(s.tokens))
 		for i, t := range s.tokens {

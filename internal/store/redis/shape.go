@@ -35,10 +35,13 @@ type shape struct {
 	// start of its period: the durable record's key of its spend.
 	starts []string
 	// tokens are the token buckets a settle corrects (delta 0: each
-	// settle's own); budgets, the counters it charges (keys[nr:nr+nb]).
-	tokens  []tokenDelta
-	budgets []string
+	// settle's own).
+	tokens []tokenDelta
 }
+
+// budgetKeys are the budget counters' keys among s.keys, capped so that
+// an append to them cannot write into s.keys.
+func (s *shape) budgetKeys() []string { return s.keys[s.nr : s.nr+s.nb : s.nr+s.nb] }
 
 // shapes are the shapes a Memo keeps for the Redis limiter: as many as
 // Embedded keeps plans, for a key's own limits and a few per-model or
@@ -124,7 +127,6 @@ func (l *Limiter) newShape(a *limit.Admission, now time.Time) *shape {
 		}
 	}
 	s.nb = len(keys) - s.nr
-	s.budgets = slices.Clip(keys[s.nr:])
 	if s.nb > 0 {
 		// The reservation goes into the tag's ledger, and with a durable
 		// record the counters must be known to be in Redis.
