@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"gatehouse/internal/limit"
@@ -31,23 +30,30 @@ func (s *Store) LoadSpend(ctx context.Context, since string) (map[limit.BudgetKe
 	return out, nil
 }
 
-// AddSpend implements limit.SpendStore: one transaction for the batch.
+// addSpendSQL adds one counter's settled spend to its row.
+const addSpendSQL = `INSERT INTO spend (scope, id, period, start, tag, micros, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (scope, id, period, start) DO UPDATE
+	SET micros = micros + excluded.micros, tag = excluded.tag, updated_at = excluded.updated_at`
+
+// AddSpend implements limit.SpendStore: one transaction for the batch,
+// with the statements the usage records' writer keeps prepared on the
+// writer connection. The spend log flushes on a timer (every
+// limits.flush_every); preparing the upsert and parsing BEGIN and COMMIT
+// afresh each flush cost more than the upserts themselves
+// (BENCHMARKS.md, "The spend flush's statements prepared once").
 func (s *Store) AddSpend(ctx context.Context, deltas map[limit.BudgetKey]int64) error {
 	if len(deltas) == 0 {
 		return nil
 	}
 	now := fmtTime(store.Now())
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO spend (scope, id, period, start, tag, micros, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (scope, id, period, start) DO UPDATE
-			SET micros = micros + excluded.micros, tag = excluded.tag, updated_at = excluded.updated_at`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
+	err := s.writerTx(ctx, func(w *recordWriter) error {
+		args := w.args[:7]
 		for k, v := range deltas {
-			if _, err := st.ExecContext(ctx, string(k.Scope), k.ID, string(k.Period), k.Start, k.Tag, v, now); err != nil {
+			for i, a := range [...]any{string(k.Scope), k.ID, string(k.Period), k.Start, k.Tag, v, now} {
+				args[i].Value = a
+			}
+			if _, err := w.exec(ctx, stmtAddSpend, args); err != nil {
 				return err
 			}
 		}

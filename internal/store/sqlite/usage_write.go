@@ -49,9 +49,11 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 	ttft_hist = CASE excluded.ttft_hist WHEN '{}' THEN usage_hourly.ttft_hist
 		ELSE ` + histAddFunc + `(usage_hourly.ttft_hist, excluded.ttft_hist) END`
 
-// recordWriter holds the statements WriteRecords runs, prepared by the
-// driver itself on the writer connection, the argument slice it binds
-// them with and the batch encoder. Records go to the driver directly
+// recordWriter holds the statements WriteRecords and AddSpend run,
+// prepared by the driver itself on the writer connection, the argument
+// slice it binds them with and the batch encoder. Both run on timers
+// (the usage sink's batches, the spend log's flush), and both go to the
+// driver directly
 // (sql.Conn.Raw), not through database/sql: per statement that spares a
 // copy and a type check of every argument, and, as the driver calls get
 // a context that never ends, the watcher goroutine and progress callback
@@ -75,6 +77,7 @@ const (
 	stmtOverlap
 	stmtBatchBlob
 	stmtRollup
+	stmtAddSpend
 	stmtBegin
 	stmtCommit
 	stmtRollback
@@ -83,7 +86,7 @@ const (
 // writerSQL are the statements of recordWriter.stmts. BEGIN IMMEDIATE,
 // as the writer's DSN asks of every other transaction.
 func writerSQL() []string {
-	return []string{insertBatchSQL, overlapSQL, batchBlobSQL, rollupSQL, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
+	return []string{insertBatchSQL, overlapSQL, batchBlobSQL, rollupSQL, addSpendSQL, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
 }
 
 // prepare readies w on dc: the writer pool keeps one connection for the
@@ -169,24 +172,30 @@ func (s *Store) writeRecords(ctx context.Context, rs []account.Record, checkStor
 	if len(rs) == 0 {
 		return nil
 	}
-	conn, err := s.w.Conn(ctx)
+	err := s.writerTx(ctx, func(w *recordWriter) error { return w.writeBatch(ctx, rs, checkStored) })
 	if err != nil {
 		return fmt.Errorf("sqlite: write usage records: %w", err)
 	}
+	return nil
+}
+
+// writerTx runs fn in one transaction of w's statements on the writer
+// connection, its statements prepared there first if they are not yet.
+func (s *Store) writerTx(ctx context.Context, fn func(w *recordWriter) error) error {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
 	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
+	return conn.Raw(func(dc any) error {
 		s.insertMu.Lock()
 		defer s.insertMu.Unlock()
 		w := &s.records
 		if err := w.prepare(dc.(driver.Conn)); err != nil {
 			return err
 		}
-		return w.tx(ctx, func() error { return w.writeBatch(ctx, rs, checkStored) })
+		return w.tx(ctx, func() error { return fn(w) })
 	})
-	if err != nil {
-		return fmt.Errorf("sqlite: write usage records: %w", err)
-	}
-	return nil
 }
 
 // tx runs fn in a transaction begun and ended by w's own prepared
