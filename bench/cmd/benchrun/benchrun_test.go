@@ -226,6 +226,10 @@ func TestVerdicts(t *testing.T) {
 	mk := func(stream bool, rows ...row) cell {
 		return cell{spec: runSpec{scenario: scenario{name: "x", stream: stream}, layout: unpinned, concurrency: 256}, rows: rows}
 	}
+	rate := func(c cell, perSecond int) cell {
+		c.spec.rate = perSecond
+		return c
+	}
 	tests := []struct {
 		name string
 		c    cell
@@ -281,6 +285,34 @@ func TestVerdicts(t *testing.T) {
 			c: mk(false, row{redisMode, sample{rps: 1100, cores: 0.88, redisCores: 0.022, pgCores: 0.011}},
 				row{baseRedis, sample{rps: 1000, cores: 0.9, redisCores: 0.02, pgCores: 0.012}}),
 			want: []string{"gatehouse redis / base gatehouse redis throughput = 1.10×; CPU per request 0.89×, Redis's 1.00×, PostgreSQL's 0.83× (two builds in cluster mode: informational)"},
+		},
+		{
+			name: "open loop: full's p99 against plainproxy's and bare's at one rate",
+			c: rate(mk(false, row{plainproxy, sample{rps: 995, p99: 5 * ms, cores: 0.049}}, row{bare, sample{rps: 1000, p99: 4 * ms, cores: math.NaN()}},
+				row{full, sample{rps: 990, p99: 4500 * time.Microsecond, cores: 0.0396}}), 1000),
+			want: []string{
+				"gatehouse full p99 -0.50 ms vs plainproxy at 1000 requests a second (goal ≤ +0.00) met; proxy CPU per request 40.0 vs 49.2 µs",
+				"gatehouse full p99 +0.50 ms vs gatehouse --bare at 1000 requests a second (goal ≤ 1 ms) met",
+			},
+		},
+		{
+			name: "open loop: a target that fell behind is not judged",
+			c:    rate(mk(false, row{plainproxy, sample{rps: 900, p99: 5 * ms}}, row{full, sample{rps: 1000, p99: 4 * ms}}), 1000),
+			want: []string{"gatehouse full p99 -1.00 ms vs plainproxy at 1000 requests a second (goal ≤ +0.00): not judged, a target did not keep up with the rate"},
+		},
+		{
+			name: "open loop: p99 worse, streams informational, no throughput goals",
+			c: rate(mk(true, row{plainproxy, sample{rps: 1000, p99: 5 * ms}}, row{full, sample{rps: 1000, p99: 6 * ms, cores: math.NaN()}},
+				row{cacheHits, sample{rps: 1000, gwP50: 0.1}}, row{cacheMisses, sample{rps: 1000}}, row{redisMode, sample{rps: 1000}}), 1000),
+			want: []string{
+				"gatehouse full p99 +1.00 ms vs plainproxy at 1000 requests a second: informational, the goal is for non-streaming",
+				"cache hit p50 inside the gateway = 0.100 ms (goal ≤ 0.3 ms) met; at the client 0.000 ms",
+			},
+		},
+		{
+			name: "open loop: p99 worse",
+			c:    rate(mk(false, row{plainproxy, sample{rps: 1000, p99: 5 * ms}}, row{full, sample{rps: 1000, p99: 6 * ms, cores: math.NaN()}}), 1000),
+			want: []string{"gatehouse full p99 +1.00 ms vs plainproxy at 1000 requests a second (goal ≤ +0.00) MISSED"},
 		},
 		{
 			name: "nothing to compare",
@@ -535,7 +567,15 @@ func TestParseFlags(t *testing.T) {
 	if q.duration != time.Second || q.Rounds != 2 || !slices.Equal(q.layouts, []string{unpinned}) || q.targets[full] {
 		t.Errorf("-quick -rounds 2 without -gatehouse = %s, %d rounds, layouts %v, full %t", q.duration, q.Rounds, q.layouts, q.targets[full])
 	}
+	if q.rate != 0 {
+		t.Errorf("rate %d by default, want 0 (the closed loop)", q.rate)
+	}
+	r, err := parseFlags([]string{"-mockllm", "m", "-rate", "4000"})
+	if err != nil || r.rate != 4000 {
+		t.Errorf("-rate 4000: rate %d, %v", r.rate, err)
+	}
 	for _, bad := range [][]string{
+		{"-mockllm", "m", "-rate", "-1"},
 		{"-mockllm", "m", "-layout", "diagonal"},
 		{"-mockllm", "m", "-targets", "full,nginx"},
 		{"-mockllm", "m", "-layout", ""},
@@ -632,5 +672,38 @@ func TestBaseFull(t *testing.T) {
 	// request (the same cores, more requests: less CPU each).
 	if want := "|                      0.80× |                1.12× |                    0.89× |"; !strings.Contains(b.String(), want) {
 		t.Errorf("ratios lack %q:\n%s", want, b.String())
+	}
+}
+
+// An open-loop run says so in its header, names its rate in each table's
+// title, and marks a target that fell behind the rate.
+func TestOpenLoopReport(t *testing.T) {
+	o := options{duration: 5 * time.Second, warmup: time.Second, layouts: []string{pinned}, rate: 4000}
+	o.Rounds = 3
+	nan := math.NaN()
+	c := cell{
+		spec: runSpec{scenario: scenario{name: "nonstream"}, layout: pinned, concurrency: 32, rate: 4000},
+		rows: []row{
+			{plainproxy, sample{requests: 20000, rps: 3990, p99: 5 * time.Millisecond, gwP50: nan, cores: 0.5, rssMiB: 14, redisCores: nan, pgCores: nan}},
+			{full, sample{requests: 17000, rps: 3400, p99: 4 * time.Millisecond, gwP50: 0.02, cores: 0.9, rssMiB: 20, redisCores: nan, pgCores: nan}},
+		},
+	}
+	var b bytes.Buffer
+	writeHeader(&b, o, []string{plainproxy, full})
+	writeTable(&b, c)
+	writeVerdicts(&b, []cell{c}, 3)
+	out := b.String()
+	for _, want := range []string{
+		"Open loop: 4000 requests a second sent to each target whatever its answers",
+		"## pinned, nonstream, 4000 requests a second, at most 32 in flight",
+		"gatehouse full did not keep up with 4000 requests a second (it answered 3400)",
+		"- pinned nonstream c=32 rate=4000/s: gatehouse full p99 -1.00 ms vs plainproxy at 4000 requests a second (goal ≤ +0.00): not judged",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q; got:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "plainproxy did not keep up") {
+		t.Errorf("plainproxy answered 99.75%% of the rate and is marked as behind:\n%s", out)
 	}
 }

@@ -2,9 +2,14 @@
 // next request as soon as the last one is answered (a closed loop, vegeta
 // with an unlimited rate and exactly c workers), so every target is asked
 // for its best throughput at a given concurrency instead of being fed a
-// rate it may not reach. It also turns one run into a sample: successful
-// requests per second, latency percentiles, and what the proxy process
-// spent in CPU and memory while serving them.
+// rate it may not reach. With -rate the load is an open loop instead:
+// requests leave at a fixed rate whatever the answers, at most c in
+// flight, so that targets of different speeds are compared at one rate
+// (a closed loop runs the faster one harder, and its load generator's
+// core busier, which moves the latency it measures). It also turns one
+// run into a sample: successful requests per second, latency
+// percentiles, and what the proxy process spent in CPU and memory while
+// serving them.
 
 package main
 
@@ -61,8 +66,11 @@ type runSpec struct {
 	scenario
 	layout      string // pinned or unpinned
 	concurrency int
-	warmup      time.Duration // load sent first and discarded: connections, caches, GC pacing
-	duration    time.Duration
+	// rate is the requests sent a second in an open loop (-rate), at
+	// most concurrency of them in flight; 0 is the closed loop.
+	rate     int
+	warmup   time.Duration // load sent first and discarded: connections, caches, GC pacing
+	duration time.Duration
 }
 
 // sample is what one run, or the median of several, measured.
@@ -307,9 +315,16 @@ type tally struct {
 // map with every connection.
 const maxErrKinds = 20
 
-// attack runs spec.concurrency clients against url for d. The attacker is
-// new each time (vegeta's cannot be restarted) but the client, and so its
-// warm connections, is shared.
+// attack runs spec.concurrency clients against url for d, each sending
+// its next request when its last is answered, or, with spec.rate, sends
+// spec.rate requests a second on up to spec.concurrency connections. The
+// attacker is new each time (vegeta's cannot be restarted) but the
+// client, and so its warm connections, is shared.
+//
+// In the open loop a target that cannot keep up makes vegeta hold back
+// requests until a worker is free, and a request's latency is timed from
+// when it was sent, not from when it was due: such a run's latencies say
+// too little, which the report flags (keptUp).
 func attack(ctx context.Context, client *http.Client, tg target, body []byte, spec runSpec, d time.Duration) tally {
 	c := uint64(spec.concurrency)
 	atk := vegeta.NewAttacker(
@@ -339,7 +354,7 @@ func attack(ctx context.Context, client *http.Client, tg target, body []byte, sp
 
 	t := tally{errs: map[string]int{}}
 	start := time.Now()
-	for r := range atk.Attack(tgt, vegeta.Rate{Freq: 0}, d, spec.name) {
+	for r := range atk.Attack(tgt, vegeta.Rate{Freq: spec.rate, Per: time.Second}, d, spec.name) {
 		if reason := failure(r, spec.stream); reason != "" {
 			t.failed++
 			if _, ok := t.errs[reason]; !ok && len(t.errs) >= maxErrKinds {

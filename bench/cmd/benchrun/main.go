@@ -108,6 +108,7 @@ type options struct {
 	duration, warmup time.Duration
 	layouts          []string
 	concurrency      []int
+	rate             int // requests a second in an open loop; 0 for the closed loop
 	scenarios        []scenario
 	targets          map[string]bool // by target name
 	profiles         string          // directory for CPU profiles; "" keeps none
@@ -197,7 +198,7 @@ func (h *harness) runLayout(ctx context.Context, w io.Writer, layout string) ([]
 			return cells, fmt.Errorf("setup (%s, %s): %w", layout, sc.name, benchcli.Interrupted(ctx, err))
 		}
 		for _, c := range h.o.concurrency {
-			spec := runSpec{scenario: sc, layout: layout, concurrency: c, warmup: h.o.warmup, duration: h.o.duration}
+			spec := runSpec{scenario: sc, layout: layout, concurrency: c, rate: h.o.rate, warmup: h.o.warmup, duration: h.o.duration}
 			cl, err := runCell(ctx, targets, spec, h.o.Rounds)
 			if err != nil {
 				return cells, err
@@ -220,7 +221,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "timed load per run (each target runs twice per round)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "discarded load before each timed run")
 	lay := fs.String("layout", "pinned,unpinned", "comma-separated: pinned (the proxy alone on one CPU at GOMAXPROCS=1, load and upstream on another; needs taskset), unpinned (no pinning, the proxy at GOMAXPROCS=2)")
-	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients")
+	conc := fs.String("concurrency", "32,256", "comma-separated numbers of concurrent clients (with -rate: of requests in flight at most)")
+	fs.IntVar(&o.rate, "rate", 0, "open loop: send this many requests a second to every target, whatever its answers, instead of each client's next request when its last is answered; latencies are then compared at one rate, throughput is not judged (0: closed loop)")
 	scen := fs.String("scenarios", "nonstream,stream-usage", "comma-separated: nonstream, stream (the client does not ask for usage; gatehouse does), stream-usage (the client asks for usage)")
 	tgts := fs.String("targets", "plainproxy,bare,full,cache,cache-miss,redis", "comma-separated: direct (no proxy), plainproxy, bare, full, nolimits (full without rate limits or budget: the cost of admission control), quiet (full with x-ratelimit headers on 429s only), cache (nolimits with the exact cache on: every request after the first a hit), cache-miss (the same, every request a miss), redis (full in cluster mode: Redis and PostgreSQL, both started by the harness), redis-lease (redis with limits.lease on), base-full (full served by the -base binary), base-redis (redis served by the -base binary)")
 	fs.StringVar(&o.profiles, "profiles", "", "keep a CPU profile of every proxy per layout and scenario in this directory (LAYOUT-SCENARIO-TARGET.pprof)")
@@ -248,8 +250,8 @@ func parseFlags(args []string) (options, error) {
 	if o.Mockllm == "" {
 		return o, errors.New("-mockllm is required")
 	}
-	if o.duration <= 0 || o.warmup < 0 || o.Rounds < 1 {
-		return o, errors.New("-duration must be > 0, -warmup ≥ 0 and -rounds ≥ 1")
+	if o.duration <= 0 || o.warmup < 0 || o.Rounds < 1 || o.rate < 0 {
+		return o, errors.New("-duration must be > 0, -warmup ≥ 0, -rounds ≥ 1 and -rate ≥ 0")
 	}
 	for _, f := range benchcli.List(*lay) {
 		if f != pinned && f != unpinned {

@@ -66,7 +66,22 @@ func (c cell) tooManyErrors() bool {
 }
 
 func (c cell) label() string {
+	if c.spec.rate > 0 {
+		return fmt.Sprintf("%s %s c=%d rate=%d/s", c.spec.layout, c.spec.name, c.spec.concurrency, c.spec.rate)
+	}
 	return fmt.Sprintf("%s %s c=%d", c.spec.layout, c.spec.name, c.spec.concurrency)
+}
+
+// minKeptUp is the share of an open loop's rate a target must answer
+// successfully for its latencies to count: one that falls behind has its
+// requests held back until a client is free, and their wait is not in the
+// latency vegeta times.
+const minKeptUp = 0.97
+
+// keptUp says whether s answered its cell's rate: always true in a closed
+// loop, which has no rate to fall behind.
+func (c cell) keptUp(s sample) bool {
+	return c.spec.rate == 0 || s.rps >= minKeptUp*float64(c.spec.rate)
 }
 
 func writeHeader(w io.Writer, o options, names []string) {
@@ -86,11 +101,16 @@ func writeHeader(w io.Writer, o options, names []string) {
 	if o.Rounds > 1 {
 		rounds = fmt.Sprintf("median of %d rounds", o.Rounds)
 	}
-	fmt.Fprintf(w, "Closed loop: each client sends its next request as soon as the last is answered; "+
+	loop := "Closed loop: each client sends its next request as soon as the last is answered"
+	if o.rate > 0 {
+		loop = fmt.Sprintf("Open loop: %d requests a second sent to each target whatever its answers, at most the cell's "+
+			"concurrency in flight, so that latencies are compared at one rate; throughput is not judged", o.rate)
+	}
+	fmt.Fprintf(w, "%s; "+
 		"%s per run after %s of warm-up; each round runs the targets forward then mirrored (ABBA) "+
 		"and takes the mean of each target's two runs; %s. The load generator shares the machine with what it "+
 		"measures: compare the ratios within a table, not absolute numbers.\n\n",
-		o.duration, o.warmup, rounds)
+		loop, o.duration, o.warmup, rounds)
 	for _, l := range o.layouts {
 		switch l {
 		case pinned:
@@ -105,7 +125,11 @@ func writeHeader(w io.Writer, o options, names []string) {
 // writeTable prints one cell: a row per target, then the failure reasons
 // of any target that had failures.
 func writeTable(w io.Writer, c cell) {
-	fmt.Fprintf(w, "## %s, %s, %d concurrent clients\n\n", c.spec.layout, c.spec.name, c.spec.concurrency)
+	if c.spec.rate > 0 {
+		fmt.Fprintf(w, "## %s, %s, %d requests a second, at most %d in flight\n\n", c.spec.layout, c.spec.name, c.spec.rate, c.spec.concurrency)
+	} else {
+		fmt.Fprintf(w, "## %s, %s, %d concurrent clients\n\n", c.spec.layout, c.spec.name, c.spec.concurrency)
+	}
 	plain, _ := c.get(plainproxy)
 	bareS, _ := c.get(bare)
 	dir, _ := c.get(direct)
@@ -141,6 +165,12 @@ func writeTable(w io.Writer, c cell) {
 	}
 	writeMarkdownTable(w, header, rows)
 	fmt.Fprintln(w)
+	for _, r := range c.rows {
+		if !c.keptUp(r.sample) {
+			fmt.Fprintf(w, "%s did not keep up with %d requests a second (it answered %.0f): requests waited for a free client, "+
+				"and that wait is not in its latencies, which understate. Not a measurement at this rate.\n\n", r.name, c.spec.rate, r.rps)
+		}
+	}
 	for _, r := range c.rows {
 		if r.spilled > 0 {
 			fmt.Fprintf(w, "%s spilled usage records to disk: %s of its requests' in its worst round. Its database did not keep up "+
@@ -252,6 +282,9 @@ func writeVerdicts(w io.Writer, cells []cell, rounds int) {
 // verdicts are the lines of one cell's verdict, one per goal it has the
 // targets for.
 func verdicts(c cell) []string {
+	if c.spec.rate > 0 {
+		return openLoopVerdicts(c)
+	}
 	var out []string
 	f, okF := c.get(full)
 	p, okP := c.get(plainproxy)
@@ -287,8 +320,7 @@ func verdicts(c cell) []string {
 		}
 	}
 	if hit, ok := c.get(cacheHits); ok {
-		line := fmt.Sprintf("cache hit p50 inside the gateway = %s ms (goal ≤ %.1f ms) %s; at the client %.3f ms",
-			num(hit.gwP50, 3), maxCacheHitP50, met(hit.gwP50 <= maxCacheHitP50), msf(hit.p50))
+		line := cacheHitLatency(hit)
 		if miss, ok := c.get(cacheMisses); ok {
 			line += fmt.Sprintf("; hit / miss throughput = %s (goal ≥ %s) %s", ratio(hit.rps, miss.rps), ratio(minHitVsMiss, 1),
 				met(hit.rps >= minHitVsMiss*miss.rps))
@@ -312,6 +344,58 @@ func verdicts(c cell) []string {
 			pct(ls.rps, f.rps), num(ls.redisScripts, 4), num(ls.redisCmds, 4), capacity(ls, f), serversCPU(ls), spillWarning(c, leaseMode, full)))
 	}
 	return out
+}
+
+// openLoopVerdicts are the verdicts of a cell run at a fixed rate: every
+// target was sent the same requests, so the throughput goals have nothing
+// to judge and the latency goals compare like with like. A latency is
+// judged only when both targets kept up with the rate.
+func openLoopVerdicts(c cell) []string {
+	var out []string
+	f, okF := c.get(full)
+	// judge compares full's p99 with base's; goal is "" for a comparison
+	// that has none (streams).
+	judge := func(name string, base sample, limit float64, goal string) string {
+		added := msf(f.p99) - msf(base.p99)
+		line := fmt.Sprintf("gatehouse full p99 %+.2f ms vs %s at %d requests a second", added, name, c.spec.rate)
+		if goal != "" {
+			line += " (goal ≤ " + goal + ")"
+		}
+		if !c.keptUp(f) || !c.keptUp(base) {
+			return line + ": not judged, a target did not keep up with the rate"
+		}
+		if goal != "" {
+			line += " " + met(added <= limit)
+		}
+		if fc, bc := f.cpuPerRequest(), base.cpuPerRequest(); !math.IsNaN(fc) && !math.IsNaN(bc) {
+			line += fmt.Sprintf("; proxy CPU per request %.1f vs %.1f µs", fc, bc)
+		}
+		if goal == "" {
+			line += ": informational, the goal is for non-streaming"
+		}
+		return line
+	}
+	if p, ok := c.get(plainproxy); ok && okF {
+		if c.spec.stream {
+			out = append(out, judge(plainproxy, p, 0, ""))
+		} else {
+			out = append(out, judge(plainproxy, p, maxP99VsPlain, fmt.Sprintf("%+.2f", maxP99VsPlain)))
+		}
+	}
+	if b, ok := c.get(bare); ok && okF {
+		out = append(out, judge(bare, b, maxP99Added, fmt.Sprintf("%.0f ms", maxP99Added)))
+	}
+	if hit, ok := c.get(cacheHits); ok {
+		out = append(out, cacheHitLatency(hit))
+	}
+	return out
+}
+
+// cacheHitLatency is the verdict on the cache hit's time inside the
+// gateway, which a closed and an open loop judge alike.
+func cacheHitLatency(hit sample) string {
+	return fmt.Sprintf("cache hit p50 inside the gateway = %s ms (goal ≤ %.1f ms) %s; at the client %.3f ms",
+		num(hit.gwP50, 3), maxCacheHitP50, met(hit.gwP50 <= maxCacheHitP50), msf(hit.p50))
 }
 
 // capacity is what a cluster verdict adds about the gateway's own CPU: a
