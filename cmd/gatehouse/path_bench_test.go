@@ -101,7 +101,9 @@ const (
 // commands a request costs, redis-cmds/op), through
 // gatehouse serve --bare ("bare": no auth, log or limits), "bare" and
 // "limits" through the gateway's own HTTP/1.x engine ("bare-h1",
-// "limits-h1"), through
+// "limits-h1"), limits-h1 with one feature off or no limits, for the
+// feature tax split by feature ("limits-quiet-h1", "limits-nolog-h1",
+// "limits-norecords-h1", "nolimits-h1"), through
 // net/http/httputil's ReverseProxy alone ("plainproxy", as
 // bench/cmd/plainproxy serves it) and with no proxy at all ("direct"). The
 // differences are what admission control costs a request, how much of it
@@ -156,6 +158,16 @@ func BenchmarkRequestPath(b *testing.B) {
 		// (server.http1_engine: gatehouse) instead of net/http's server.
 		{"bare-h1", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", engineGatehouse, false, true, [2]string{}, ""},
 		{"limits-h1", "gh-bench-limited", limited, engineGatehouse, true, false, [2]string{}, ""},
+		// The feature tax (limits-h1 against bare-h1) split by feature,
+		// each variant limits-h1 with one thing off or the key with no
+		// limits: the x-ratelimit headers (limits-quiet-h1), the request
+		// log line (limits-nolog-h1), the usage records
+		// (limits-norecords-h1), admission control and its headers
+		// (nolimits-h1).
+		{"nolimits-h1", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", engineGatehouse, false, false, [2]string{}, ""},
+		{"limits-quiet-h1", "gh-bench-limited", limited, engineGatehouse + "limits: {headers: refusals}\n", false, false, [2]string{}, ""},
+		{"limits-nolog-h1", "gh-bench-limited", limited, engineGatehouse + "log: {requests: false}\n", true, false, [2]string{}, ""},
+		{"limits-norecords-h1", "gh-bench-limited", limited, engineGatehouse + "usage: {records: false}\n", true, false, [2]string{}, ""},
 		{"cache-hit", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cache: {exact: {enabled: true}}\n",
 			false, false, [2]string{}, "hit"},
 		{"cache-miss", "gh-bench-free", "  - {key: gh-bench-free, project: bench}\n", "cache: {exact: {enabled: true}}\n",
