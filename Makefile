@@ -148,7 +148,10 @@ test-real: build
 # and PostgreSQL; pinning needs taskset), targets in ABBA order, medians of
 # 3 rounds; about 35 minutes. The report goes to bin/bench-report.md, a CPU
 # profile per layout, scenario and target to bin/bench-profiles/.
-# make bench BENCHFLAGS=-quick is the smoke test (about 3 minutes).
+# make bench BENCHFLAGS=-quick is the smoke test (about 3 minutes);
+# make bench BENCHFLAGS='-rate 4000 -scenarios nonstream -targets plainproxy,full'
+# compares latencies at one rate (an open loop) instead of at each
+# target's best throughput.
 # The 1,000 and 10,000 concurrent streams scenario (memory per stream) is
 # a tool of its own, bench/cmd/streams, with its own target bench-streams:
 # once that directory exists, make bench runs it after the load benchmark.
