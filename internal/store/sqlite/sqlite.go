@@ -60,7 +60,7 @@ type Store struct {
 	ids       store.IDs // of the projects, keys and customers this Store creates
 
 	insertMu sync.Mutex
-	records  recordWriter // usage records' statements on the writer connection; prepared on first use
+	records  recordWriter // the usage records' and the spend flush's statements on the writer connection; prepared on first use
 
 	decoded atomic.Int64 // record batches the readers decoded: tests hold them to skipping the rest
 }

@@ -53,13 +53,13 @@ const rollupSQL = `INSERT INTO usage_hourly (hour, key_id, project, model, provi
 // prepared by the driver itself on the writer connection, the argument
 // slice it binds them with and the batch encoder. Both run on timers
 // (the usage sink's batches, the spend log's flush), and both go to the
-// driver directly
-// (sql.Conn.Raw), not through database/sql: per statement that spares a
-// copy and a type check of every argument, and, as the driver calls get
-// a context that never ends, the watcher goroutine and progress callback
-// the driver sets up to interrupt SQLite when a context can end. The
-// batch's deadline is checked before each statement instead, and a
-// statement waits for a lock at most busyTimeout, as every other one.
+// driver directly (sql.Conn.Raw), not through database/sql: per
+// statement that spares a copy and a type check of every argument, and,
+// as the driver calls get a context that never ends, the watcher
+// goroutine and progress callback the driver sets up to interrupt SQLite
+// when a context can end. The batch's deadline is checked before each
+// statement instead, and a statement waits for a lock at most
+// busyTimeout, as every other one.
 type recordWriter struct {
 	on     driver.Conn   // the connection stmts are prepared on; nil before the first write
 	stmts  []driver.Stmt // by the stmt constants below
