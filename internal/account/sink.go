@@ -333,9 +333,24 @@ func (s *Sink) drain(spare []Record, all bool) ([]Record, bool) {
 	s.queue = append(spare[:0], q[n:]...) // the partial batch left, if any
 	s.mu.Unlock()
 	s.writeAll(q[:n])
+	if cap(q) > s.o.Batch*spareBatches && n < cap(q)/4 {
+		// A backlog's buffer, now mostly empty: let it go (spareBatches).
+		return nil, !closed
+	}
 	clear(q) // the records' bodies and strings are not kept alive by the spare
 	return q[:0], !closed
 }
+
+// spareBatches bounds the buffer drain keeps for the next queue, in
+// batches, once the queue it took is less than a quarter full. A queue
+// grows to what a backlog needs (up to SinkOptions.Queue: 16,384 records
+// by default, 6 MiB), and the collector scans a buffer of records whole,
+// its empty slots as well, at every cycle: kept after the backlog as the
+// queue and its spare, two of them were most of a cluster-mode replica's
+// live heap, 20 MiB where one that never fell behind has 3, and every
+// collection scanned them (BENCHMARKS.md, "Spilled records replayed as
+// fresh ones"). A queue that stays busy keeps its buffer.
+const spareBatches = 4
 
 // writeAll writes rs a batch at a time, up to o.Writers batches at once,
 // and returns when every batch is stored or spilled.

@@ -706,3 +706,49 @@ func TestSinkFlushesSpilledRecordsAtItsTick(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSinkLetsABacklogsBufferGo: the buffer a backlog grew the queue to
+// is not kept once the queue it holds is mostly empty (spareBatches),
+// while a busy queue's is, and nothing is lost either way.
+func TestSinkLetsABacklogsBufferGo(t *testing.T) {
+	sp, err := openSpill(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newMemStore()
+	s := &Sink{o: SinkOptions{Batch: 10, Queue: 1000}, store: st, spill: sp, kick: make(chan struct{}, 1)}
+	s.o.defaults()
+	next := 0
+	add := func(n int) {
+		for range n {
+			s.Add(rec(next))
+			next++
+		}
+	}
+	add(500) // a backlog: the queue grows to hold 500
+	spare, _ := s.drain(nil, true)
+	if cap(spare) < 500 {
+		t.Fatalf("the backlog's buffer, %d records, is not the spare: cap %d", 500, cap(spare))
+	}
+	// Quiet ticks: the queue and the spare take turns as each other, so
+	// the backlog's buffer is the queue at the first and let go at the
+	// second.
+	for tick := range 2 {
+		add(30)
+		spare, _ = s.drain(spare, true)
+		s.mu.Lock()
+		queueCap := cap(s.queue)
+		s.mu.Unlock()
+		if tick == 1 && (cap(spare) > 10*spareBatches || queueCap > 10*spareBatches) {
+			t.Fatalf("after two quiet ticks the sink holds buffers of %d and %d records", cap(spare), queueCap)
+		}
+	}
+	add(30)
+	spare, _ = s.drain(spare, true)
+	if cap(spare) == 0 {
+		t.Fatal("a small queue's buffer was not kept as the spare")
+	}
+	if got := len(st.stored()); got != next {
+		t.Fatalf("stored %d records, want %d", got, next)
+	}
+}

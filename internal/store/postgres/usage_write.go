@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -87,12 +89,44 @@ const rollupSQL = `INSERT INTO usage_hourly AS h (hour, key_id, project, model, 
 			cached_tokens, cost_micros, cache_hits, latency, ttft)
 	` + rollupConflict
 
-// WriteRecords implements account.RecordStore with COPY: the batch is
-// copied into a temporary table and moved into usage_records with ON
-// CONFLICT DO NOTHING in the same transaction, so a replayed batch never
-// duplicates a record, and COPY keeps its speed (COPY itself cannot skip
-// conflicts).
+// WriteRecords implements account.RecordStore. The batches it is given
+// are the spill file's, replayed, and nearly all of them were never in
+// the database: records that found the sink's queue full, or batches
+// spilled while the database was down. So it writes them as
+// WriteFreshRecords does, and only a batch that repeats a stored request
+// id (a write of unknown outcome, replayed) fails that COPY on the
+// primary key and goes through writeDeduplicated. Replays through
+// writeDeduplicated alone cost PostgreSQL about twice what a fresh batch
+// does (its temporary table, second insert with the conflict check and
+// rollup grouped in SQL), and they come exactly when the database is
+// behind: in the load benchmark a database that fell behind had a
+// quarter of the records spilled, and their replays were a third of its
+// work (BENCHMARKS.md, "Spilled records replayed as fresh ones").
 func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
+	return s.writeFirstFresh(ctx, rs)
+}
+
+// WriteFreshRecords implements account.FreshRecordStore: the batch, which
+// the sink vouches was never handed to a store, is copied straight into
+// usage_records, and its rollup, summed in Go (account.Rollup), added to
+// usage_hourly by one statement. It skips writeDeduplicated's temporary
+// table, its second insert with the conflict check, and the rollup's
+// grouping in SQL: about a third of what a batch costs PostgreSQL
+// (BENCHMARKS.md, "Cluster mode's spill"). Should a request id be stored
+// already, or twice in rs, the COPY fails on the primary key and the
+// batch goes through writeDeduplicated, which skips the duplicates.
+func (s *Store) WriteFreshRecords(ctx context.Context, rs []account.Record) error {
+	return s.writeFirstFresh(ctx, rs)
+}
+
+// writeFirstFresh is WriteFreshRecords and WriteRecords: the fresh COPY,
+// then writeDeduplicated if the COPY meets a stored request id. A batch
+// whose rollup texts PostgreSQL cannot take as they are (a NUL byte or
+// invalid UTF-8 in a key, project or model name: a client names the
+// model) goes to writeDeduplicated at once, whose rollup is grouped in
+// SQL from the rows as COPY cleaned them; the rollup's parameters would
+// carry them raw, and the write failed, over and over if a replay.
+func (s *Store) writeFirstFresh(ctx context.Context, rs []account.Record) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -100,7 +134,34 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	if err != nil {
 		return fmt.Errorf("postgres: write usage records: %w", err)
 	}
+	if !rollupTextsClean(rs) {
+		return s.writeDeduplicated(ctx, buf)
+	}
+	rollup := rollupArgs(account.Rollup(rs, nil))
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), copyFreshSQL); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, rollupSQL, rollup...)
+		return err
+	})
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		return s.writeDeduplicated(ctx, buf)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: write usage records: %w", err)
+	}
+	return nil
+}
+
+// writeDeduplicated writes a batch (buf, its rows in COPY's text format)
+// that may repeat stored request ids: copied into a temporary table and
+// moved into usage_records with ON CONFLICT DO NOTHING in the same
+// transaction, the rollup summed from the rows really inserted, so a
+// replayed batch never duplicates a record, and COPY keeps its speed
+// (COPY itself cannot skip conflicts).
+func (s *Store) writeDeduplicated(ctx context.Context, buf []byte) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS usage_records_in
 			(LIKE usage_records INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
 			return err
@@ -117,40 +178,6 @@ func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
 	return nil
 }
 
-// WriteFreshRecords implements account.FreshRecordStore: the batch, which
-// the sink vouches was never handed to a store, is copied straight into
-// usage_records, and its rollup, summed in Go (account.Rollup), added to
-// usage_hourly by one statement. It skips WriteRecords' temporary table,
-// its second insert with the conflict check, and the rollup's grouping
-// in SQL: about a third of what a batch costs PostgreSQL (BENCHMARKS.md,
-// "Cluster mode's spill"). Should a request id be stored already, or
-// twice in rs, the COPY fails on the primary key and the batch goes
-// through WriteRecords, which skips the duplicates.
-func (s *Store) WriteFreshRecords(ctx context.Context, rs []account.Record) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	buf, err := copyRows(rs)
-	if err != nil {
-		return fmt.Errorf("postgres: write usage records: %w", err)
-	}
-	rollup := rollupArgs(account.Rollup(rs, nil))
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), copyFreshSQL); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, rollupSQL, rollup...)
-		return err
-	})
-	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-		return s.WriteRecords(ctx, rs)
-	}
-	if err != nil {
-		return fmt.Errorf("postgres: write usage records: %w", err)
-	}
-	return nil
-}
-
 // ParallelWrites implements account.ParallelRecordStore: a quarter of
 // the pool's connections, at most four, so that a backlog of records
 // never holds the connections the rest of the store needs. Two batches
@@ -161,6 +188,29 @@ func (s *Store) WriteFreshRecords(ctx context.Context, rs []account.Record) erro
 // spill").
 func (s *Store) ParallelWrites() int {
 	return int(min(max(s.pool.Config().MaxConns/4, 1), 4))
+}
+
+// rollupTextsClean reports whether the texts of rs that rollupArgs
+// passes as parameters are all as PostgreSQL's text takes them.
+func rollupTextsClean(rs []account.Record) bool {
+	for i := range rs {
+		r := &rs[i]
+		if !pgText(r.KeyID) || !pgText(r.Project) || !pgText(r.Model) || !pgText(r.Provider) || !pgText(r.ProjectID) {
+			return false
+		}
+	}
+	return true
+}
+
+// pgText reports whether PostgreSQL's text takes s as it is: no NUL
+// byte, valid UTF-8. ASCII without NUL, nearly every name, is one pass.
+func pgText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == 0 || c >= utf8.RuneSelf {
+			return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s)
+		}
+	}
+	return true
 }
 
 // copyRows is rs in COPY's text format.

@@ -81,3 +81,91 @@ func TestParallelWrites(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestWriteRecordsCopiesFreshBatchesStraight: WriteRecords (a spill's
+// replay) copies a batch that repeats no stored request id straight into
+// usage_records, as WriteFreshRecords does, and turns to the temporary
+// table only for one that does: on a pool of one connection, whose
+// session the temporary table would live in, none exists after the
+// first batch, and one does after the repeat, which is stored once.
+func TestWriteRecordsCopiesFreshBatchesStraight(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.DSN(t, "gh_replay_")+"&pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 5, 6, 7, 0, 0, 0, time.UTC)
+	recs := make([]account.Record, 6)
+	for i := range recs {
+		recs[i] = account.Record{RequestID: fmt.Sprintf("gh-r%02d", i), Time: at.Add(time.Duration(i) * time.Second),
+			KeyID: "key_a", Project: "alpha", Model: "chat", Provider: "openai", Status: 200, Cost: 100}
+	}
+	tempTable := func() bool {
+		t.Helper()
+		var name *string
+		if err := s.pool.QueryRow(ctx, `SELECT to_regclass('pg_temp.usage_records_in')::text`).Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		return name != nil
+	}
+	if err := s.WriteRecords(ctx, recs[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if tempTable() {
+		t.Fatal("a batch of new records went through the temporary table")
+	}
+	if err := s.WriteRecords(ctx, recs[3:]); err != nil { // recs[3] is stored
+		t.Fatal(err)
+	}
+	if !tempTable() {
+		t.Fatal("a batch repeating a stored record was not deduplicated through the temporary table")
+	}
+	var records, requests, cost int64
+	if err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM usage_records), requests, cost_micros
+		FROM usage_hourly`).Scan(&records, &requests, &cost); err != nil {
+		t.Fatal(err)
+	}
+	if records != 6 || requests != 6 || cost != 600 {
+		t.Errorf("stored %d records, rollup %d requests %d cost; want 6, 6, 600", records, requests, cost)
+	}
+}
+
+// TestWriteRecordsUncleanRollupTexts: a batch whose key, project or
+// model name holds a NUL byte or invalid UTF-8 is stored, through either
+// method, with the names cleaned as COPY cleans them, in the records and
+// in the rollup alike. Its rollup's parameters would carry them raw,
+// which PostgreSQL refuses; a fresh batch failed so and was spilled, and
+// a replayed one would fail each time.
+func TestWriteRecordsUncleanRollupTexts(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.DSN(t, "gh_unclean_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 5, 6, 7, 0, 0, 0, time.UTC)
+	for i, write := range []func(context.Context, []account.Record) error{s.WriteFreshRecords, s.WriteRecords} {
+		batch := []account.Record{
+			{RequestID: fmt.Sprintf("gh-u%d-a", i), Time: at, KeyID: "key_a", Project: "p\xffq", Model: "nul\x00model",
+				Provider: "openai", Status: 200, Cost: 100},
+			{RequestID: fmt.Sprintf("gh-u%d-b", i), Time: at, KeyID: "key_a", Project: "alpha", Model: "chat",
+				Provider: "openai", Status: 200, Cost: 100},
+		}
+		if err := write(ctx, batch); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	var records, requests int64
+	var model string
+	if err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM usage_records), sum(requests)
+		FROM usage_hourly`).Scan(&records, &requests); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT model FROM usage_hourly WHERE project <> 'alpha'`).Scan(&model); err != nil {
+		t.Fatal(err)
+	}
+	if records != 4 || requests != 4 || model != "nulmodel" {
+		t.Errorf("stored %d records, rollup %d requests, model %q; want 4, 4, \"nulmodel\"", records, requests, model)
+	}
+}
