@@ -278,7 +278,14 @@ func TestVerdicts(t *testing.T) {
 		{
 			name: "redis mode while spilling",
 			c:    mk(false, row{full, sample{rps: 1000, cores: 0.08}}, row{redisMode, sample{rps: 600, redisScripts: 1, redisCmds: 1, spilled: 0.25, cores: 0.06, redisCores: 0.018, pgCores: 0.012}}),
-			want: []string{"Redis mode / embedded throughput = 60.0% (goal ≥ 80%) MISSED; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse CPU per request 100.0 vs 80.0 µs (80.0% of embedded's requests a core); Redis 30.0 µs and PostgreSQL 20.0 µs of CPU a request; gatehouse redis spilled usage records: 25.00% (not a steady state: see its table)"},
+			want: []string{"Redis mode / embedded throughput = 60.0% (goal ≥ 80%) NOT JUDGED (records spilled: the database's work for them fell after the run); per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse CPU per request 100.0 vs 80.0 µs (80.0% of embedded's requests a core); Redis 30.0 µs and PostgreSQL 20.0 µs of CPU a request; gatehouse redis spilled usage records: 25.00% (not a steady state: see its table)"},
+		},
+		{
+			// A database that starts cold may fall behind for a moment:
+			// up to maxSpilledJudged, the goal is judged.
+			name: "redis mode spilling a little",
+			c:    mk(false, row{full, sample{rps: 1000}}, row{redisMode, sample{rps: 850, redisScripts: 1, redisCmds: 1, spilled: 0.005, redisCores: math.NaN(), pgCores: math.NaN()}}),
+			want: []string{"Redis mode / embedded throughput = 85.0% (goal ≥ 80%) met; per request 1.00 Redis script calls, 1.00 commands in all (those scripts ran included); gatehouse redis spilled usage records: 0.50% (not a steady state: see its table)"},
 		},
 		{
 			name: "two builds in cluster mode",

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,11 @@ type Options struct {
 	// Credential runs the process as another user (PostgreSQL refuses to
 	// run as root).
 	Credential *syscall.Credential
+	// Nice, when not 0, is the process's nice value: it runs under
+	// `nice -n Nice`, which then execs it. A negative value needs root
+	// (CAP_SYS_NICE); without it nice says so on the process's log and
+	// runs it at its own.
+	Nice int
 }
 
 // Start runs bin with args, its output written to dir/name.log.
@@ -60,6 +66,12 @@ func StartWith(dir, name string, o Options, bin string, args ...string) (*Proc, 
 		return nil, err
 	}
 	defer f.Close() // the child holds its own descriptor
+	if o.Nice != 0 {
+		args = append([]string{"-n", strconv.Itoa(o.Nice), bin}, args...)
+		if bin, err = exec.LookPath("nice"); err != nil {
+			return nil, fmt.Errorf("start %s at nice %d: %w (nice is in coreutils)", name, o.Nice, err)
+		}
+	}
 	if o.CPUs != "" {
 		args = append([]string{"-c", o.CPUs, bin}, args...)
 		if bin, err = exec.LookPath("taskset"); err != nil {

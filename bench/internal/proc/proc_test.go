@@ -18,12 +18,13 @@ func TestListenAddr(t *testing.T) {
 	}
 }
 
-// StartWith's options reach the process: its environment and, through
-// taskset, the CPUs it may run on; WaitLog sees what it printed.
+// StartWith's options reach the process: its environment, through
+// taskset the CPUs it may run on, and through nice its priority;
+// WaitLog sees what it printed.
 func TestStartWithOptions(t *testing.T) {
 	dir := t.TempDir()
-	p, err := StartWith(dir, "opts", Options{Env: []string{"BENCH_X=42"}, CPUs: "0"},
-		"/bin/sh", "-c", "echo x=$BENCH_X; grep Cpus_allowed_list /proc/self/status; echo done")
+	p, err := StartWith(dir, "opts", Options{Env: []string{"BENCH_X=42"}, CPUs: "0", Nice: 7},
+		"/bin/sh", "-c", "echo x=$BENCH_X; grep Cpus_allowed_list /proc/self/status; echo nice=$(nice); echo done")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestStartWithOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := p.Tail(10)
-	for _, want := range []string{"x=42", "Cpus_allowed_list:\t0\n"} {
+	for _, want := range []string{"x=42", "Cpus_allowed_list:\t0\n", "nice=7\n"} {
 		if !strings.Contains(out+"\n", want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
