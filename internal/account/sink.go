@@ -345,11 +345,11 @@ func (s *Sink) drain(spare []Record, all bool) ([]Record, bool) {
 // batches, once the queue it took is less than a quarter full. A queue
 // grows to what a backlog needs (up to SinkOptions.Queue: 16,384 records
 // by default, 6 MiB), and the collector scans a buffer of records whole,
-// its empty slots as well, at every cycle: kept after the backlog as the
-// queue and its spare, two of them were most of a cluster-mode replica's
-// live heap, 20 MiB where one that never fell behind has 3, and every
-// collection scanned them (BENCHMARKS.md, "Spilled records replayed as
-// fresh ones"). A queue that stays busy keeps its buffer.
+// its empty slots as well, at every cycle. Kept after the backlog as the
+// queue and its spare, two such buffers would be 12 MiB scanned by every
+// collection, where a replica that never fell behind has 3 MiB live in
+// all (BENCHMARKS.md, "Spilled records replayed as fresh ones"). A queue
+// that stays busy keeps its buffer.
 const spareBatches = 4
 
 // writeAll writes rs a batch at a time, up to o.Writers batches at once,

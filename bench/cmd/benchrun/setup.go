@@ -100,13 +100,13 @@ func (h *harness) targetNames() []string {
 // databaseNice is the nice value Redis and PostgreSQL run at: they are
 // served before the load generator, mockllm and the proxy wherever they
 // share a CPU, as on machines of their own. At equal priority the
-// closed loop kept that CPU busy and PostgreSQL, a sixth of a CPU
-// behind it, wrote usage records 20 to 40 times slower than idle;
-// gatehouse's queue of records filled and it spilled up to 81% of them,
-// whose writing then fell after the run: the cluster verdicts measured
-// a database that did a fraction of its work (BENCHMARKS.md, "Spilled
-// records replayed as fresh ones"). Raising a priority needs root;
-// without it they run at 0, and a run that spills is not judged.
+// closed loop kept that CPU busy, PostgreSQL got a sixth of it and wrote
+// usage records 20 to 40 times slower than idle; gatehouse's queue of
+// records filled and it spilled up to 81% of them, which were written
+// after the run: the cluster verdicts measured a database that did a
+// fraction of its work (BENCHMARKS.md, "Spilled records replayed as
+// fresh ones"). Raising a priority needs root; without it they run at
+// 0, and a run that spills is not judged.
 const databaseNice = -10
 
 // startServices starts the layout's upstream and, for the redis target,
