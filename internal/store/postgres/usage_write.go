@@ -92,41 +92,25 @@ const rollupSQL = `INSERT INTO usage_hourly AS h (hour, key_id, project, model, 
 // WriteRecords implements account.RecordStore. The batches it is given
 // are the spill file's, replayed, and nearly all of them were never in
 // the database: records that found the sink's queue full, or batches
-// spilled while the database was down. So it writes them as
-// WriteFreshRecords does, and only a batch that repeats a stored request
-// id (a write of unknown outcome, replayed) fails that COPY on the
-// primary key and goes through writeDeduplicated. Replays through
-// writeDeduplicated alone cost PostgreSQL about twice what a fresh batch
-// does (its temporary table, second insert with the conflict check and
-// rollup grouped in SQL), and they come exactly when the database is
-// behind: in the load benchmark a database that fell behind had a
-// quarter of the records spilled, and their replays were a third of its
-// work (BENCHMARKS.md, "Spilled records replayed as fresh ones").
+// spilled while the database was down. So it copies a batch straight
+// into usage_records and adds its rollup, summed in Go (account.Rollup),
+// to usage_hourly by one statement; only a batch that repeats a stored
+// request id (a write of unknown outcome, replayed), or holds one twice,
+// fails that COPY on the primary key and goes through writeDeduplicated.
+// Replays through writeDeduplicated alone cost PostgreSQL about twice
+// what a fresh batch does (its temporary table, second insert with the
+// conflict check and rollup grouped in SQL), and they come exactly when
+// the database is behind: in the load benchmark a database that fell
+// behind had a quarter of the records spilled, and their replays were a
+// third of its work (BENCHMARKS.md, "Spilled records replayed as fresh
+// ones", and "Cluster mode's spill" for the fresh path's saving).
+//
+// A batch whose rollup texts PostgreSQL cannot take as they are (a NUL
+// byte or invalid UTF-8 in a key, project or model name: a client names
+// the model) goes to writeDeduplicated at once, whose rollup is grouped
+// in SQL from the rows as COPY cleaned them; the rollup's parameters
+// would carry them raw, and the write failed, over and over if a replay.
 func (s *Store) WriteRecords(ctx context.Context, rs []account.Record) error {
-	return s.writeFirstFresh(ctx, rs)
-}
-
-// WriteFreshRecords implements account.FreshRecordStore: the batch, which
-// the sink vouches was never handed to a store, is copied straight into
-// usage_records, and its rollup, summed in Go (account.Rollup), added to
-// usage_hourly by one statement. It skips writeDeduplicated's temporary
-// table, its second insert with the conflict check, and the rollup's
-// grouping in SQL: about a third of what a batch costs PostgreSQL
-// (BENCHMARKS.md, "Cluster mode's spill"). Should a request id be stored
-// already, or twice in rs, the COPY fails on the primary key and the
-// batch goes through writeDeduplicated, which skips the duplicates.
-func (s *Store) WriteFreshRecords(ctx context.Context, rs []account.Record) error {
-	return s.writeFirstFresh(ctx, rs)
-}
-
-// writeFirstFresh is WriteFreshRecords and WriteRecords: the fresh COPY,
-// then writeDeduplicated if the COPY meets a stored request id. A batch
-// whose rollup texts PostgreSQL cannot take as they are (a NUL byte or
-// invalid UTF-8 in a key, project or model name: a client names the
-// model) goes to writeDeduplicated at once, whose rollup is grouped in
-// SQL from the rows as COPY cleaned them; the rollup's parameters would
-// carry them raw, and the write failed, over and over if a replay.
-func (s *Store) writeFirstFresh(ctx context.Context, rs []account.Record) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -152,6 +136,13 @@ func (s *Store) writeFirstFresh(ctx context.Context, rs []account.Record) error 
 		return fmt.Errorf("postgres: write usage records: %w", err)
 	}
 	return nil
+}
+
+// WriteFreshRecords implements account.FreshRecordStore: the sink's
+// batches from its queue, never handed to the store before, are written
+// as WriteRecords writes every batch.
+func (s *Store) WriteFreshRecords(ctx context.Context, rs []account.Record) error {
+	return s.WriteRecords(ctx, rs)
 }
 
 // writeDeduplicated writes a batch (buf, its rows in COPY's text format)

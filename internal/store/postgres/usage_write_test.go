@@ -13,8 +13,8 @@ import (
 
 // TestWriteFreshRecordsFallsBack: a fresh batch holding a request id
 // that is stored already, or twice, fails its COPY on the primary key
-// and is written by WriteRecords instead: every record once, and the
-// rollup counting each once too.
+// and is written through the temporary table instead: every record
+// once, and the rollup counting each once too.
 func TestWriteFreshRecordsFallsBack(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, pgtest.DSN(t, "gh_fresh_"))
